@@ -1,0 +1,2 @@
+// placeholder until the options module lands
+int main() { return 0; }

@@ -1,0 +1,45 @@
+# System packages only (scripts/install-deps.sh installs them). Each failure names the package to install.
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+
+macro(lseq_require found what package)
+  if(NOT ${found})
+    message(FATAL_ERROR "lseq: ${what} not found; install the package '${package}' (or run scripts/install-deps.sh)")
+  endif()
+endmacro()
+
+find_package(yaml-cpp CONFIG QUIET)
+lseq_require(yaml-cpp_FOUND "yaml-cpp" libyaml-cpp-dev)
+# yaml-cpp 0.7 (Debian 12) exports 'yaml-cpp', 0.8 (Ubuntu 24.04) 'yaml-cpp::yaml-cpp'.
+if(TARGET yaml-cpp::yaml-cpp)
+  set(LSEQ_YAML_TARGET yaml-cpp::yaml-cpp)
+else()
+  set(LSEQ_YAML_TARGET yaml-cpp)
+endif()
+
+find_package(CLI11 CONFIG QUIET)
+lseq_require(CLI11_FOUND "CLI11" libcli11-dev)
+find_package(fmt CONFIG QUIET)
+lseq_require(fmt_FOUND "fmt" libfmt-dev)
+find_package(spdlog CONFIG QUIET)
+lseq_require(spdlog_FOUND "spdlog" libspdlog-dev)
+find_package(nlohmann_json CONFIG QUIET)
+lseq_require(nlohmann_json_FOUND "nlohmann-json" nlohmann-json3-dev)
+find_package(ZLIB QUIET)
+lseq_require(ZLIB_FOUND "zlib" zlib1g-dev)
+
+pkg_check_modules(SENTENCEPIECE QUIET IMPORTED_TARGET sentencepiece)
+lseq_require(SENTENCEPIECE_FOUND "SentencePiece" libsentencepiece-dev)
+find_library(SENTENCEPIECE_TRAIN_LIB sentencepiece_train HINTS ${SENTENCEPIECE_LIBRARY_DIRS})
+lseq_require(SENTENCEPIECE_TRAIN_LIB "SentencePiece trainer library" libsentencepiece-dev)
+
+pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
+lseq_require(OPENBLAS_FOUND "OpenBLAS" libopenblas-dev)
+
+if(LSEQ_BUILD_TESTS)
+  find_package(GTest CONFIG QUIET)
+  if(NOT GTest_FOUND)
+    find_package(GTest QUIET)
+  endif()
+  lseq_require(GTest_FOUND "GoogleTest" libgtest-dev)
+endif()

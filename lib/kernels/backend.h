@@ -1,0 +1,170 @@
+#pragma once
+// The kernel API: every op lseq's layers call, declared once. Two backends implement it: cpu/ (the plain,
+// correct reference, the oracle of the GPU tests) and cuda/ (fused kernels). Layers call only this interface.
+//
+// Conventions, shared by every op:
+// - Pointers are raw device pointers of the backend (host memory for the CPU backend). Row-major layouts.
+// - `dt` is the element type of activations and working weights (fp32 now; fp16/bf16 on the CUDA backend).
+//   Parameter gradients, optimizer state, LayerNorm statistics and losses are always fp32 (float*).
+// - Parameter-gradient outputs (names starting with `dparam_`/ending in `_acc`) ACCUMULATE (+=), so gradients of
+//   several micro-batches (--optimizer-delay) and of tied weights add up; the trainer zeroes them per update.
+//   Activation-gradient outputs are overwritten.
+// - Ops run in the backend's stream, in order; none allocates memory or synchronises with the host, except the
+//   memory and copy functions at the top. Scratch memory, where an op needs some, is passed in.
+// - Dropout is inverted dropout with masks from dropout_rng.h, recomputed in backward from the same key.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/dtype.h"
+
+namespace lseq::kernels {
+
+enum class DeviceKind { cpu, cuda };
+
+enum class Activation { relu, gelu, swish };  // gelu is the tanh approximation
+
+struct Dropout {
+  float p = 0.0f;     // probability of dropping; 0 disables the op's dropout
+  uint64_t key = 0;   // dropout_key(seed, step, site)
+};
+
+// C = alpha * op(A) op(B) + beta * C, row-major, op(X) = X or X^T. A is [m,k] after op, B is [k,n], C is [m,n].
+// A and B have type `ab`, C has type `c` (fp32 C with bf16 A/B gives fp32 weight gradients). batch > 1 runs
+// `batch` independent products whose operands start stride_* elements apart (attention heads).
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int m = 0, n = 0, k = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const void* a = nullptr;
+  int lda = 0;
+  const void* b = nullptr;
+  int ldb = 0;
+  void* c = nullptr;
+  int ldc = 0;
+  DType ab = DType::f32, c_type = DType::f32;
+  int batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+struct AdamArgs {
+  float lr = 0.0f;
+  float beta1 = 0.9f, beta2 = 0.98f, eps = 1e-9f;
+  float weight_decay = 0.0f;  // decoupled (AdamW); 0 is plain Adam
+  float bias_correction1 = 1.0f, bias_correction2 = 1.0f;  // 1 - beta^t, computed on the host
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual std::string name() const = 0;  // e.g. "cpu (2 threads)", "cuda:0 NVIDIA H100"
+
+  // ---- memory (the only calls that may allocate or synchronise) ----
+  virtual void* allocate(std::size_t bytes) = 0;  // throws lseq::Error naming the size when it cannot
+  virtual void release(void* p) = 0;
+  virtual void copy_to_device(void* dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;  // device to device, in stream order
+  virtual void synchronize() = 0;
+
+  // ---- elementwise ----
+  virtual void fill(DType dt, void* x, std::size_t n, float value) = 0;
+  // y = a + b (y may alias a or b)
+  virtual void add(DType dt, const void* a, const void* b, std::size_t n, void* y) = 0;
+  // y = alpha * x (y may alias x)
+  virtual void scale(DType dt, const void* x, std::size_t n, float alpha, void* y) = 0;
+  // dst = src converted between element types (f32 <-> f16/bf16, round to nearest even)
+  virtual void cast(DType src_dt, const void* src, DType dst_dt, void* dst, std::size_t n) = 0;
+  // y = dropout(x); also the backward (dx = dropout(dy) with the same key)
+  virtual void dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) = 0;
+
+  // ---- matrix products ----
+  virtual void gemm(const GemmArgs& args) = 0;
+
+  // ---- embeddings ----
+  // out[b,t,:] = dropout(table[tokens[b,t]] * scale + positions[t]) for b < batch, t < len.
+  // table [vocab, dim]; positions [max_len, dim] or nullptr (sinusoidal or learned, the caller's choice).
+  virtual void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table,
+                                 int dim, float scale, const void* positions, const Dropout& drop,
+                                 void* out) = 0;
+  // dparam_table[tokens[b,t]] += scale * dropout(dout[b,t]); dparam_positions[t] += dropout(dout[b,t]) if not null.
+  virtual void embedding_backward(DType dt, const int32_t* tokens, int batch, int len, int dim, float scale,
+                                  const Dropout& drop, const void* dout, float* dparam_table,
+                                  float* dparam_positions) = 0;
+
+  // ---- bias, activation, residual ----
+  // y = x + bias (broadcast over rows), in place allowed
+  virtual void add_bias(DType dt, const void* x, const void* bias, int rows, int cols, void* y) = 0;
+  // dparam_bias += column sums of dy
+  virtual void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias) = 0;
+  // y = dropout(act(x + bias)); x is kept by the caller for backward
+  virtual void bias_activation_dropout_forward(DType dt, const void* x, const void* bias, int rows, int cols,
+                                               Activation act, const Dropout& drop, void* y) = 0;
+  // dx = dropout(dy) * act'(x + bias); dparam_bias += column sums of dx
+  virtual void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy,
+                                                int rows, int cols, Activation act, const Dropout& drop,
+                                                void* dx, float* dparam_bias) = 0;
+  // y = residual + dropout(x + bias); bias may be nullptr
+  virtual void bias_dropout_residual_forward(DType dt, const void* x, const void* bias, const void* residual,
+                                             int rows, int cols, const Dropout& drop, void* y) = 0;
+  // dx = dropout(dy); dparam_bias += column sums of dx (if not null). The residual's gradient is dy itself.
+  virtual void bias_dropout_residual_backward(DType dt, const void* dy, int rows, int cols, const Dropout& drop,
+                                              void* dx, float* dparam_bias) = 0;
+
+  // ---- LayerNorm over the last dimension ----
+  // y = (x - mean) * rstd * gamma + beta; saves mean and rstd [rows] for backward
+  virtual void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows,
+                                  int cols, float eps, void* y, float* mean, float* rstd) = 0;
+  // dx (overwritten), dparam_gamma += sum dy*xhat, dparam_beta += sum dy
+  virtual void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean,
+                                   const float* rstd, const void* dy, int rows, int cols, void* dx,
+                                   float* dparam_gamma, float* dparam_beta) = 0;
+
+  // ---- attention ----
+  // qkv [batch*len, parts*heads*head_dim] (+ bias [parts*heads*head_dim] if not null) ->
+  // out [parts][batch][heads][len][head_dim]. parts = 3 for self-attention QKV, 2 for cross-attention KV, 1 for Q.
+  virtual void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads,
+                           int head_dim, int parts, void* out) = 0;
+  // The inverse: in [parts][batch][heads][len][head_dim] -> out [batch*len, parts*heads*head_dim];
+  // dparam_bias (if not null) += column sums of out (the backward of split_heads' bias).
+  virtual void merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts,
+                           void* out, float* dparam_bias) = 0;
+  // probs = softmax(scale * scores) over k_len for scores [batch][heads][q_len][k_len]. Keys j >= k_lengths[b]
+  // (if k_lengths not null) and, when causal, keys j > i (query i) get probability 0. probs may alias scores.
+  virtual void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch,
+                                         int heads, int q_len, int k_len, float scale, bool causal,
+                                         void* probs) = 0;
+  // dscores = scale * probs * (dprobs - rowsum(dprobs * probs)); dscores may alias dprobs.
+  virtual void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len,
+                                          float scale, void* dscores) = 0;
+
+  // ---- loss ----
+  // Label-smoothed cross-entropy of logits [n, vocab] against targets [n]; rows whose target == ignore_index
+  // (padding) give loss 0 and gradient 0. Per row: loss = -(1-ls) log p[y] - ls/vocab * sum_v log p[v],
+  // nll = -log p[y]. If dlogits is not null it receives grad_scale * d loss / d logits (may alias logits).
+  // Probabilities are never materialised as a separate buffer.
+  virtual void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab,
+                             float label_smoothing, int ignore_index, float grad_scale, float* loss,
+                             float* nll, void* dlogits) = 0;
+
+  // ---- optimizer over the flat fp32 buffers ----
+  // norm[0] = sqrt(sum (pre_scale * g)^2); factor[0] = pre_scale * min(1, max_norm / norm) (max_norm <= 0: no
+  // clipping), or NaN when the norm is not finite. Both are device scalars: nothing returns to the host.
+  virtual void grad_norm(const float* grads, std::size_t n, float pre_scale, float max_norm, float* norm,
+                         float* factor) = 0;
+  // AdamW over n parameters with gradients multiplied by factor[0] (device scalar); when factor[0] is not
+  // finite the update is skipped (a NaN/Inf step). Writes the working copy (type working_dt) in the same pass
+  // when working is not null.
+  virtual void adam_update(float* params, const float* grads, float* m, float* v, std::size_t n,
+                           const AdamArgs& args, const float* factor, DType working_dt, void* working) = 0;
+};
+
+// The CPU backend always exists; the CUDA backend where lseq was built with it (otherwise this throws an
+// lseq::Error that says so and suggests --cpu).
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);  // 0: all cores
+std::unique_ptr<Backend> make_cuda_backend(int device_index);
+bool cuda_backend_available();  // built with CUDA and a GPU is visible
+
+}  // namespace lseq::kernels

@@ -1,0 +1,35 @@
+#include "util/logging.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <vector>
+
+#include "util/error.h"
+
+namespace lseq {
+
+void setup_logging(const LogOptions& options) {
+  std::vector<spdlog::sink_ptr> sinks;
+  auto terminal = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  terminal->set_level(options.quiet ? spdlog::level::warn : spdlog::level::info);
+  sinks.push_back(terminal);
+  if (!options.file.empty()) {
+    try {
+      auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(options.file);
+      file->set_level(spdlog::level::info);
+      sinks.push_back(file);
+    } catch (const spdlog::spdlog_ex& e) {
+      fail("cannot open log file '{}' (--log): {}", options.file, e.what());
+    }
+  }
+  auto logger = std::make_shared<spdlog::logger>("lseq", sinks.begin(), sinks.end());
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");
+  logger->set_level(spdlog::level::info);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace lseq

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Configures and builds lseq into build/ (or $LSEQ_BUILD_DIR). The CUDA backend is built where nvcc is found,
+# for $LSEQ_CUDA_ARCHS (default: CMake's 80;90). Extra arguments go to cmake's configure step.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${LSEQ_BUILD_DIR:-$root/build}
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+args=(-DCMAKE_BUILD_TYPE=${LSEQ_BUILD_TYPE:-Release})
+[ -n "${LSEQ_CUDA_ARCHS:-}" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$LSEQ_CUDA_ARCHS")
+[ -n "${LSEQ_CUDA:-}" ] && args+=(-DLSEQ_CUDA="$LSEQ_CUDA")
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" "${generator[@]}" "${args[@]}" "$@" >/dev/null
+else
+  cmake -S "$root" -B "$build" "${args[@]}" "$@" >/dev/null
+fi
+cmake --build "$build" -j "${LSEQ_JOBS:-$(nproc)}"
