@@ -77,6 +77,8 @@ class Backend {
   virtual void scale(DType dt, const void* x, std::size_t n, float alpha, void* y) = 0;
   // dst = src converted between element types (f32 <-> f16/bf16, round to nearest even)
   virtual void cast(DType src_dt, const void* src, DType dst_dt, void* dst, std::size_t n) = 0;
+  // out[0] = sum of x[0..n) (fp32, device scalar); added to out[0] when accumulate, else overwritten
+  virtual void reduce_sum(const float* x, std::size_t n, float* out, bool accumulate) = 0;
   // y = dropout(x); also the backward (dx = dropout(dy) with the same key)
   virtual void dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) = 0;
 

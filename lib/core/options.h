@@ -1,0 +1,53 @@
+#pragma once
+// Options shared by lstrain, lstranslate and lsscore: Marian's names, YAML config files merged in order, the
+// command line winning, --dump-config. Every option is declared once in the registry (options_registry.cpp)
+// with its type, default, help text and the apps that accept it; values are checked against that type whether
+// they come from a file or the command line, and errors name the option, the file, the line and what to do.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lseq {
+
+enum class App { train, translate, score };
+
+class Options {
+ public:
+  Options() = default;
+  explicit Options(YAML::Node values) : values_(std::move(values)) {}
+
+  bool has(const std::string& key) const;  // set (not null) after merging defaults, files and command line
+  // Typed access; the registry guarantees the type, so a mismatch here is a programming error (lseq::Error).
+  bool get_bool(const std::string& key) const;
+  int64_t get_int(const std::string& key) const;
+  double get_float(const std::string& key) const;
+  std::string get_string(const std::string& key) const;
+  std::vector<std::string> get_strings(const std::string& key) const;
+  std::vector<int64_t> get_ints(const std::string& key) const;
+  std::vector<double> get_floats(const std::string& key) const;
+
+  void set(const std::string& key, const YAML::Node& value);  // programmatic override (tests, model config)
+  const YAML::Node& yaml() const { return values_; }
+  std::string dump() const;  // the merged options as YAML, keys in registry order
+
+ private:
+  YAML::Node values_;
+};
+
+// What parse_options decided: run with the options, or exit now with this code (help, version, dump-config
+// were printed, or an error was reported on stderr as one line).
+struct ParsedOptions {
+  Options options;
+  bool exit_now = false;
+  int exit_code = 0;
+};
+
+ParsedOptions parse_options(App app, int argc, const char* const* argv);
+
+// Loads one YAML config file and validates every key against the registry for `app` (used by parse_options,
+// and to read the config stored in a model directory).
+YAML::Node load_config_file(App app, const std::string& path);
+
+}  // namespace lseq

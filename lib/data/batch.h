@@ -1,0 +1,24 @@
+#pragma once
+// One mini-batch of sentence pairs, padded to the longest sentence on each side (pad id 0).
+//   src     [size x src_len]  source ids + eos
+//   tgt_in  [size x tgt_len]  bos + target ids     (decoder input)
+//   tgt_out [size x tgt_len]  target ids + eos     (what the decoder must predict)
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace lseq::data {
+
+struct Batch {
+  int size = 0;     // sentences
+  int src_len = 0;  // padded lengths, eos/bos included
+  int tgt_len = 0;
+  std::vector<int32_t> src, tgt_in, tgt_out;
+  std::vector<int32_t> src_lengths, tgt_lengths;  // real lengths per sentence, eos/bos included
+  std::vector<int64_t> line_ids;                  // 0-based line numbers in the corpus (for decoding order)
+
+  int64_t src_tokens() const;  // sum of src_lengths (real, without padding)
+  int64_t tgt_tokens() const;  // sum of tgt_lengths = number of predicted target tokens
+};
+
+}  // namespace lseq::data

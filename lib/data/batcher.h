@@ -1,0 +1,49 @@
+#pragma once
+// Training batches: the encoded corpus (from the binary cache, memory-mapped) is cut into length-sorted,
+// token-budgeted mini-batches, deterministically from a seed, with a state that can be saved and restored
+// exactly, a rank/world split for data parallelism, and a background thread that prepares batches ahead.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch.h"
+
+namespace lseq::data {
+
+struct BatcherOptions {
+  int64_t mini_batch_words = 4096;  // --mini-batch-words: budget of padded tokens per side (max of both sides)
+  int mini_batch = 0;               // --mini-batch: at most this many sentences a batch (0: no limit)
+  int maxi_batch = 100;             // --maxi-batch: sort windows of maxi_batch * (sentences per mini-batch)
+  bool shuffle = true;              // shuffle sentences and batch order per epoch (false: corpus order)
+  uint64_t seed = 1234;
+  int rank = 0, world_size = 1;     // this rank's disjoint share
+  int prefetch = 8;                 // batches prepared ahead by the background thread (0: none)
+};
+
+// Where the iterator is: enough to continue exactly. Stored in progress.yml by the trainer.
+struct BatcherState {
+  int64_t epoch = 1;          // 1-based, as Marian reports it
+  int64_t batch_in_epoch = 0; // global batches of this epoch already handed out (all ranks)
+};
+
+class EncodedCorpus;  // corpus_cache.h
+
+class Batcher {
+ public:
+  Batcher(std::shared_ptr<const EncodedCorpus> corpus, BatcherOptions options);
+  ~Batcher();
+
+  // The next batch of this rank; at the end of an epoch the next epoch starts (state().epoch increments).
+  Batch next();
+  BatcherState state() const;          // the state after the last batch returned by next()
+  void restore(const BatcherState& s); // the next call to next() continues from s
+
+  bool epoch_finished() const;  // true right after next() handed out the last batch of an epoch
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lseq::data
