@@ -89,7 +89,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsInp
     pieces.push_back({t.data, static_cast<std::size_t>(bytes)});
     offset += bytes;
   }
-  std::string json = header.dump();
+  std::string json;
+  try {
+    json = header.dump();
+  } catch (const nlohmann::json::exception&) {  // only invalid UTF-8 can make dump() fail
+    fail("cannot write checkpoint '{}': a tensor name or metadata entry is not valid UTF-8", path);
+  }
   json.append((8 - json.size() % 8) % 8, ' ');  // data area starts 8-byte aligned
   unsigned char length[8];
   store_u64_le(json.size(), length);

@@ -37,9 +37,14 @@ std::string temporary_name_for(const std::string& path) {
 // Owns the temporary file until it has been renamed into place; removes it on every failure path.
 class TemporaryFile {
  public:
-  explicit TemporaryFile(const std::string& target) : target_(target), name_(temporary_name_for(target)) {
-    fd_ = ::open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ < 0) fail_os(target_, ("creating the temporary file '" + name_ + "'").c_str(), errno);
+  explicit TemporaryFile(const std::string& target) : target_(target) {
+    // A leftover of a crashed process that had our pid may hold the name: then take the next one.
+    for (int attempt = 0; fd_ < 0; ++attempt) {
+      name_ = temporary_name_for(target);
+      fd_ = ::open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ < 0 && !(errno == EEXIST && attempt < 100))
+        fail_os(target_, ("creating the temporary file '" + name_ + "'").c_str(), errno);
+    }
   }
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;

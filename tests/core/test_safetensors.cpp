@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -187,6 +188,8 @@ TEST_F(SafetensorsTest, WriterRejectsBadInput) {
   EXPECT_THROW(lseq::write_safetensors(path, {{"__metadata__", "F32", {2}, x}}), lseq::Error);
   EXPECT_THROW(lseq::write_safetensors(path, {{"a", "F32", {-1}, x}}), lseq::Error);
   EXPECT_THROW(lseq::write_safetensors(path, {{"a", "F32", {2}, nullptr}}), lseq::Error);
+  EXPECT_THROW(lseq::write_safetensors(path, {{"a\xff", "F32", {2}, x}}), lseq::Error);
+  EXPECT_THROW(lseq::write_safetensors(path, {{"a", "F32", {2}, x}}, {{"k", "\xc3"}}), lseq::Error);
   EXPECT_FALSE(fs::exists(path));
   EXPECT_TRUE(fs::is_empty(dir_)) << "no temporary file may remain";
 }

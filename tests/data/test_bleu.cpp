@@ -75,7 +75,7 @@ TEST(Bleu, EmptyCorpusScoresZero) {
 
 TEST(Bleu, SignatureIsSacreBleusWithOurVersion) {
   EXPECT_EQ(lseq::data::BleuScore::signature(),
-            lseq_test::with_our_version(expected_metrics().at("bleu_signature"), lseq::data::kMetricsVersion));
+            lseq_test::with_our_version(expected_metrics().at("bleu_signature").get<std::string>(), lseq::data::kMetricsVersion));
   EXPECT_EQ(lseq::data::BleuScore::signature(), "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:lseq-0.1.0");
 }
 
@@ -101,7 +101,7 @@ TEST(Tokenizer13a, MatchesSacreBleu) {
   const auto& pairs = expected_metrics().at("tokenizer_13a");
   ASSERT_GE(pairs.size(), 100u);
   for (const auto& pair : pairs) {
-    const std::string line = pair[0], want = pair[1];
+    const auto line = pair.at(0).get<std::string>(), want = pair.at(1).get<std::string>();
     EXPECT_EQ(lseq::data::tokenize_13a(line), want) << line;
   }
 }

@@ -56,7 +56,7 @@ TEST(Chrf, CountsCodePointsNotBytes) {
 
 TEST(Chrf, SignatureIsSacreBleusWithOurVersion) {
   EXPECT_EQ(lseq::data::ChrfScore::signature(),
-            lseq_test::with_our_version(expected_metrics().at("chrf_signature"), lseq::data::kMetricsVersion));
+            lseq_test::with_our_version(expected_metrics().at("chrf_signature").get<std::string>(), lseq::data::kMetricsVersion));
 }
 
 TEST(Chrf, DifferentLineCountsNameBothCounts) {

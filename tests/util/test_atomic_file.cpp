@@ -81,6 +81,15 @@ TEST_F(AtomicFileTest, WritesARelativePathInTheCurrentDirectory) {
   EXPECT_EQ(entries(), 1u);
 }
 
+TEST_F(AtomicFileTest, StaleTemporaryFilesOfAnEarlierProcessWithOurPidAreSkipped) {
+  const fs::path target = dir_ / "w.bin";
+  for (int i = 0; i < 50; ++i)
+    std::ofstream(dir_ / (".w.bin.tmp." + std::to_string(::getpid()) + "." + std::to_string(i))) << "stale";
+  lseq::write_file_atomic(target.string(), std::string_view("fresh"));
+  EXPECT_EQ(read(target), "fresh");
+  EXPECT_EQ(entries(), 51u) << "stale files are not ours to delete";
+}
+
 TEST_F(AtomicFileTest, ProducerExceptionKeepsOldFileAndRemovesTemporary) {
   const fs::path target = dir_ / "keep.txt";
   lseq::write_file_atomic(target.string(), std::string_view("old content"));
