@@ -1,0 +1,45 @@
+// GEMM of the CPU backend: OpenBLAS sgemm, row-major; a batched product is a loop over its batch.
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_common.h"
+#include "util/error.h"
+
+namespace lseq::kernels {
+
+void CpuBackend::gemm(const GemmArgs& g) {
+  cpu::require_f32(g.ab, "gemm");
+  cpu::require_f32(g.c_type, "gemm");
+  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 1)
+    fail("gemm: invalid shape m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
+  // Row-major leading dimensions are at least the stored row length.
+  const int need_a = std::max(1, g.trans_a ? g.m : g.k);
+  const int need_b = std::max(1, g.trans_b ? g.k : g.n);
+  const int need_c = std::max(1, g.n);
+  if (g.lda < need_a || g.ldb < need_b || g.ldc < need_c)
+    fail("gemm: leading dimensions lda={} ldb={} ldc={} are smaller than the rows they describe ({}, {}, {})",
+         g.lda, g.ldb, g.ldc, need_a, need_b, need_c);
+  if (g.m == 0 || g.n == 0) return;
+  const auto* a = static_cast<const float*>(g.a);
+  const auto* b = static_cast<const float*>(g.b);
+  auto* c = static_cast<float*>(g.c);
+  const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
+  for (int i = 0; i < g.batch; ++i) {
+    float* ci = c + i * g.stride_c;
+    if (g.k == 0) {  // an empty sum: C = beta * C (and BLAS may skip the call altogether)
+      for (int r = 0; r < g.m; ++r)
+        for (int col = 0; col < g.n; ++col) {
+          float& x = ci[static_cast<int64_t>(r) * g.ldc + col];
+          x = g.beta == 0.0f ? 0.0f : g.beta * x;
+        }
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, g.alpha, a + i * g.stride_a, g.lda, b + i * g.stride_b,
+                g.ldb, g.beta, ci, g.ldc);
+  }
+}
+
+}  // namespace lseq::kernels

@@ -1,0 +1,112 @@
+// Label-smoothed cross-entropy: loss and nll against a double reference, padding rows, the gradient against
+// finite differences of grad_scale * sum(loss), in place, stability for large logits, bad targets.
+#include "kernels_test_util.h"
+
+namespace lseq::kernels::test {
+namespace {
+
+constexpr int kIgnore = -1;
+
+struct CeRef {
+  std::vector<double> loss, nll;
+};
+
+CeRef ref_cross_entropy(const std::vector<double>& x, const std::vector<int32_t>& y, int n, int vocab, double ls) {
+  CeRef r{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0)};
+  for (int i = 0; i < n; ++i) {
+    if (y[i] == kIgnore) continue;
+    const double* row = &x[std::size_t(i) * vocab];
+    double max = row[0];
+    for (int v = 0; v < vocab; ++v) max = std::max(max, row[v]);
+    double sum = 0;
+    for (int v = 0; v < vocab; ++v) sum += std::exp(row[v] - max);
+    const double lse = max + std::log(sum);
+    double sum_logp = 0;
+    for (int v = 0; v < vocab; ++v) sum_logp += row[v] - lse;
+    r.nll[i] = -(row[y[i]] - lse);
+    r.loss[i] = (1 - ls) * r.nll[i] - ls / vocab * sum_logp;
+  }
+  return r;
+}
+
+struct CeCase {
+  int n, vocab;
+  float ls;
+};
+
+TEST_F(CpuKernels, CrossEntropyForwardMatchesReference) {
+  uint64_t seed = 1600;
+  for (const auto& c : std::vector<CeCase>{{1, 1, 0.0f}, {1, 5, 0.1f}, {7, 13, 0.0f}, {9, 31, 0.2f}, {64, 1000, 0.1f}}) {
+    const auto logits = random_floats(std::size_t(c.n) * c.vocab, ++seed, -4, 4);
+    auto targets = random_ints(c.n, ++seed, 0, c.vocab - 1);
+    if (c.n > 2) targets[1] = kIgnore;
+    auto loss = poisoned(c.n), nll = poisoned(c.n);
+    backend.cross_entropy(DType::f32, logits.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore, 1.0f, loss.data(),
+                          nll.data(), nullptr);
+    const auto ref = ref_cross_entropy(to_double(logits), targets, c.n, c.vocab, c.ls);
+    EXPECT_TRUE(all_close(loss, ref.loss, 1e-5, 1e-6)) << c.n << "x" << c.vocab;
+    EXPECT_TRUE(all_close(nll, ref.nll, 1e-5, 1e-6)) << c.n << "x" << c.vocab;
+    if (c.n > 2) {
+      EXPECT_EQ(loss[1], 0.0f);
+      EXPECT_EQ(nll[1], 0.0f);
+    }
+  }
+}
+
+TEST_F(CpuKernels, CrossEntropyGradientMatchesFiniteDifferences) {
+  uint64_t seed = 1700;
+  for (const auto& c : std::vector<CeCase>{{1, 1, 0.1f}, {1, 4, 0.0f}, {5, 6, 0.1f}, {4, 9, 0.3f}}) {
+    const auto logits = random_floats(std::size_t(c.n) * c.vocab, ++seed, -3, 3);
+    auto targets = random_ints(c.n, ++seed, 0, c.vocab - 1);
+    if (c.n > 2) targets[2] = kIgnore;
+    const float grad_scale = 0.37f;
+    const auto fd = finite_difference(
+        [&](const std::vector<double>& x) {
+          const auto r = ref_cross_entropy(x, targets, c.n, c.vocab, c.ls);
+          double s = 0;
+          for (double l : r.loss) s += l;
+          return grad_scale * s;
+        },
+        to_double(logits));
+    auto loss = poisoned(c.n), nll = poisoned(c.n), dlogits = poisoned(logits.size());
+    backend.cross_entropy(DType::f32, logits.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore, grad_scale,
+                          loss.data(), nll.data(), dlogits.data());
+    EXPECT_TRUE(all_close(dlogits, fd, 1e-4, 1e-6)) << c.n << "x" << c.vocab;
+    if (c.n > 2)
+      for (int v = 0; v < c.vocab; ++v) EXPECT_EQ(dlogits[2 * c.vocab + v], 0.0f);
+    // In place: dlogits aliasing logits.
+    auto inplace = logits;
+    backend.cross_entropy(DType::f32, inplace.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore, grad_scale,
+                          nullptr, nullptr, inplace.data());
+    EXPECT_EQ(inplace, dlogits);
+  }
+}
+
+TEST_F(CpuKernels, CrossEntropyIsStableForLargeLogits) {
+  const int n = 3, vocab = 5;
+  auto logits = random_floats(n * vocab, 1800, -1, 1);
+  for (auto& x : logits) x += 1000.0f;
+  logits[7] = 3000.0f;  // row 1, very confident
+  const std::vector<int32_t> targets = {0, 2, 4};
+  auto loss = poisoned(n), nll = poisoned(n), d = poisoned(n * vocab);
+  backend.cross_entropy(DType::f32, logits.data(), targets.data(), n, vocab, 0.1f, kIgnore, 1.0f, loss.data(), nll.data(), d.data());
+  const auto ref = ref_cross_entropy(to_double(logits), targets, n, vocab, 0.1);
+  EXPECT_TRUE(all_close(loss, ref.loss, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(nll, ref.nll, 1e-5, 1e-5));
+  for (float g : d) EXPECT_TRUE(std::isfinite(g));
+}
+
+TEST_F(CpuKernels, CrossEntropyRejectsTargetsOutsideTheVocabulary) {
+  const auto logits = random_floats(2 * 4, 1900);
+  const std::vector<int32_t> targets = {1, 4};
+  std::vector<float> loss(2);
+  try {
+    backend.cross_entropy(DType::f32, logits.data(), targets.data(), 2, 4, 0.0f, kIgnore, 1.0f, loss.data(), nullptr, nullptr);
+    FAIL() << "target 4 of a vocabulary of 4 accepted";
+  } catch (const lseq::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 1"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lseq::kernels::test
