@@ -39,6 +39,7 @@ class Transformer {
   float* master() { return store_->master(); }
   float* grads() { return store_->grads(); }
   const ParamStore& param_store() const { return *store_; }
+  ParamStore& param_store() { return *store_; }
   kernels::Backend& backend() const { return backend_; }
 
   void init_params(uint64_t seed) { store_->init(seed); }
