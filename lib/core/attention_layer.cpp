@@ -1,0 +1,207 @@
+#include "core/attention_layer.h"
+
+#include <cmath>
+
+#include "core/linear.h"
+
+namespace lseq {
+
+namespace {
+
+// Batched products over the batch*heads slices of [len][hd] head buffers.
+kernels::GemmArgs batched(const LayerContext& ctx, int batch) {
+  kernels::GemmArgs g;
+  g.ab = ctx.dt, g.c_type = ctx.dt;
+  g.batch = batch;
+  return g;
+}
+
+}  // namespace
+
+AttentionLayer::AttentionLayer(ParamTable& table, const std::string& prefix, int dim, int heads, Kind kind)
+    : kind_(kind), dim_(dim), heads_(heads), head_dim_(dim / heads) {
+  if (kind == Kind::self) {
+    w_qkv_ = table.add(prefix + ".qkv.weight", {3 * dim, dim}, ParamInit::glorot_uniform, 3);
+    b_qkv_ = table.add(prefix + ".qkv.bias", {3 * dim}, ParamInit::zeros);
+  } else {
+    w_q_ = table.add(prefix + ".q.weight", {dim, dim}, ParamInit::glorot_uniform);
+    b_q_ = table.add(prefix + ".q.bias", {dim}, ParamInit::zeros);
+    w_kv_ = table.add(prefix + ".kv.weight", {2 * dim, dim}, ParamInit::glorot_uniform, 2);
+    b_kv_ = table.add(prefix + ".kv.bias", {2 * dim}, ParamInit::zeros);
+  }
+  w_out_ = table.add(prefix + ".out.weight", {dim, dim}, ParamInit::glorot_uniform);
+  b_out_ = table.add(prefix + ".out.bias", {dim}, ParamInit::zeros);
+}
+
+void AttentionLayer::project_qkv(const LayerContext& ctx, const void* x, int batch, int len,
+                                 void* qkv_heads) const {
+  TempScope scope(ctx.memory);
+  const int rows = batch * len;
+  void* qkv = ctx.temp(static_cast<std::size_t>(rows) * 3 * dim_);
+  linear_forward(ctx, x, rows, dim_, 3 * dim_, w_qkv_, qkv);
+  ctx.backend.split_heads(ctx.dt, qkv, ctx.w(b_qkv_), batch, len, heads_, head_dim_, 3, qkv_heads);
+}
+
+void AttentionLayer::project_q(const LayerContext& ctx, const void* x, int batch, int q_len, void* q_heads) const {
+  TempScope scope(ctx.memory);
+  const int rows = batch * q_len;
+  void* q = ctx.temp(static_cast<std::size_t>(rows) * dim_);
+  linear_forward(ctx, x, rows, dim_, dim_, w_q_, q);
+  ctx.backend.split_heads(ctx.dt, q, ctx.w(b_q_), batch, q_len, heads_, head_dim_, 1, q_heads);
+}
+
+void AttentionLayer::project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len,
+                                void* kv_heads) const {
+  TempScope scope(ctx.memory);
+  const int rows = batch * k_len;
+  void* kv = ctx.temp(static_cast<std::size_t>(rows) * 2 * dim_);
+  linear_forward(ctx, memory, rows, dim_, 2 * dim_, w_kv_, kv);
+  ctx.backend.split_heads(ctx.dt, kv, ctx.w(b_kv_), batch, k_len, heads_, head_dim_, 2, kv_heads);
+}
+
+void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* k, const void* v,
+                            const int32_t* k_lengths, int batch, int q_len, int k_len, bool causal,
+                            const kernels::Dropout& drop, void* probs, void* context) const {
+  TempScope scope(ctx.memory);
+  const int slices = batch * heads_;
+  const std::size_t prob_count = static_cast<std::size_t>(slices) * q_len * k_len;
+
+  kernels::GemmArgs s = batched(ctx, slices);  // scores = q k^T
+  s.trans_b = true;
+  s.m = q_len, s.n = k_len, s.k = head_dim_;
+  s.a = q, s.lda = head_dim_, s.stride_a = static_cast<int64_t>(q_len) * head_dim_;
+  s.b = k, s.ldb = head_dim_, s.stride_b = static_cast<int64_t>(k_len) * head_dim_;
+  s.c = probs, s.ldc = k_len, s.stride_c = static_cast<int64_t>(q_len) * k_len;
+  ctx.backend.gemm(s);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, q_len, k_len, scale, causal,
+                                        probs);
+
+  const void* used_probs = probs;
+  if (drop.p > 0.0f) {
+    void* dropped = ctx.temp(prob_count);
+    ctx.backend.dropout(ctx.dt, probs, prob_count, drop, dropped);
+    used_probs = dropped;
+  }
+  void* context_heads = ctx.temp(static_cast<std::size_t>(batch) * q_len * dim_);
+  kernels::GemmArgs c = batched(ctx, slices);  // context = probs v
+  c.m = q_len, c.n = head_dim_, c.k = k_len;
+  c.a = used_probs, c.lda = k_len, c.stride_a = static_cast<int64_t>(q_len) * k_len;
+  c.b = v, c.ldb = head_dim_, c.stride_b = static_cast<int64_t>(k_len) * head_dim_;
+  c.c = context_heads, c.ldc = head_dim_, c.stride_c = static_cast<int64_t>(q_len) * head_dim_;
+  ctx.backend.gemm(c);
+  ctx.backend.merge_heads(ctx.dt, context_heads, batch, q_len, heads_, head_dim_, 1, context, nullptr);
+}
+
+void AttentionLayer::project_out(const LayerContext& ctx, const void* context, int rows, void* o) const {
+  linear_forward(ctx, context, rows, dim_, dim_, w_out_, o);
+}
+
+void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory,
+                             const int32_t* k_lengths, int batch, int q_len, int k_len, bool causal,
+                             const kernels::Dropout& drop, void* o, Saved& saved) const {
+  saved.x = x;
+  saved.memory = memory;
+  saved.k_lengths = k_lengths;
+  saved.causal = causal;
+  saved.drop = drop;
+  saved.batch = batch, saved.q_len = q_len, saved.k_len = k_len;
+  const std::size_t q_count = static_cast<std::size_t>(batch) * q_len * dim_;
+  const std::size_t k_count = static_cast<std::size_t>(batch) * k_len * dim_;
+  if (kind_ == Kind::self) {
+    saved.q = ctx.keep(3 * q_count);
+    saved.k = offset_ptr(saved.q, q_count, ctx.dt);
+    saved.v = offset_ptr(saved.q, 2 * q_count, ctx.dt);
+    project_qkv(ctx, x, batch, q_len, saved.q);
+  } else {
+    saved.q = ctx.keep(q_count);
+    saved.k = ctx.keep(2 * k_count);
+    saved.v = offset_ptr(saved.k, k_count, ctx.dt);
+    project_q(ctx, x, batch, q_len, saved.q);
+    project_kv(ctx, memory, batch, k_len, saved.k);
+  }
+  saved.probs = ctx.keep(static_cast<std::size_t>(batch) * heads_ * q_len * k_len);
+  saved.context = ctx.keep(q_count);
+  attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs,
+         saved.context);
+  project_out(ctx, saved.context, batch * q_len, o);
+}
+
+void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx,
+                              bool accumulate_dx, void* d_memory) const {
+  TempScope scope(ctx.memory);
+  const int slices = s.batch * heads_;
+  const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
+  const std::size_t q_count = static_cast<std::size_t>(q_rows) * dim_;
+  const std::size_t k_count = static_cast<std::size_t>(k_rows) * dim_;
+  const std::size_t prob_count = static_cast<std::size_t>(slices) * s.q_len * s.k_len;
+
+  // Output projection: dW_o += d_o^T context; d_context = d_o W_o, split into heads.
+  void* d_context = ctx.temp(q_count);
+  linear_backward(ctx, s.context, d_o, q_rows, dim_, dim_, w_out_, d_context, false);
+  void* d_context_heads = ctx.temp(q_count);
+  ctx.backend.split_heads(ctx.dt, d_context, nullptr, s.batch, s.q_len, heads_, head_dim_, 1, d_context_heads);
+
+  // Head gradients: self [3][B][H][L][hd] (q, k, v), cross q [1][...] and kv [2][...].
+  void* d_q = ctx.temp(kind_ == Kind::self ? 3 * q_count : q_count);
+  void* d_k = kind_ == Kind::self ? offset_ptr(d_q, q_count, ctx.dt) : ctx.temp(2 * k_count);
+  void* d_v = offset_ptr(d_k, k_count, ctx.dt);
+
+  // The dropped probabilities are recomputed from the saved ones and the key, not stored.
+  const void* used_probs = s.probs;
+  if (s.drop.p > 0.0f) {
+    void* dropped = ctx.temp(prob_count);
+    ctx.backend.dropout(ctx.dt, s.probs, prob_count, s.drop, dropped);
+    used_probs = dropped;
+  }
+  // d_v = dropped_probs^T d_context
+  kernels::GemmArgs dv = batched(ctx, slices);
+  dv.trans_a = true;
+  dv.m = s.k_len, dv.n = head_dim_, dv.k = s.q_len;
+  dv.a = used_probs, dv.lda = s.k_len, dv.stride_a = static_cast<int64_t>(s.q_len) * s.k_len;
+  dv.b = d_context_heads, dv.ldb = head_dim_, dv.stride_b = static_cast<int64_t>(s.q_len) * head_dim_;
+  dv.c = d_v, dv.ldc = head_dim_, dv.stride_c = static_cast<int64_t>(s.k_len) * head_dim_;
+  ctx.backend.gemm(dv);
+  // d_probs = d_context v^T, through the dropout, then the softmax (scores gradient in place).
+  void* d_probs = ctx.temp(prob_count);
+  kernels::GemmArgs dp = batched(ctx, slices);
+  dp.trans_b = true;
+  dp.m = s.q_len, dp.n = s.k_len, dp.k = head_dim_;
+  dp.a = d_context_heads, dp.lda = head_dim_, dp.stride_a = static_cast<int64_t>(s.q_len) * head_dim_;
+  dp.b = s.v, dp.ldb = head_dim_, dp.stride_b = static_cast<int64_t>(s.k_len) * head_dim_;
+  dp.c = d_probs, dp.ldc = s.k_len, dp.stride_c = static_cast<int64_t>(s.q_len) * s.k_len;
+  ctx.backend.gemm(dp);
+  if (s.drop.p > 0.0f) ctx.backend.dropout(ctx.dt, d_probs, prob_count, s.drop, d_probs);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  ctx.backend.attention_softmax_backward(ctx.dt, s.probs, d_probs, slices * s.q_len, s.k_len, scale, d_probs);
+  // d_q = d_scores k; d_k = d_scores^T q
+  kernels::GemmArgs dq = batched(ctx, slices);
+  dq.m = s.q_len, dq.n = head_dim_, dq.k = s.k_len;
+  dq.a = d_probs, dq.lda = s.k_len, dq.stride_a = static_cast<int64_t>(s.q_len) * s.k_len;
+  dq.b = s.k, dq.ldb = head_dim_, dq.stride_b = static_cast<int64_t>(s.k_len) * head_dim_;
+  dq.c = d_q, dq.ldc = head_dim_, dq.stride_c = static_cast<int64_t>(s.q_len) * head_dim_;
+  ctx.backend.gemm(dq);
+  kernels::GemmArgs dk = batched(ctx, slices);
+  dk.trans_a = true;
+  dk.m = s.k_len, dk.n = head_dim_, dk.k = s.q_len;
+  dk.a = d_probs, dk.lda = s.k_len, dk.stride_a = static_cast<int64_t>(s.q_len) * s.k_len;
+  dk.b = s.q, dk.ldb = head_dim_, dk.stride_b = static_cast<int64_t>(s.q_len) * head_dim_;
+  dk.c = d_k, dk.ldc = head_dim_, dk.stride_c = static_cast<int64_t>(s.k_len) * head_dim_;
+  ctx.backend.gemm(dk);
+
+  // Back through the projections (merge_heads also accumulates the projection biases' gradients).
+  if (kind_ == Kind::self) {
+    void* d_qkv = ctx.temp(3 * q_count);
+    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, heads_, head_dim_, 3, d_qkv, ctx.g(b_qkv_));
+    linear_backward(ctx, s.x, d_qkv, q_rows, dim_, 3 * dim_, w_qkv_, dx, accumulate_dx);
+  } else {
+    void* d_qm = ctx.temp(q_count);
+    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, heads_, head_dim_, 1, d_qm, ctx.g(b_q_));
+    linear_backward(ctx, s.x, d_qm, q_rows, dim_, dim_, w_q_, dx, accumulate_dx);
+    void* d_kvm = ctx.temp(2 * k_count);
+    ctx.backend.merge_heads(ctx.dt, d_k, s.batch, s.k_len, heads_, head_dim_, 2, d_kvm, ctx.g(b_kv_));
+    linear_backward(ctx, s.memory, d_kvm, k_rows, dim_, 2 * dim_, w_kv_, d_memory, true);
+  }
+}
+
+}  // namespace lseq

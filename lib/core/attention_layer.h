@@ -1,0 +1,62 @@
+#pragma once
+// Multi-head attention with separate projection and core steps, so that incremental decoding can reuse them
+// (project the new token's q/k/v, append k/v to a cache, attend over the cache; cross-attention k/v once).
+//   self:  qkv = x W_qkv^T + b_qkv (one fused GEMM), split into [3][batch][heads][len][head_dim]
+//   cross: q = x W_q^T + b_q; kv = memory W_kv^T + b_kv (fused), split into [1] and [2][batch][heads][len][hd]
+//   core:  probs = softmax(q k^T / sqrt(hd)) with key padding (and causal) masks; context = dropout(probs) v
+//   out:   o = context W_o^T; its bias b_o is applied by the residual op that follows (bias_dropout_residual).
+#include <string>
+
+#include "core/layer_context.h"
+
+namespace lseq {
+
+class AttentionLayer {
+ public:
+  enum class Kind { self, cross };
+
+  struct Saved {
+    const void* x = nullptr;       // query-side input [batch*q_len, dim]
+    const void* memory = nullptr;  // cross: key/value-side input [batch*k_len, dim]
+    void* q = nullptr;             // heads [batch][heads][q_len][hd]; self: followed by k and v (fused buffer)
+    void* k = nullptr;
+    void* v = nullptr;             // cross: k and v are one buffer [2][batch][heads][k_len][hd]
+    void* probs = nullptr;         // [batch][heads][q_len][k_len], before dropout
+    void* context = nullptr;       // merged heads [batch*q_len, dim]
+    const int32_t* k_lengths = nullptr;
+    bool causal = false;
+    kernels::Dropout drop;         // of the probabilities
+    int batch = 0, q_len = 0, k_len = 0;
+  };
+
+  AttentionLayer() = default;
+  AttentionLayer(ParamTable& table, const std::string& prefix, int dim, int heads, Kind kind);
+
+  // ---- steps (also used by incremental decoding) ----
+  void project_qkv(const LayerContext& ctx, const void* x, int batch, int len, void* qkv_heads) const;
+  void project_q(const LayerContext& ctx, const void* x, int batch, int q_len, void* q_heads) const;
+  void project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len, void* kv_heads) const;
+  // probs [batch][heads][q_len][k_len] (softmax, masked); context [batch*q_len, dim] (merged heads).
+  void attend(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths,
+              int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs,
+              void* context) const;
+  void project_out(const LayerContext& ctx, const void* context, int rows, void* o) const;
+  std::size_t out_bias() const { return b_out_; }
+
+  // ---- training ----
+  // o [batch*q_len, dim] (caller's buffer) = attention output before its bias. memory == nullptr for self.
+  void forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths, int batch,
+               int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o, Saved& saved) const;
+  // d_o: gradient of o. dx (query side) overwritten or added (accumulate_dx); cross: d_memory += always.
+  void backward(const LayerContext& ctx, const Saved& saved, const void* d_o, void* dx, bool accumulate_dx,
+                void* d_memory) const;
+
+ private:
+  Kind kind_ = Kind::self;
+  int dim_ = 0, heads_ = 0, head_dim_ = 0;
+  std::size_t w_qkv_ = 0, b_qkv_ = 0;  // self
+  std::size_t w_q_ = 0, b_q_ = 0, w_kv_ = 0, b_kv_ = 0;  // cross
+  std::size_t w_out_ = 0, b_out_ = 0;
+};
+
+}  // namespace lseq

@@ -1,0 +1,125 @@
+#include "core/decoder.h"
+
+#include <utility>
+
+namespace lseq {
+
+namespace {
+uint64_t site(int layer, DropoutKind kind) { return dropout_site(Stack::decoder, layer, kind); }
+}  // namespace
+
+DecoderLayer::DecoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index)
+    : config_(config), index_(index) {
+  const int dim = config.dim_emb;
+  self_attn_ = AttentionLayer(table, prefix + ".self_attn", dim, config.heads, AttentionLayer::Kind::self);
+  self_block_ = ResidualBlock(table, prefix + ".self_attn_norm", dim, config.layer_norm_eps, config.norm);
+  cross_attn_ = AttentionLayer(table, prefix + ".cross_attn", dim, config.heads, AttentionLayer::Kind::cross);
+  cross_block_ = ResidualBlock(table, prefix + ".cross_attn_norm", dim, config.layer_norm_eps, config.norm);
+  ffn_ = FeedForwardLayer(table, prefix + ".ffn", dim, config.dim_ffn, config.activation);
+  ffn_block_ = ResidualBlock(table, prefix + ".ffn_norm", dim, config.layer_norm_eps, config.norm);
+}
+
+const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch,
+                                  int len, const DecoderMemory& memory, Saved& s) const {
+  const int rows = batch * len;
+  const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
+  const void* h1;
+  {
+    TempScope scope(ctx.memory);
+    const void* in = self_block_.sublayer_input(ctx, x, rows, s.self_block);
+    void* o = ctx.temp(count);
+    self_attn_.forward(ctx, in, nullptr, lengths, batch, len, len, true,
+                       ctx.dropout(config_.dropout_attention, site(index_, DropoutKind::self_attn_probs)), o,
+                       s.self_attn);
+    h1 = self_block_.output(ctx, x, o, self_attn_.out_bias(), rows,
+                            ctx.dropout(config_.dropout, site(index_, DropoutKind::self_attn_residual)), s.self_block);
+  }
+  const void* h2;
+  {
+    TempScope scope(ctx.memory);
+    const void* in = cross_block_.sublayer_input(ctx, h1, rows, s.cross_block);
+    void* o = ctx.temp(count);
+    cross_attn_.forward(ctx, in, memory.states, memory.lengths, batch, len, memory.len, false,
+                        ctx.dropout(config_.dropout_attention, site(index_, DropoutKind::cross_attn_probs)), o,
+                        s.cross_attn);
+    h2 = cross_block_.output(ctx, h1, o, cross_attn_.out_bias(), rows,
+                             ctx.dropout(config_.dropout, site(index_, DropoutKind::cross_attn_residual)),
+                             s.cross_block);
+  }
+  TempScope scope(ctx.memory);
+  const void* in = ffn_block_.sublayer_input(ctx, h2, rows, s.ffn_block);
+  void* o = ctx.temp(count);
+  ffn_.forward(ctx, in, rows, ctx.dropout(config_.dropout_ffn, site(index_, DropoutKind::ffn_activation)), o, s.ffn);
+  return ffn_block_.output(ctx, h2, o, ffn_.out_bias(), rows,
+                           ctx.dropout(config_.dropout, site(index_, DropoutKind::ffn_residual)), s.ffn_block);
+}
+
+void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare, void* d_memory) const {
+  const std::size_t count = static_cast<std::size_t>(s.ffn.rows) * config_.dim_emb;
+  void* cur;
+  {
+    TempScope scope(ctx.memory);
+    void* d_o = ctx.temp(count);
+    auto grad = ffn_block_.begin_backward(ctx, s.ffn_block, g, spare, ffn_.out_bias(), d_o);
+    ffn_.backward(ctx, s.ffn, d_o, grad.sublayer_dx, grad.accumulate);
+    cur = ffn_block_.end_backward(ctx, s.ffn_block, grad);
+  }
+  {
+    void* other = cur == g ? spare : g;
+    TempScope scope(ctx.memory);
+    void* d_o = ctx.temp(count);
+    auto grad = cross_block_.begin_backward(ctx, s.cross_block, cur, other, cross_attn_.out_bias(), d_o);
+    cross_attn_.backward(ctx, s.cross_attn, d_o, grad.sublayer_dx, grad.accumulate, d_memory);
+    cur = cross_block_.end_backward(ctx, s.cross_block, grad);
+  }
+  void* other = cur == g ? spare : g;
+  TempScope scope(ctx.memory);
+  void* d_o = ctx.temp(count);
+  auto grad = self_block_.begin_backward(ctx, s.self_block, cur, other, self_attn_.out_bias(), d_o);
+  self_attn_.backward(ctx, s.self_attn, d_o, grad.sublayer_dx, grad.accumulate, nullptr);
+  return self_block_.end_backward(ctx, s.self_block, grad);
+}
+
+Decoder::Decoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table)
+    : config_(config), embedding_(embedding_table, config.dim_emb) {
+  for (int i = 0; i < config.dec_depth; ++i) {
+    layers_.emplace_back(table, "decoder.l" + std::to_string(i + 1), config, i);
+  }
+  if (config.norm == NormPlacement::pre) {
+    final_norm_ = LayerNormLayer(table, "decoder.final_norm", config.dim_emb, config.layer_norm_eps);
+  }
+}
+
+const void* Decoder::forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch,
+                             int len, const void* positions, const DecoderMemory& memory, Saved& s) const {
+  s.layers.resize(layers_.size());
+  s.tokens = tokens;
+  s.batch = batch, s.len = len;
+  s.emb_drop = ctx.dropout(config_.dropout, dropout_site(Stack::embeddings, 1, DropoutKind::embedding));
+  const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
+  void* emb = ctx.keep(count);
+  embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb);
+  const void* h = emb;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    h = layers_[i].forward(ctx, h, lengths, batch, len, memory, s.layers[i]);
+  }
+  if (config_.norm == NormPlacement::post) return h;
+  void* out = ctx.keep(count);
+  final_norm_.forward(ctx, h, batch * len, out, s.final_norm);
+  return out;
+}
+
+void Decoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, void* spare, void* d_memory) const {
+  void* g = d_out;
+  if (config_.norm == NormPlacement::pre) {
+    final_norm_.backward(ctx, s.final_norm, d_out, s.batch * s.len, spare);
+    std::swap(g, spare);
+  }
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    void* cur = layers_[i].backward(ctx, s.layers[i], g, spare, d_memory);
+    if (cur != g) std::swap(g, spare);
+  }
+  embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, g);
+}
+
+}  // namespace lseq

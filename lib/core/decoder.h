@@ -1,0 +1,70 @@
+#pragma once
+// The Transformer decoder: target embeddings (+ positions, dropout), dec_depth layers of causal self-attention,
+// cross-attention over the encoder output and feed-forward blocks, and in pre-norm a final LayerNorm.
+#include <string>
+#include <vector>
+
+#include "core/attention_layer.h"
+#include "core/embedding_layer.h"
+#include "core/feed_forward_layer.h"
+#include "core/layer_norm_layer.h"
+#include "core/model_config.h"
+#include "core/residual_block.h"
+
+namespace lseq {
+
+// What the decoder attends to: the encoder output and the source lengths (keys beyond them are masked).
+struct DecoderMemory {
+  const void* states = nullptr;        // [batch*src_len, dim]
+  const int32_t* lengths = nullptr;    // [batch], device
+  int len = 0;                         // src_len
+};
+
+class DecoderLayer {
+ public:
+  struct Saved {
+    AttentionLayer::Saved self_attn, cross_attn;
+    FeedForwardLayer::Saved ffn;
+    ResidualBlock::Saved self_block, cross_block, ffn_block;
+  };
+
+  DecoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index);
+  const void* forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch, int len,
+                      const DecoderMemory& memory, Saved& saved) const;
+  // As EncoderLayer::backward; d_memory += the gradient of the encoder output through cross-attention.
+  void* backward(const LayerContext& ctx, const Saved& saved, void* g, void* spare, void* d_memory) const;
+
+ private:
+  ModelConfig config_;
+  int index_ = 0;
+  AttentionLayer self_attn_, cross_attn_;
+  ResidualBlock self_block_, cross_block_;
+  FeedForwardLayer ffn_;
+  ResidualBlock ffn_block_;
+};
+
+class Decoder {
+ public:
+  struct Saved {
+    std::vector<DecoderLayer::Saved> layers;
+    LayerNormLayer::Saved final_norm;
+    kernels::Dropout emb_drop;
+    const int32_t* tokens = nullptr;
+    int batch = 0, len = 0;
+  };
+
+  Decoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table);
+  // Returns the final decoder states [batch*len, dim] (kept), the input of the output layer.
+  const void* forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
+                      const void* positions, const DecoderMemory& memory, Saved& saved) const;
+  // d_out (overwritten) and spare as Encoder::backward; d_memory += gradient of the encoder output.
+  void backward(const LayerContext& ctx, const Saved& saved, void* d_out, void* spare, void* d_memory) const;
+
+ private:
+  ModelConfig config_;
+  EmbeddingLayer embedding_;
+  std::vector<DecoderLayer> layers_;
+  LayerNormLayer final_norm_;  // pre-norm only
+};
+
+}  // namespace lseq

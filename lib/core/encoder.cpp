@@ -1,0 +1,100 @@
+#include "core/encoder.h"
+
+#include <utility>
+
+namespace lseq {
+
+EncoderLayer::EncoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index)
+    : config_(config), index_(index) {
+  attn_ = AttentionLayer(table, prefix + ".self_attn", config.dim_emb, config.heads, AttentionLayer::Kind::self);
+  attn_block_ = ResidualBlock(table, prefix + ".self_attn_norm", config.dim_emb, config.layer_norm_eps, config.norm);
+  ffn_ = FeedForwardLayer(table, prefix + ".ffn", config.dim_emb, config.dim_ffn, config.activation);
+  ffn_block_ = ResidualBlock(table, prefix + ".ffn_norm", config.dim_emb, config.layer_norm_eps, config.norm);
+}
+
+const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch,
+                                  int len, Saved& s) const {
+  const int rows = batch * len;
+  const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
+  const void* h;
+  {
+    TempScope scope(ctx.memory);
+    const void* in = attn_block_.sublayer_input(ctx, x, rows, s.attn_block);
+    void* o = ctx.temp(count);
+    attn_.forward(ctx, in, nullptr, lengths, batch, len, len, false,
+                  ctx.dropout(config_.dropout_attention, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_probs)),
+                  o, s.attn);
+    h = attn_block_.output(ctx, x, o, attn_.out_bias(), rows,
+                           ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_residual)),
+                           s.attn_block);
+  }
+  TempScope scope(ctx.memory);
+  const void* in = ffn_block_.sublayer_input(ctx, h, rows, s.ffn_block);
+  void* o = ctx.temp(count);
+  ffn_.forward(ctx, in, rows,
+               ctx.dropout(config_.dropout_ffn, dropout_site(Stack::encoder, index_, DropoutKind::ffn_activation)), o,
+               s.ffn);
+  return ffn_block_.output(ctx, h, o, ffn_.out_bias(), rows,
+                           ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::ffn_residual)),
+                           s.ffn_block);
+}
+
+void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare) const {
+  const std::size_t count = static_cast<std::size_t>(s.ffn.rows) * config_.dim_emb;
+  void* cur;
+  {
+    TempScope scope(ctx.memory);
+    void* d_o = ctx.temp(count);
+    auto grad = ffn_block_.begin_backward(ctx, s.ffn_block, g, spare, ffn_.out_bias(), d_o);
+    ffn_.backward(ctx, s.ffn, d_o, grad.sublayer_dx, grad.accumulate);
+    cur = ffn_block_.end_backward(ctx, s.ffn_block, grad);
+  }
+  void* other = cur == g ? spare : g;
+  TempScope scope(ctx.memory);
+  void* d_o = ctx.temp(count);
+  auto grad = attn_block_.begin_backward(ctx, s.attn_block, cur, other, attn_.out_bias(), d_o);
+  attn_.backward(ctx, s.attn, d_o, grad.sublayer_dx, grad.accumulate, nullptr);
+  return attn_block_.end_backward(ctx, s.attn_block, grad);
+}
+
+Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table)
+    : config_(config), embedding_(embedding_table, config.dim_emb) {
+  for (int i = 0; i < config.enc_depth; ++i) {
+    layers_.emplace_back(table, "encoder.l" + std::to_string(i + 1), config, i);
+  }
+  if (config.norm == NormPlacement::pre) {
+    final_norm_ = LayerNormLayer(table, "encoder.final_norm", config.dim_emb, config.layer_norm_eps);
+  }
+}
+
+const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch,
+                             int len, const void* positions, Saved& s) const {
+  s.layers.resize(layers_.size());
+  s.tokens = tokens;
+  s.batch = batch, s.len = len;
+  s.emb_drop = ctx.dropout(config_.dropout, dropout_site(Stack::embeddings, 0, DropoutKind::embedding));
+  const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
+  void* emb = ctx.keep(count);
+  embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb);
+  const void* h = emb;
+  for (std::size_t i = 0; i < layers_.size(); ++i) h = layers_[i].forward(ctx, h, lengths, batch, len, s.layers[i]);
+  if (config_.norm == NormPlacement::post) return h;
+  void* out = ctx.keep(count);
+  final_norm_.forward(ctx, h, batch * len, out, s.final_norm);
+  return out;
+}
+
+void Encoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, void* spare) const {
+  void* g = d_out;
+  if (config_.norm == NormPlacement::pre) {
+    final_norm_.backward(ctx, s.final_norm, d_out, s.batch * s.len, spare);
+    std::swap(g, spare);
+  }
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    void* cur = layers_[i].backward(ctx, s.layers[i], g, spare);
+    if (cur != g) std::swap(g, spare);
+  }
+  embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, g);
+}
+
+}  // namespace lseq

@@ -1,0 +1,85 @@
+#include "core/params.h"
+
+#include <cmath>
+#include <random>
+#include <unordered_set>
+
+#include "util/error.h"
+
+namespace lseq {
+
+std::size_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, ParamInit init,
+                            int init_blocks) {
+  for (const ParamInfo& p : params_) {
+    if (p.name == name) fail("internal error: parameter {} declared twice", name);
+  }
+  std::size_t count = 1;
+  for (int64_t d : shape) count *= static_cast<std::size_t>(d);
+  ParamInfo info;
+  info.name = name;
+  info.shape = std::move(shape);
+  info.offset = (size_ + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+  info.count = count;
+  info.init = init;
+  info.init_blocks = init_blocks;
+  size_ = info.offset + count;
+  params_.push_back(std::move(info));
+  return params_.back().offset;
+}
+
+std::size_t ParamTable::count() const {
+  std::size_t n = 0;
+  for (const ParamInfo& p : params_) n += p.count;
+  return n;
+}
+
+const ParamInfo& ParamTable::find(const std::string& name) const {
+  for (const ParamInfo& p : params_) {
+    if (p.name == name) return p;
+  }
+  fail("the model has no parameter named {}", name);
+}
+
+ParamStore::ParamStore(ParamTable table, kernels::Backend& backend) : table_(std::move(table)), backend_(backend) {
+  const std::size_t bytes = table_.size() * sizeof(float);
+  master_ = static_cast<float*>(backend_.allocate(bytes));
+  grads_ = static_cast<float*>(backend_.allocate(bytes));
+  backend_.fill(kernels::DType::f32, master_, table_.size(), 0.0f);
+  zero_grads();
+}
+
+ParamStore::~ParamStore() {
+  backend_.release(grads_);
+  backend_.release(master_);
+}
+
+void ParamStore::zero_grads() { backend_.fill(kernels::DType::f32, grads_, table_.size(), 0.0f); }
+
+void ParamStore::init(uint64_t seed) {
+  std::vector<float> host(table_.size(), 0.0f);
+  std::mt19937_64 rng(seed);
+  for (const ParamInfo& p : table_.list()) {
+    float* w = host.data() + p.offset;
+    switch (p.init) {
+      case ParamInit::zeros: break;
+      case ParamInit::ones: std::fill(w, w + p.count, 1.0f); break;
+      case ParamInit::normal_embedding: {
+        const double cols = static_cast<double>(p.shape.back());
+        std::normal_distribution<double> normal(0.0, 1.0 / std::sqrt(cols));
+        for (std::size_t i = 0; i < p.count; ++i) w[i] = static_cast<float>(normal(rng));
+        break;
+      }
+      case ParamInit::glorot_uniform: {
+        const double fan_out = static_cast<double>(p.shape[0]) / p.init_blocks;
+        const double fan_in = static_cast<double>(p.shape.back());
+        const double limit = std::sqrt(6.0 / (fan_in + fan_out));
+        std::uniform_real_distribution<double> uniform(-limit, limit);
+        for (std::size_t i = 0; i < p.count; ++i) w[i] = static_cast<float>(uniform(rng));
+        break;
+      }
+    }
+  }
+  backend_.copy_to_device(master_, host.data(), host.size() * sizeof(float));
+}
+
+}  // namespace lseq

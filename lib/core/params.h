@@ -1,0 +1,82 @@
+#pragma once
+// All parameters of a model in ONE flat fp32 buffer (the master copy) and their gradients in another, allocated
+// once through the backend. A table names every tensor (name, shape, offset, count) in a fixed, documented order
+// (docs/tensor-names.md); layers keep offsets into the buffers. Each tensor starts at a multiple of
+// kParamAlignment elements so vectorised GPU kernels can read any of them; the gaps stay zero.
+// Mixed precision later adds a working copy in the compute dtype with the same offsets; in fp32 the working
+// pointer is the master pointer.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace lseq {
+
+enum class ParamInit {
+  glorot_uniform,  // U(-a, a), a = sqrt(6 / (fan_in + fan_out)) of each [rows/blocks, cols] block
+  normal_embedding,  // N(0, cols^-1/2): embedding rows, which are scaled by sqrt(dim) on input
+  zeros,           // biases, LayerNorm beta
+  ones,            // LayerNorm gamma
+};
+
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;  // [out, in] for matrices (y = x W^T), [n] for vectors
+  std::size_t offset = 0;      // in elements from the start of the flat buffers
+  std::size_t count = 0;       // elements
+  ParamInit init = ParamInit::zeros;
+  int init_blocks = 1;         // fused matrices (qkv, kv) are initialised as this many separate blocks
+};
+
+constexpr std::size_t kParamAlignment = 64;  // elements (256 bytes of fp32)
+
+// Collects the tensors of a model in order; offsets are fixed when added.
+class ParamTable {
+ public:
+  // Returns the new tensor's offset. Names must be unique.
+  std::size_t add(const std::string& name, std::vector<int64_t> shape, ParamInit init, int init_blocks = 1);
+  const std::vector<ParamInfo>& list() const { return params_; }
+  std::size_t size() const { return size_; }  // elements of the flat buffer, alignment gaps included
+  std::size_t count() const;                   // parameters proper (sum of counts)
+  const ParamInfo& find(const std::string& name) const;  // throws lseq::Error when absent
+
+ private:
+  std::vector<ParamInfo> params_;
+  std::size_t size_ = 0;
+};
+
+// The flat buffers on the backend's device.
+class ParamStore {
+ public:
+  ParamStore(ParamTable table, kernels::Backend& backend);
+  ~ParamStore();
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  const ParamTable& table() const { return table_; }
+  std::size_t size() const { return table_.size(); }
+  float* master() const { return master_; }
+  float* grads() const { return grads_; }
+  kernels::DType working_dtype() const { return kernels::DType::f32; }
+  const void* working() const { return master_; }  // fp32: the master copy itself
+
+  // Views for layers: the working weight and the fp32 gradient of the tensor at `offset`.
+  const void* weight(std::size_t offset) const {
+    return static_cast<const char*>(working()) + offset * kernels::dtype_size(working_dtype());
+  }
+  float* grad(std::size_t offset) const { return grads_ + offset; }
+
+  // Deterministic initialisation from `seed` on the host (std::mt19937_64), copied to the device once.
+  void init(uint64_t seed);
+  void zero_grads();
+
+ private:
+  ParamTable table_;
+  kernels::Backend& backend_;
+  float* master_ = nullptr;
+  float* grads_ = nullptr;
+};
+
+}  // namespace lseq

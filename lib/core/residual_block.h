@@ -1,0 +1,51 @@
+#pragma once
+// The residual connection and LayerNorm around one sublayer (attention or feed-forward), in either placement:
+//   post-norm:  out = LN(x + dropout(o + b))        (Marian "" + "dan")
+//   pre-norm:   out = x + dropout(o + b), o from LN(x)   (Marian "n" + "da")
+// where o is the sublayer's output before its last bias b. Forward is split around the sublayer call
+// (sublayer_input, then output); backward likewise (begin_backward, sublayer backward, end_backward).
+#include <string>
+
+#include "core/layer_context.h"
+#include "core/layer_norm_layer.h"
+#include "core/model_config.h"
+
+namespace lseq {
+
+class ResidualBlock {
+ public:
+  struct Saved {
+    LayerNormLayer::Saved norm;
+    void* normed = nullptr;  // pre-norm: LN(x), the sublayer's input
+    kernels::Dropout drop;
+    int rows = 0;
+  };
+  // Where the sublayer's backward puts the gradient of its input.
+  struct Grad {
+    void* residual = nullptr;  // gradient of the block's input, being completed
+    void* sublayer_dx = nullptr;
+    bool accumulate = false;   // sublayer adds into sublayer_dx (post-norm) or overwrites it (pre-norm)
+  };
+
+  ResidualBlock() = default;
+  ResidualBlock(ParamTable& table, const std::string& norm_name, int dim, float eps, NormPlacement placement);
+
+  const void* sublayer_input(const LayerContext& ctx, const void* x, int rows, Saved& saved) const;
+  // Returns the block output (kept until the step ends).
+  void* output(const LayerContext& ctx, const void* x, const void* o, std::size_t bias, int rows,
+               const kernels::Dropout& drop, Saved& saved) const;
+
+  // g: gradient of the block output (may be overwritten); spare: a free buffer of the same size. Fills d_o (the
+  // gradient of the sublayer output, caller's temporary) and accumulates the bias gradient.
+  Grad begin_backward(const LayerContext& ctx, const Saved& saved, void* g, void* spare, std::size_t bias,
+                      void* d_o) const;
+  // Returns the buffer (g or spare) holding the gradient of the block input. Takes temporaries in pre-norm.
+  void* end_backward(const LayerContext& ctx, const Saved& saved, const Grad& grad) const;
+
+ private:
+  LayerNormLayer norm_;
+  int dim_ = 0;
+  NormPlacement placement_ = NormPlacement::post;
+};
+
+}  // namespace lseq

@@ -1,0 +1,59 @@
+#pragma once
+// Activation memory of one step, carved from the planned kernels::Workspace. Two ends of one block:
+//  - keep(): buffers that live until the step ends (what forward saves for backward, gradients passed between
+//    layers), taken from the bottom;
+//  - temp(): temporaries of one layer call, taken from the top and given back with rewind(mark()).
+// Without a workspace it only counts (planning): keep total + temp peak is then exactly what the same step
+// needs, because planning runs the same code (over a no-op backend, see null_backend.h).
+#include <cstddef>
+
+#include "kernels/workspace.h"
+
+namespace lseq {
+
+class StepMemory {
+ public:
+  // Takes all free space of `ws`; ws == nullptr counts instead.
+  explicit StepMemory(kernels::Workspace* ws);
+
+  void* keep(std::size_t bytes);
+  void* temp(std::size_t bytes);
+  template <typename T>
+  T* keep_n(std::size_t n) { return static_cast<T*>(keep(n * sizeof(T))); }
+  template <typename T>
+  T* temp_n(std::size_t n) { return static_cast<T*>(temp(n * sizeof(T))); }
+
+  std::size_t mark() const { return top_; }
+  void rewind(std::size_t mark) { top_ = mark; }
+
+  // Bytes a workspace needs for what this step took (counting mode: the plan).
+  std::size_t needed() const { return bottom_ + top_peak_; }
+
+  static constexpr std::size_t kAlignment = 256;
+  static std::size_t align(std::size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+ private:
+  void check(std::size_t more);
+
+  kernels::Workspace* ws_;
+  char* base_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::size_t bottom_ = 0;    // bytes kept
+  std::size_t top_ = 0;       // bytes of temporaries in use (from the top end)
+  std::size_t top_peak_ = 0;
+};
+
+// Scoped temporaries: everything taken through `memory.temp` after construction is given back at scope end.
+class TempScope {
+ public:
+  explicit TempScope(StepMemory& memory) : memory_(memory), mark_(memory.mark()) {}
+  ~TempScope() { memory_.rewind(mark_); }
+  TempScope(const TempScope&) = delete;
+  TempScope& operator=(const TempScope&) = delete;
+
+ private:
+  StepMemory& memory_;
+  std::size_t mark_;
+};
+
+}  // namespace lseq

@@ -1,0 +1,189 @@
+#include "core/transformer.h"
+
+#include <algorithm>
+
+#include "core/embedding_layer.h"
+#include "core/layer_context.h"
+#include "core/null_backend.h"
+#include "core/step_memory.h"
+#include "util/error.h"
+
+namespace lseq {
+
+Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend)
+    : config_(config), backend_(backend) {
+  config_.validate();
+  const int dim = config_.dim_emb;
+  ParamTable table;
+  std::size_t src_emb, tgt_emb;
+  if (config_.tied == TiedEmbeddings::all) {
+    src_emb = tgt_emb = table.add("embeddings.shared.weight", {config_.tgt_vocab, dim}, ParamInit::normal_embedding);
+  } else {
+    src_emb = table.add("embeddings.src.weight", {config_.src_vocab, dim}, ParamInit::normal_embedding);
+    tgt_emb = table.add("embeddings.tgt.weight", {config_.tgt_vocab, dim}, ParamInit::normal_embedding);
+  }
+  encoder_ = std::make_unique<Encoder>(table, config_, src_emb);
+  decoder_ = std::make_unique<Decoder>(table, config_, tgt_emb);
+  output_ = std::make_unique<OutputLayer>(table, config_,
+                                          config_.tied == TiedEmbeddings::none ? OutputLayer::kUntied : tgt_emb);
+  store_ = std::make_unique<ParamStore>(std::move(table), backend_);
+
+  const std::vector<float> positions = sinusoidal_positions(config_.max_length, dim);
+  positions_ = backend_.allocate(positions.size() * sizeof(float));
+  backend_.copy_to_device(positions_, positions.data(), positions.size() * sizeof(float));
+  sums_ = static_cast<float*>(backend_.allocate(2 * sizeof(float)));
+}
+
+Transformer::~Transformer() {
+  backend_.release(sums_);
+  backend_.release(positions_);
+}
+
+void Transformer::check_batch(const data::Batch& b) const {
+  if (b.size <= 0 || b.src_len <= 0 || b.tgt_len <= 0) {
+    fail("internal error: empty batch ({} sentences, lengths {} and {})", b.size, b.src_len, b.tgt_len);
+  }
+  if (b.src_len > config_.max_length || b.tgt_len > config_.max_length) {
+    fail("a batch has sentences of {} source and {} target tokens but the model's --max-length is {}; raise "
+         "--max-length or filter longer sentences",
+         b.src_len, b.tgt_len, config_.max_length);
+  }
+  const std::size_t n = static_cast<std::size_t>(b.size);
+  if (b.src.size() != n * b.src_len || b.tgt_in.size() != n * b.tgt_len || b.tgt_out.size() != n * b.tgt_len ||
+      b.src_lengths.size() != n || b.tgt_lengths.size() != n) {
+    fail("internal error: batch arrays do not match its shape ({} x {} / {})", b.size, b.src_len, b.tgt_len);
+  }
+  auto check_ids = [](const std::vector<int32_t>& ids, int vocab, const char* side) {
+    for (int32_t id : ids) {
+      if (id < 0 || id >= vocab) {
+        fail("token id {} is outside the {} vocabulary of the model ({} entries); the vocabulary files do not match "
+             "the model",
+             id, side, vocab);
+      }
+    }
+  };
+  check_ids(b.src, config_.src_vocab, "source");
+  check_ids(b.tgt_in, config_.tgt_vocab, "target");
+  check_ids(b.tgt_out, config_.tgt_vocab, "target");
+  for (int i = 0; i < b.size; ++i) {
+    if (b.src_lengths[i] < 1 || b.src_lengths[i] > b.src_len || b.tgt_lengths[i] < 1 ||
+        b.tgt_lengths[i] > b.tgt_len) {
+      fail("internal error: sentence {} of a batch has lengths {} / {} outside 1..{} / 1..{}", i, b.src_lengths[i],
+           b.tgt_lengths[i], b.src_len, b.tgt_len);
+    }
+  }
+}
+
+StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kernels::Workspace* ws, const Run& how,
+                          Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured) const {
+  const int batch = b.size, src_len = b.src_len, tgt_len = b.tgt_len;
+  const int src_rows = batch * src_len, tgt_rows = batch * tgt_len;
+  const std::size_t dim = static_cast<std::size_t>(config_.dim_emb);
+  if (ws) ws->reset();
+  StepMemory memory(ws);
+  LayerContext ctx{backend, memory, *store_, kernels::DType::f32, how.train, how.seed, how.step};
+
+  // Ids and lengths: one host staging buffer, one upload.
+  const std::size_t ids = static_cast<std::size_t>(src_rows) + 2 * static_cast<std::size_t>(tgt_rows) + 2 * batch;
+  int32_t* dev_ids = memory.keep_n<int32_t>(ids);
+  if (ws) {
+    staging_.clear();
+    staging_.insert(staging_.end(), b.src.begin(), b.src.end());
+    staging_.insert(staging_.end(), b.tgt_in.begin(), b.tgt_in.end());
+    staging_.insert(staging_.end(), b.tgt_out.begin(), b.tgt_out.end());
+    staging_.insert(staging_.end(), b.src_lengths.begin(), b.src_lengths.end());
+    staging_.insert(staging_.end(), b.tgt_lengths.begin(), b.tgt_lengths.end());
+    backend.copy_to_device(dev_ids, staging_.data(), ids * sizeof(int32_t));
+  }
+  const int32_t* src = dev_ids;
+  const int32_t* tgt_in = src + src_rows;
+  const int32_t* tgt_out = tgt_in + tgt_rows;
+  const int32_t* src_lengths = tgt_out + tgt_rows;
+  const int32_t* tgt_lengths = src_lengths + batch;
+
+  const void* encoded = encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder);
+  const DecoderMemory mem{encoded, src_lengths, src_len};
+  const void* decoded =
+      decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
+  output_->forward(ctx, decoded, tgt_rows, tape.output);
+  float* row_loss = memory.keep_n<float>(tgt_rows);
+  float* row_nll = memory.keep_n<float>(tgt_rows);
+  output_->loss(ctx, tape.output, tgt_out, how.backward, how.grad_scale, row_loss, row_nll);
+
+  if (how.backward) {
+    void* d_decoded = ctx.keep(tgt_rows * dim);
+    void* spare_tgt = ctx.keep(tgt_rows * dim);
+    output_->backward(ctx, tape.output, d_decoded);
+    void* d_encoded = ctx.keep(src_rows * dim);
+    void* spare_src = ctx.keep(src_rows * dim);
+    backend.fill(ctx.dt, d_encoded, src_rows * dim, 0.0f);
+    decoder_->backward(ctx, tape.decoder, d_decoded, spare_tgt, d_encoded);
+    encoder_->backward(ctx, tape.encoder, d_encoded, spare_src);
+  }
+
+  // The one place where results come back to the host.
+  backend.reduce_sum(row_loss, tgt_rows, sums_, false);
+  backend.reduce_sum(row_nll, tgt_rows, sums_ + 1, false);
+  float sums[2] = {0.0f, 0.0f};
+  backend.copy_to_host(sums, sums_, sizeof(sums));
+  StepLoss result;
+  result.loss_sum = sums[0];
+  result.nll_sum = sums[1];
+  for (int32_t n : b.tgt_lengths) result.target_tokens += n;
+  if (sentence_nll) {
+    std::vector<float> rows(static_cast<std::size_t>(tgt_rows));
+    backend.copy_to_host(rows.data(), row_nll, rows.size() * sizeof(float));
+    sentence_nll->assign(batch, 0.0);
+    for (int s = 0; s < batch; ++s) {
+      for (int t = 0; t < b.tgt_lengths[s]; ++t) (*sentence_nll)[s] += rows[static_cast<std::size_t>(s) * tgt_len + t];
+    }
+  }
+  if (measured) *measured = memory.needed();
+  return result;
+}
+
+std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len) const {
+  if (max_tokens <= 0 || max_len <= 0) {
+    fail("cannot plan the workspace for {} tokens of sentences up to {} tokens; check --mini-batch-words and "
+         "--max-length",
+         max_tokens, max_len);
+  }
+  max_len = std::min<int64_t>(max_len, max_tokens);
+  // The largest activations come with the longest sentences: batch * len <= max_tokens tokens per side and
+  // batch * len * len <= max_tokens * max_len attention scores. Run the step on that shape over a no-op backend.
+  data::Batch b;
+  b.size = static_cast<int>((max_tokens + max_len - 1) / max_len);
+  b.src_len = b.tgt_len = max_len;
+  const std::size_t n = static_cast<std::size_t>(b.size) * max_len;
+  b.src.assign(n, 1);
+  b.tgt_in.assign(n, 1);
+  b.tgt_out.assign(n, 1);
+  b.src_lengths.assign(b.size, max_len);
+  b.tgt_lengths.assign(b.size, max_len);
+  auto null = make_null_backend();
+  Tape tape;
+  Run how;
+  how.train = how.backward = true;
+  std::size_t measured = 0;
+  run(b, *null, nullptr, how, tape, nullptr, &measured);
+  // Many short sentences need more room for per-sentence lengths than this shape: up to 2 * max_tokens ids.
+  return measured + StepMemory::align(2 * static_cast<std::size_t>(max_tokens) * sizeof(int32_t));
+}
+
+StepLoss Transformer::forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
+                                       kernels::Workspace& ws) {
+  check_batch(batch);
+  Run how;
+  how.train = how.backward = true;
+  how.seed = seed, how.step = step;
+  how.grad_scale = grad_scale;
+  return run(batch, backend_, &ws, how, tape_, nullptr, nullptr);
+}
+
+StepLoss Transformer::forward_loss(const data::Batch& batch, kernels::Workspace& ws,
+                                   std::vector<double>* sentence_nll) {
+  check_batch(batch);
+  return run(batch, backend_, &ws, Run{}, tape_, sentence_nll, nullptr);
+}
+
+}  // namespace lseq

@@ -1,0 +1,88 @@
+#pragma once
+// The encoder-decoder Transformer over the kernel API: one flat parameter buffer, explicit forward and backward,
+// activations from a workspace planned once. The trainer, validator and scorer call only this class.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/decoder.h"
+#include "core/encoder.h"
+#include "core/model_config.h"
+#include "core/output_layer.h"
+#include "core/params.h"
+#include "data/batch.h"
+#include "kernels/backend.h"
+#include "kernels/workspace.h"
+
+namespace lseq {
+
+struct StepLoss {
+  double loss_sum = 0;        // label-smoothed loss summed over target tokens
+  double nll_sum = 0;         // -log p(reference) summed over target tokens
+  int64_t target_tokens = 0;  // real target tokens (eos included)
+};
+
+class Transformer {
+ public:
+  // Validates the config, lays out and allocates parameters and gradients (zeros until init_params).
+  Transformer(const ModelConfig& config, kernels::Backend& backend);
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<ParamInfo>& params() const { return store_->table().list(); }
+  // Elements of the flat buffers (what the optimizer and all-reduce run over). Tensors start at multiples of
+  // kParamAlignment, so this includes small zero gaps; num_weights() counts the parameters proper.
+  std::size_t num_params() const { return store_->size(); }
+  std::size_t num_weights() const { return store_->table().count(); }
+  float* master() { return store_->master(); }
+  float* grads() { return store_->grads(); }
+  const ParamStore& param_store() const { return *store_; }
+  ParamStore& param_store() { return *store_; }
+  kernels::Backend& backend() const { return backend_; }
+
+  void init_params(uint64_t seed) { store_->init(seed); }
+  void zero_grads() { store_->zero_grads(); }
+
+  // Workspace bytes for batches of up to max_tokens padded tokens per side (batch * padded length) and sentences
+  // of up to max_len tokens (bos/eos included), training included. Measured by running the step's own code over
+  // a no-op backend, so it cannot drift from what the step takes.
+  std::size_t workspace_bytes(int64_t max_tokens, int max_len) const;
+
+  // Forward + backward of one batch. Parameter gradients ACCUMULATE grad_scale * d(sum of label-smoothed token
+  // losses); returns the batch's loss sums. Dropout keys from (seed, step). Resets and uses all of `ws`.
+  StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
+                            kernels::Workspace& ws);
+  // Forward only, without dropout (validation, scoring). sentence_nll (if not null) receives one nll sum per
+  // sentence of the batch, in batch order.
+  StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws, std::vector<double>* sentence_nll = nullptr);
+
+ private:
+  struct Tape {
+    Encoder::Saved encoder;
+    Decoder::Saved decoder;
+    OutputLayer::Saved output;
+  };
+  struct Run {
+    bool train = false, backward = false;
+    uint64_t seed = 0, step = 0;
+    float grad_scale = 1.0f;
+  };
+  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how,
+               Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured) const;
+  void check_batch(const data::Batch& batch) const;
+
+  ModelConfig config_;
+  kernels::Backend& backend_;
+  std::unique_ptr<Encoder> encoder_;
+  std::unique_ptr<Decoder> decoder_;
+  std::unique_ptr<OutputLayer> output_;
+  std::unique_ptr<ParamStore> store_;
+  void* positions_ = nullptr;  // sinusoidal table [max_length, dim], activation dtype
+  float* sums_ = nullptr;      // device scalars: loss sum, nll sum
+  Tape tape_;
+  mutable std::vector<int32_t> staging_;  // host ids and lengths, uploaded with one copy
+};
+
+}  // namespace lseq
