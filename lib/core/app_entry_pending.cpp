@@ -5,10 +5,6 @@
 
 namespace lseq {
 
-int run_train(const Options&) {
-  spdlog::error("lstrain: training is not implemented in this build yet");
-  return 2;
-}
 
 int run_translate(const Options&) {
   spdlog::error("lstranslate: translation is not implemented in this build yet");

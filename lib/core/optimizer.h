@@ -1,0 +1,56 @@
+#pragma once
+// Adam/AdamW over the flat parameter buffer: gradient norm and clipping on the device (no host round-trip),
+// one fused update of every parameter, optional exponential smoothing of the weights (Marian's
+// --exponential-smoothing). The state lives in device buffers allocated once.
+#include <cstddef>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace lseq {
+
+struct OptimizerOptions {
+  float beta1 = 0.9f, beta2 = 0.98f, eps = 1e-9f;  // --optimizer-params
+  float weight_decay = 0.0f;                       // --weight-decay (decoupled)
+  float clip_norm = 1.0f;                          // --clip-norm; 0 disables clipping
+  float smoothing = 0.0f;                          // --exponential-smoothing; 0 disables
+};
+
+class Optimizer {
+ public:
+  Optimizer(kernels::Backend& backend, std::size_t size, OptimizerOptions options);
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of params from grads (multiplied by grad_scale, e.g. 1 / target tokens) at learning rate lr.
+  // A step whose gradient norm is not finite changes nothing (the kernel skips it; see last_step_skipped).
+  void step(float* params, const float* grads, float grad_scale, double lr);
+  int64_t steps() const { return steps_; }
+
+  // Host reads (they synchronise: call them at --disp-freq, not every step).
+  float last_grad_norm() const;  // before clipping, after grad_scale
+  bool last_step_skipped() const;
+
+  bool smoothing() const { return options_.smoothing > 0; }
+  const float* smoothed() const { return smoothed_; }  // device; null when smoothing is off
+  void start_smoothing_from(const float* params);      // smoothed = params (fresh runs)
+
+  // Host copies for checkpoints.
+  void export_state(std::vector<float>& m, std::vector<float>& v, std::vector<float>& smoothed) const;
+  void import_state(const std::vector<float>& m, const std::vector<float>& v, const std::vector<float>& smoothed,
+                    int64_t steps);
+
+ private:
+  kernels::Backend& backend_;
+  std::size_t size_;
+  OptimizerOptions options_;
+  int64_t steps_ = 0;
+  float* m_ = nullptr;
+  float* v_ = nullptr;
+  float* smoothed_ = nullptr;
+  float* scratch_ = nullptr;  // smoothing temporary [size]
+  float* scalars_ = nullptr;  // [0] gradient norm, [1] gradient factor
+};
+
+}  // namespace lseq

@@ -1,0 +1,276 @@
+// lstrain: turns the options into vocabularies, an encoded corpus, a model, an optimizer and a trainer, and runs.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/app_entry.h"
+#include "core/backend_select.h"
+#include "core/checkpoint.h"
+#include "core/stop_signal.h"
+#include "core/trainer.h"
+#include "core/validator.h"
+#include "data/corpus_cache.h"
+#include "data/vocab.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lseq {
+
+namespace {
+
+struct Vocabularies {
+  std::string src_path, tgt_path;
+  std::unique_ptr<data::Vocab> src, tgt;  // tgt aliases src when joint (tgt_shared)
+  bool joint() const { return src_path == tgt_path; }
+  const data::Vocab& target() const { return joint() ? *src : *tgt; }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// --vocabs: one path or the same path twice -> a joint vocabulary; two paths -> one per side. Paths that do not
+// exist are trained from the training corpus (Marian's behaviour); the model directory keeps copies so that
+// lstranslate --model needs nothing else.
+Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
+                                  const std::vector<std::string>& train_sets) {
+  std::vector<std::string> paths = options.get_strings("vocabs");
+  if (paths.empty()) paths = {dir.file("vocab.spm")};
+  if (paths.size() > 2) fail("--vocabs takes one (joint) or two (source, target) paths, got {}", paths.size());
+  if (paths.size() == 1) paths.push_back(paths.front());
+  std::vector<int64_t> sizes = options.get_ints("dim-vocabs");
+  if (sizes.empty()) sizes = {8000};
+  if (sizes.size() == 1) sizes.push_back(sizes.front());
+
+  data::VocabTrainOptions train;
+  train.max_lines = options.get_int("sentencepiece-max-lines");
+  train.seed = static_cast<uint64_t>(options.get_int("seed"));
+  train.extra_options = options.get_string("sentencepiece-options");
+
+  Vocabularies v;
+  v.src_path = paths[0];
+  v.tgt_path = paths[1];
+  if (v.joint()) {
+    if (!fs::exists(v.src_path)) {
+      train.vocab_size = static_cast<int>(sizes[0]);
+      spdlog::info("creating joint vocabulary {} ({} pieces) from {} and {}", v.src_path, train.vocab_size,
+                   train_sets[0], train_sets[1]);
+      data::Vocab::train(train_sets, v.src_path, train);
+    }
+    v.src = std::make_unique<data::Vocab>(data::Vocab::load(v.src_path));
+    write_file_atomic(dir.file("vocab.spm"), read_file(v.src_path));
+  } else {
+    for (int side = 0; side < 2; ++side) {
+      const std::string& path = side == 0 ? v.src_path : v.tgt_path;
+      if (!fs::exists(path)) {
+        train.vocab_size = static_cast<int>(sizes[side]);
+        spdlog::info("creating vocabulary {} ({} pieces) from {}", path, train.vocab_size, train_sets[side]);
+        data::Vocab::train({train_sets[side]}, path, train);
+      }
+      auto vocab = std::make_unique<data::Vocab>(data::Vocab::load(path));
+      write_file_atomic(dir.file(side == 0 ? "vocab.src.spm" : "vocab.tgt.spm"), read_file(path));
+      (side == 0 ? v.src : v.tgt) = std::move(vocab);
+    }
+  }
+  return v;
+}
+
+ModelConfig model_config_from(const Options& options, const Vocabularies& vocabs) {
+  if (options.get_string("type") != "transformer") {
+    fail("--type {} is not implemented yet; this version trains encoder-decoder models (--type transformer)",
+         options.get_string("type"));
+  }
+  YAML::Node node = YAML::Clone(options.yaml());
+  if (options.get_bool("transformer-prenorm")) {
+    node["transformer-preprocess"] = "n";
+    node["transformer-postprocess"] = "da";
+  }
+  if (options.get_string("transformer-postprocess-emb") != "d") {
+    fail("--transformer-postprocess-emb {} is not supported; lseq applies dropout to the embeddings ('d')",
+         options.get_string("transformer-postprocess-emb"));
+  }
+  node.remove("dim-vocabs");
+  ModelConfig config = ModelConfig::from_yaml(node);
+  config.src_vocab = vocabs.src->size();
+  config.tgt_vocab = vocabs.target().size();
+  if (options.get_bool("tied-embeddings-src") && config.tied != TiedEmbeddings::all) {
+    fail("--tied-embeddings-src alone is not supported; use --tied-embeddings-all (one joint vocabulary) or "
+         "--tied-embeddings");
+  }
+  if (config.tied == TiedEmbeddings::all && !vocabs.joint()) {
+    fail("--tied-embeddings-all needs one joint vocabulary, but --vocabs names two files ({} and {}); give one "
+         "path",
+         vocabs.src_path, vocabs.tgt_path);
+  }
+  config.validate();
+  return config;
+}
+
+Frequency after_limit(const Options& options) {
+  Frequency after = Frequency::parse(options.get_string("after"), "after");
+  if (!after.enabled() && options.get_int("after-epochs") > 0) {
+    after = {options.get_int("after-epochs"), Frequency::Unit::epochs};
+  }
+  if (!after.enabled() && options.get_int("after-batches") > 0) {
+    after = {options.get_int("after-batches"), Frequency::Unit::updates};
+  }
+  return after;
+}
+
+int64_t updates_option(const Options& options, const std::string& key) {
+  const Frequency f = Frequency::parse(options.get_string(key), key);
+  if (f.enabled() && f.unit != Frequency::Unit::updates) {
+    fail("--{} {} must be given in updates (e.g. 16000 or 16000u)", key, options.get_string(key));
+  }
+  return f.amount;
+}
+
+TrainerOptions trainer_options(const Options& options) {
+  TrainerOptions t;
+  t.seed = static_cast<uint64_t>(options.get_int("seed"));
+  t.optimizer_delay = static_cast<int>(std::max<int64_t>(1, options.get_int("optimizer-delay")));
+  t.disp_freq = Frequency::parse(options.get_string("disp-freq"), "disp-freq");
+  t.save_freq = Frequency::parse(options.get_string("save-freq"), "save-freq");
+  t.valid_freq = Frequency::parse(options.get_string("valid-freq"), "valid-freq");
+  t.after = after_limit(options);
+  t.early_stopping = static_cast<int>(options.get_int("early-stopping"));
+  t.keep_best = options.get_bool("keep-best");
+  t.max_nan_steps = static_cast<int>(std::max<int64_t>(1, options.get_int("max-nan-steps")));
+
+  t.lr.base = options.get_float("learn-rate");
+  t.lr.warmup = updates_option(options, "lr-warmup");
+  t.lr.decay_start = updates_option(options, "lr-decay-inv-sqrt");
+  const std::string schedule = options.get_string("lr-schedule");
+  if (schedule == "constant") {
+    t.lr.kind = LrSchedule::Kind::constant;
+  } else if (schedule == "cosine") {
+    if (!t.after.enabled() || t.after.unit != Frequency::Unit::updates) {
+      fail("--lr-schedule cosine decays to zero at --after, which must then be given in updates (e.g. 50000u)");
+    }
+    t.lr.kind = LrSchedule::Kind::cosine;
+    t.lr.total = t.after.amount;
+  } else {
+    t.lr.kind = t.lr.decay_start > 0 ? LrSchedule::Kind::inv_sqrt : LrSchedule::Kind::constant;
+  }
+  return t;
+}
+
+OptimizerOptions optimizer_options(const Options& options) {
+  if (options.get_string("optimizer") != "adam") {
+    fail("--optimizer {} is not supported; lseq trains with adam (AdamW with --weight-decay)",
+         options.get_string("optimizer"));
+  }
+  OptimizerOptions o;
+  const std::vector<double> params = options.get_floats("optimizer-params");
+  if (params.size() > 3) fail("--optimizer-params takes up to three values (beta1 beta2 epsilon), got {}", params.size());
+  if (params.size() > 0) o.beta1 = static_cast<float>(params[0]);
+  if (params.size() > 1) o.beta2 = static_cast<float>(params[1]);
+  if (params.size() > 2) o.eps = static_cast<float>(params[2]);
+  o.weight_decay = static_cast<float>(options.get_float("weight-decay"));
+  o.clip_norm = static_cast<float>(options.get_float("clip-norm"));
+  o.smoothing = static_cast<float>(options.get_float("exponential-smoothing"));
+  return o;
+}
+
+void clear_training_state(const ModelDir& dir) {
+  std::error_code ec;
+  fs::remove_all(dir.file("checkpoint"), ec);
+  for (const char* name : {"model.safetensors", "config.yml"}) fs::remove(dir.file(name), ec);
+  for (const auto& entry : fs::directory_iterator(dir.path(), ec)) {
+    if (entry.path().filename().string().rfind("model.best-", 0) == 0) fs::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+int run_train(const Options& options) {
+  install_stop_signal_handlers();
+  if (!options.has("model")) fail("lstrain needs --model DIR: the directory to write the model to");
+  const ModelDir dir(options.get_string("model"));
+  const std::vector<std::string> train_sets = options.get_strings("train-sets");
+  if (train_sets.size() != 2) {
+    fail("--train-sets needs two files (source target), got {}", train_sets.size());
+  }
+  if (options.get_bool("overwrite") && fs::exists(dir.path())) clear_training_state(dir);
+  dir.create();
+  write_file_atomic(dir.file("config.yml"), options.dump());
+
+  const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets);
+  const ModelConfig config = model_config_from(options, vocabs);
+
+  data::CorpusOptions corpus_options;
+  corpus_options.files = train_sets;
+  corpus_options.max_length = config.max_length;
+  corpus_options.crop = options.get_bool("max-length-crop");
+  corpus_options.cache_dir = options.get_string("cache-dir").empty() ? dir.path() : options.get_string("cache-dir");
+  auto corpus = data::EncodedCorpus::open_or_build(corpus_options, {vocabs.src.get(), &vocabs.target()});
+  if (corpus->size() == 0) fail("the training corpus {} {} has no usable sentence pairs", train_sets[0], train_sets[1]);
+  spdlog::info("training corpus: {} pairs ({} source and {} target tokens); skipped {} with an empty side, {} "
+               "longer than --max-length {}, cropped {}",
+               corpus->size(), corpus->total_tokens(0), corpus->total_tokens(1), corpus->skipped_empty(),
+               corpus->skipped_long(), config.max_length, corpus->cropped());
+
+  std::unique_ptr<kernels::Backend> backend = select_backend(options);
+  Transformer model(config, *backend);
+  spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
+               model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
+
+  // The workspace is planned once for the largest batch the batcher can produce.
+  const int max_len = config.max_length + 1;  // + eos / bos
+  const int64_t words = options.get_int("mini-batch-words");
+  const int sentences = static_cast<int>(options.get_int("mini-batch"));
+  if (words <= 0 && sentences <= 0) fail("set --mini-batch-words or --mini-batch to a positive number");
+  const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
+  const std::size_t planned = std::max(model.workspace_bytes(max_tokens, max_len),
+                                       static_cast<std::size_t>(options.get_int("workspace")) << 20);
+  kernels::Workspace workspace(*backend, planned,
+                               "raise --workspace, or lower --mini-batch-words / --max-length");
+  spdlog::info("workspace: {:.1f} MiB planned for batches of up to {} tokens per side and {} tokens per sentence",
+               planned / 1048576.0, max_tokens, max_len);
+
+  std::unique_ptr<Validator> validator;
+  const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
+  if (!valid_sets.empty()) {
+    if (valid_sets.size() != 2) fail("--valid-sets needs two files (source target), got {}", valid_sets.size());
+    Validator::check_metrics(options.get_strings("valid-metrics"));
+    data::CorpusOptions valid_options;
+    valid_options.files = valid_sets;
+    valid_options.max_length = static_cast<int>(std::min<int64_t>(options.get_int("valid-max-length"), config.max_length));
+    valid_options.crop = true;
+    valid_options.use_cache = false;
+    auto valid = data::EncodedCorpus::open_or_build(valid_options, {vocabs.src.get(), &vocabs.target()});
+    if (valid->size() == 0) fail("the validation set {} {} has no usable sentence pairs", valid_sets[0], valid_sets[1]);
+    if (valid->cropped() > 0) {
+      spdlog::warn("validation: {} sentences longer than {} tokens were cropped (--max-length)", valid->cropped(),
+                   valid_options.max_length);
+    }
+    validator = std::make_unique<Validator>(valid, options.get_strings("valid-metrics"), max_tokens,
+                                            static_cast<int>(options.get_int("valid-mini-batch")));
+  }
+
+  data::BatcherOptions batcher_options;
+  batcher_options.mini_batch_words = words > 0 ? words : max_tokens;
+  batcher_options.mini_batch = sentences;
+  batcher_options.maxi_batch = static_cast<int>(options.get_int("maxi-batch"));
+  batcher_options.shuffle = options.get_string("shuffle") != "none";
+  batcher_options.seed = static_cast<uint64_t>(options.get_int("seed"));
+  data::Batcher batcher(corpus, batcher_options);
+
+  Optimizer optimizer(*backend, model.num_params(), optimizer_options(options));
+  Trainer trainer(model, batcher, optimizer, workspace, dir, validator.get(), trainer_options(options));
+  trainer.start(!options.get_bool("no-restore-corpus"));
+  const TrainResult result = trainer.run();
+  spdlog::info("model written to {} (workspace peak {:.1f} MiB)", dir.file("model.safetensors"),
+               workspace.peak() / 1048576.0);
+  return result.stop_reason == "signal" ? 130 : 0;
+}
+
+}  // namespace lseq

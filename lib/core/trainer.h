@@ -1,0 +1,77 @@
+#pragma once
+// The training loop of lstrain: batches from the batcher, forward+backward with gradient accumulation
+// (--optimizer-delay), one optimizer update, and on schedule: a log line, validation, a checkpoint; until --after,
+// early stopping or a stop signal. Resuming from the model directory continues exactly where the checkpoint was
+// taken (same batches, same dropout masks, same optimizer state).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "core/frequency.h"
+#include "core/lr_schedule.h"
+#include "core/optimizer.h"
+#include "core/transformer.h"
+#include "core/validator.h"
+#include "data/batcher.h"
+#include "kernels/workspace.h"
+
+namespace lseq {
+
+struct TrainerOptions {
+  uint64_t seed = 1234;
+  int optimizer_delay = 1;
+  Frequency disp_freq, save_freq, valid_freq;
+  Frequency after;              // --after (and --after-epochs/--after-batches folded in)
+  int early_stopping = 10;      // validations without improvement of the first metric
+  bool keep_best = false;
+  int max_nan_steps = 10;       // consecutive non-finite steps before giving up
+  LrSchedule lr;
+};
+
+struct TrainResult {
+  int64_t updates = 0;
+  std::string stop_reason;  // "after", "early-stopping", "signal"
+};
+
+class Trainer {
+ public:
+  Trainer(Transformer& model, data::Batcher& batcher, Optimizer& optimizer, kernels::Workspace& workspace,
+          ModelDir model_dir, Validator* validator, TrainerOptions options);
+
+  // Loads the latest checkpoint of the model directory if there is one (restore_data: also the batcher state),
+  // else initialises the parameters from the seed. Returns true when it resumed.
+  bool start(bool restore_data);
+  TrainResult run();
+  void save();  // a checkpoint of the current state
+
+  const TrainingProgress& progress() const { return progress_; }
+
+ private:
+  void update();                          // one optimizer update over optimizer_delay batches
+  void display();
+  void validate();
+  Progress progress_marks() const;
+  bool should_stop(std::string& reason) const;
+
+  Transformer& model_;
+  data::Batcher& batcher_;
+  Optimizer& optimizer_;
+  kernels::Workspace& workspace_;
+  ModelDir model_dir_;
+  Validator* validator_;
+  TrainerOptions options_;
+  TrainingProgress progress_;
+
+  // Since the last log line.
+  double window_loss_ = 0, window_nll_ = 0;
+  int64_t window_tokens_ = 0, window_sentences_ = 0, window_updates_ = 0;
+  double window_start_ = 0;
+  int64_t last_validated_ = -1;
+  int nan_steps_in_row_ = 0;
+  int64_t nan_steps_total_ = 0;
+  double run_start_ = 0, seconds_before_ = 0;
+};
+
+}  // namespace lseq
