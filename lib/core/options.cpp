@@ -186,13 +186,15 @@ Options default_options(App app) {
 
 Schedule parse_schedule(const std::string& text, const std::string& allowed_units, const std::string& what) {
   auto bad = [&]() {
-    std::string forms = "N";
-    for (char unit : allowed_units) {
+    std::string units;
+    for (size_t k = 0; k < allowed_units.size(); ++k) {
+      char unit = allowed_units[k];
       const char* name = unit == 'u' ? "updates" : unit == 'e' ? "epochs" : "target labels";
-      forms += fmt::format(", N{} ({})", unit, name);
+      units += fmt::format("{}{} ({})", k == 0 ? "" : k + 1 == allowed_units.size() ? " or " : ", ", unit, name);
     }
-    fail("{} must be a count: {}; N may end in K, M or G (thousands, millions, billions); got '{}'", what, forms,
-         text);
+    std::string examples = allowed_units.find('e') != std::string::npos ? "10e or 5000u" : "5000u or 5000";
+    fail("{} must be a count such as {}: a whole number (K, M, G multiply by a thousand, million, billion) optionally followed by {}; got '{}'", what,
+         examples, units, text);
   };
   size_t i = 0;
   int64_t count = 0;

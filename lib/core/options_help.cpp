@@ -54,7 +54,7 @@ std::string title(OptionGroup group, App app) {
 
 void print_help(App app, std::ostream& out) {
   constexpr size_t kColumn = 36;
-  out << fmt::format("{}: {} ({})\n\n", app_name(app), app_purpose(app), version_string());
+  out << fmt::format("{}: {}\n{}\n\n", app_name(app), app_purpose(app), version_string());
   out << fmt::format("Usage: {} [options]\n", app_name(app));
   out << "Options also come from YAML files with the same names (--config a.yaml b.yaml, merged in order);\n"
          "the command line wins. --dump-config prints the merged result.\n";

@@ -2,6 +2,7 @@
 // one line that names the option, where it was given and what would be valid.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <iostream>
@@ -51,8 +52,9 @@ std::string apps_text(unsigned apps) {
 
 // One option as given on the command line, before its value is checked.
 struct GivenOption {
-  std::string typed;  // "--dim-emb", "-m"
-  const OptionSpec* spec = nullptr;
+  std::string typed;                 // "--dim-emb", "-m"; empty for a stray word
+  std::string name;                  // without dashes (long options) or as typed (short ones)
+  const OptionSpec* spec = nullptr;  // nullptr: unknown (reported after --help had its chance)
   std::vector<std::string> words;
   bool with_equals = false;  // "--opt=value": exactly that one value
 };
@@ -63,42 +65,58 @@ bool is_option_word(const std::string& word) {
   return word.size() >= 2 && word[0] == '-' && std::isalpha(static_cast<unsigned char>(word[1]));
 }
 
-// Splits argv into options and their words; help and version are found here, before anything else is checked.
-std::vector<GivenOption> split_command_line(App app, int argc, const char* const* argv, bool* help, bool* version) {
+// Splits argv into options and their words, without judging them yet, so that --help and --version work
+// whatever else is on the line.
+std::vector<GivenOption> split_command_line(int argc, const char* const* argv) {
   std::vector<GivenOption> given;
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
     if (!is_option_word(word)) {
-      if (given.empty() || given.back().with_equals)
-        fail("unexpected argument '{}' on the command line; options start with -- (see {} --help)", word,
-             app_name(app));
-      given.back().words.push_back(word);
+      if (given.empty() || given.back().with_equals || given.back().typed.empty()) {
+        GivenOption stray;
+        stray.words.push_back(word);
+        given.push_back(std::move(stray));
+      } else {
+        given.back().words.push_back(word);
+      }
       continue;
     }
     GivenOption option;
-    std::string name;
     if (word[1] == '-') {
-      name = word.substr(2);
-      size_t equals = name.find('=');
+      option.name = word.substr(2);
+      size_t equals = option.name.find('=');
       if (equals != std::string::npos) {
-        option.words.push_back(name.substr(equals + 1));
+        option.words.push_back(option.name.substr(equals + 1));
         option.with_equals = true;
-        name = name.substr(0, equals);
+        option.name = option.name.substr(0, equals);
       }
-      option.typed = "--" + name;
-      option.spec = find_option(name);
-      if (!option.spec) reject_option(app, name, ValueSource::command_line());
+      option.typed = "--" + option.name;
+      option.spec = find_option(option.name);
     } else {
-      option.typed = word;
+      option.typed = option.name = word;
       option.spec = word.size() == 2 ? find_short_option(word[1]) : nullptr;
-      if (!option.spec) fail("unknown option '{}' on the command line; {} --help lists the options", word,
-                             app_name(app));
     }
-    if (option.spec->name == "help") *help = true;
-    if (option.spec->name == "version") *version = true;
     given.push_back(std::move(option));
   }
   return given;
+}
+
+bool has_option(const std::vector<GivenOption>& options, const char* name) {
+  return std::any_of(options.begin(), options.end(),
+                     [name](const GivenOption& o) { return o.spec && o.spec->name == name; });
+}
+
+// Unknown options, stray words and options of other apps.
+void check_names(App app, const std::vector<GivenOption>& options) {
+  for (const auto& option : options) {
+    if (option.typed.empty())
+      fail("unexpected argument '{}' on the command line; options start with -- (see {} --help)", option.words[0],
+           app_name(app));
+    if (option.spec && option.spec->accepted_by(app)) continue;
+    if (option.typed.rfind("--", 0) == 0) reject_option(app, option.name, ValueSource::command_line());
+    if (option.spec) reject_option(app, option.spec->name, ValueSource::command_line());
+    fail("unknown option '{}' on the command line; {} --help lists the options", option.typed, app_name(app));
+  }
 }
 
 YAML::Node given_value(const GivenOption& option) {
@@ -130,9 +148,6 @@ std::string one_line(std::string text) {
 
 Options merge_options(App app, const std::vector<GivenOption>& given) {
   Options options = default_options(app);
-  for (const auto& option : given) {
-    if (!option.spec->accepted_by(app)) reject_option(app, option.spec->name, ValueSource::command_line());
-  }
   // Files first, in order, then the command line over them.
   for (const auto& option : given) {
     if (option.spec->name != "config") continue;
@@ -188,10 +203,9 @@ ParsedOptions parse_options(App app, int argc, const char* const* argv) {
 ParsedOptions parse_options(App app, int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   ParsedOptions parsed;
   try {
-    bool help = false, version = false;
-    std::vector<GivenOption> given = split_command_line(app, argc, argv, &help, &version);
-    if (help || version) {
-      if (help) {
+    std::vector<GivenOption> options = split_command_line(argc, argv);
+    if (has_option(options, "help") || has_option(options, "version")) {
+      if (has_option(options, "help")) {
         print_help(app, out);
       } else {
         out << version_string() << "\n";
@@ -199,7 +213,8 @@ ParsedOptions parse_options(App app, int argc, const char* const* argv, std::ost
       parsed.exit_now = true;
       return parsed;
     }
-    parsed.options = merge_options(app, given);
+    check_names(app, options);
+    parsed.options = merge_options(app, options);
     if (parsed.options.get_bool("dump-config")) {
       out << parsed.options.dump();
       parsed.exit_now = true;

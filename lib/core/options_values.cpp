@@ -117,7 +117,8 @@ YAML::Node value_from_words(const OptionSpec& spec, const std::vector<std::strin
                             const ValueSource& where) {
   if (!spec.is_list()) {
     if (words.size() != 1)
-      fail("{} takes one value, got {}: '{}'", where.describe(spec.name), words.size(), join(words, " "));
+      fail("{} takes one value, got {}: '{}' (quote a value that contains spaces)", where.describe(spec.name),
+           words.size(), join(words, "' '"));
     return YAML::Node(canonical_element(spec, words[0], where));
   }
   YAML::Node list(YAML::NodeType::Sequence);
@@ -132,7 +133,8 @@ YAML::Node value_from_words(const OptionSpec& spec, const std::vector<std::strin
 }
 
 YAML::Node value_from_yaml(const OptionSpec& spec, const YAML::Node& node, const ValueSource& key_where) {
-  ValueSource where = key_where.at(node);
+  // An empty value's own position is where the next line starts; report its key's line instead.
+  ValueSource where = node.IsNull() ? key_where : key_where.at(node);
   if (node.IsNull()) {
     // An empty value clears a list or a string; an option without a default goes back to "not set".
     if (spec.is_list()) return YAML::Node(YAML::NodeType::Sequence);
