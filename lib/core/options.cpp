@@ -193,8 +193,9 @@ Schedule parse_schedule(const std::string& text, const std::string& allowed_unit
       units += fmt::format("{}{} ({})", k == 0 ? "" : k + 1 == allowed_units.size() ? " or " : ", ", unit, name);
     }
     std::string examples = allowed_units.find('e') != std::string::npos ? "10e or 5000u" : "5000u or 5000";
-    fail("{} must be a count such as {}: a whole number (K, M, G multiply by a thousand, million, billion) optionally followed by {}; got '{}'", what,
-         examples, units, text);
+    fail("{} must be a count such as {}: a whole number (K, M, G multiply by a thousand, million, billion) "
+         "optionally followed by {}; got '{}'",
+         what, examples, units, text);
   };
   size_t i = 0;
   int64_t count = 0;
