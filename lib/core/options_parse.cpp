@@ -60,7 +60,13 @@ struct GivenOption {
 };
 
 bool is_option_word(const std::string& word) {
-  if (word.size() >= 3 && word[0] == '-' && word[1] == '-') return true;
+  if (word.size() >= 3 && word[0] == '-' && word[1] == '-') {
+    // A word with spaces that names no option is a value, e.g. "--character_coverage=1 --model_type=bpe" for
+    // --sentencepiece-options (a single "--x" value can be given as --sentencepiece-options=--x).
+    if (word.find_first_of(" \t") == std::string::npos) return true;
+    size_t equals = word.find('=');
+    return find_option(word.substr(2, equals == std::string::npos ? std::string::npos : equals - 2)) != nullptr;
+  }
   // "-m" is an option; "-5" and "-0.5" are (negative) values.
   return word.size() >= 2 && word[0] == '-' && std::isalpha(static_cast<unsigned char>(word[1]));
 }

@@ -143,6 +143,22 @@ TEST(Options, DumpConfigRoundTrips) {
   }
 }
 
+TEST(Options, DumpRoundTripsAwkwardStrings) {
+  TempDir dir("awkward");
+  for (std::string text : {"--character_coverage=1.0 --model_type=bpe", "a: b", "#x", "x #y", "[x]", "{a}", "'q'",
+                           "\"dq\"", " lead", "trail ", "two\nlines", "\xc3\xa9 \xc3\xbc", "*star", "&anchor",
+                           "!tag", "%p", "@at", "`bt", "|", ">", "? q", "- d", ",", "~", "null", "", "yes", "1e5"}) {
+    SCOPED_TRACE(text);
+    auto first = run_parse(App::train, {"--dump-config", "--sentencepiece-options=" + text, "--cache-dir", text});
+    ASSERT_EQ(first.parsed.exit_code, 0) << first.err;
+    auto second = run_parse(App::train, {"-c", dir.write("dump.yaml", first.out), "--dump-config"});
+    ASSERT_EQ(second.parsed.exit_code, 0) << second.err;
+    EXPECT_EQ(second.parsed.options.get_string("sentencepiece-options"), text);
+    EXPECT_EQ(second.parsed.options.get_string("cache-dir"), text);
+    EXPECT_EQ(second.out, first.out);
+  }
+}
+
 TEST(Options, DumpListsKeysInRegistryOrder) {
   auto run = run_parse(App::train, {"--dump-config", "--learn-rate", "0.1", "--seed", "7"});
   ASSERT_EQ(run.parsed.exit_code, 0) << run.err;
