@@ -158,8 +158,7 @@ Options merge_options(App app, const std::vector<GivenOption>& given) {
   for (const auto& option : given) {
     if (option.spec->name != "config") continue;
     for (const auto& path : given_value(option)) {
-      YAML::Node file = load_config_file(app, path.Scalar());
-      for (const auto& entry : file) options.set(entry.first.Scalar(), entry.second);
+      for (const auto& entry : load_config_file(app, path.Scalar())) options.set(entry.first.Scalar(), entry.second);
     }
   }
   for (const auto& option : given) {
@@ -200,6 +199,13 @@ YAML::Node load_config_file(App app, const std::string& path) {
     values[name] = value_from_yaml(*spec, entry.second, where);
   }
   return values;
+}
+
+Options options_from_file(App app, const std::string& path) {
+  Options options = default_options(app);
+  YAML::Node file = load_config_file(app, path);
+  for (const auto& entry : file) options.set(entry.first.Scalar(), entry.second);
+  return options;
 }
 
 ParsedOptions parse_options(App app, int argc, const char* const* argv) {
