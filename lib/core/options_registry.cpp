@@ -202,7 +202,8 @@ std::vector<OptionSpec> build_registry() {
             .at_least(1)
             .group_in(App::translate, G::translation)
             .group_in(App::score, G::translation),
-        Opt("shuffle", T::string, G::training, kTrain, def("data"), "Shuffle the corpus each epoch (data) or not (none)")
+        Opt("shuffle", T::string, G::training, kTrain, def("data"),
+            "Shuffle the corpus each epoch (data) or not (none)")
             .one_of({"data", "none"}),
         Opt("after", T::string, G::training, kTrain, def("0"),
             "Stop after this many units: 10e epochs, 5000u updates, 2Mt target labels; 0: no limit")
