@@ -283,9 +283,9 @@ std::vector<OptionSpec> build_registry() {
   // ---- Translation and scoring ----
   {
     Opt o[] = {
-        Opt("input", T::strings, G::translation, kTranslate, defs({"stdin"}), "Input files; stdin reads the terminal")
+        Opt("input", T::strings, G::translation, kTranslate, defs({"stdin"}), "Input files; stdin means standard input")
             .flag('i'),
-        Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout writes to the terminal")
+        Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
             .flag('o'),
         Opt("beam-size", T::integer, G::translation, kTranslate, def("4"), "Beam size; 1 is greedy search")
             .flag('b')
