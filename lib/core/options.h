@@ -73,4 +73,7 @@ Options default_options(App app);
 // and to read the config stored in a model directory).
 YAML::Node load_config_file(App app, const std::string& path);
 
+// The defaults of `app` overlaid with one config file, e.g. the config stored in a model directory.
+Options options_from_file(App app, const std::string& path);
+
 }  // namespace lseq

@@ -60,7 +60,13 @@ struct GivenOption {
 };
 
 bool is_option_word(const std::string& word) {
-  if (word.size() >= 3 && word[0] == '-' && word[1] == '-') return true;
+  if (word.size() >= 3 && word[0] == '-' && word[1] == '-') {
+    // A word with spaces that names no option is a value, e.g. "--character_coverage=1 --model_type=bpe" for
+    // --sentencepiece-options (a single "--x" value can be given as --sentencepiece-options=--x).
+    if (word.find_first_of(" \t") == std::string::npos) return true;
+    size_t equals = word.find('=');
+    return find_option(word.substr(2, equals == std::string::npos ? std::string::npos : equals - 2)) != nullptr;
+  }
   // "-m" is an option; "-5" and "-0.5" are (negative) values.
   return word.size() >= 2 && word[0] == '-' && std::isalpha(static_cast<unsigned char>(word[1]));
 }
@@ -152,8 +158,7 @@ Options merge_options(App app, const std::vector<GivenOption>& given) {
   for (const auto& option : given) {
     if (option.spec->name != "config") continue;
     for (const auto& path : given_value(option)) {
-      YAML::Node file = load_config_file(app, path.Scalar());
-      for (const auto& entry : file) options.set(entry.first.Scalar(), entry.second);
+      for (const auto& entry : load_config_file(app, path.Scalar())) options.set(entry.first.Scalar(), entry.second);
     }
   }
   for (const auto& option : given) {
@@ -194,6 +199,13 @@ YAML::Node load_config_file(App app, const std::string& path) {
     values[name] = value_from_yaml(*spec, entry.second, where);
   }
   return values;
+}
+
+Options options_from_file(App app, const std::string& path) {
+  Options options = default_options(app);
+  YAML::Node file = load_config_file(app, path);
+  for (const auto& entry : file) options.set(entry.first.Scalar(), entry.second);
+  return options;
 }
 
 ParsedOptions parse_options(App app, int argc, const char* const* argv) {

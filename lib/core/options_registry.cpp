@@ -202,7 +202,8 @@ std::vector<OptionSpec> build_registry() {
             .at_least(1)
             .group_in(App::translate, G::translation)
             .group_in(App::score, G::translation),
-        Opt("shuffle", T::string, G::training, kTrain, def("data"), "Shuffle the corpus each epoch (data) or not (none)")
+        Opt("shuffle", T::string, G::training, kTrain, def("data"),
+            "Shuffle the corpus each epoch (data) or not (none)")
             .one_of({"data", "none"}),
         Opt("after", T::string, G::training, kTrain, def("0"),
             "Stop after this many units: 10e epochs, 5000u updates, 2Mt target labels; 0: no limit")
@@ -282,9 +283,9 @@ std::vector<OptionSpec> build_registry() {
   // ---- Translation and scoring ----
   {
     Opt o[] = {
-        Opt("input", T::strings, G::translation, kTranslate, defs({"stdin"}), "Input files; stdin reads the terminal")
+        Opt("input", T::strings, G::translation, kTranslate, defs({"stdin"}), "Input files; stdin means standard input")
             .flag('i'),
-        Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout writes to the terminal")
+        Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
             .flag('o'),
         Opt("beam-size", T::integer, G::translation, kTranslate, def("4"), "Beam size; 1 is greedy search")
             .flag('b')

@@ -77,6 +77,13 @@ run "$lstrain" -c "$work/a.yaml" "$work/b.yaml" --enc-depth 4 --dump-config
 check "files merge in order" grep -q '^dim-emb: 384$' "$work/out"
 check "the command line wins" grep -q '^enc-depth: 4$' "$work/out"
 
+# Logging: the log file starts with the command line and the version; --quiet keeps info off the terminal.
+# (No model exists in $work, so the app stops early; only the log is checked, not the exit code.)
+run "$lsscore" -m "$work/no-model" --log "$work/score.log" --quiet
+check "the log file has the command line" grep -q "Command line: .*lsscore -m $work/no-model" "$work/score.log"
+check "the log file has the version" grep -q "lseq [0-9]" "$work/score.log"
+check "--quiet keeps info messages off the terminal" bash -c "! grep -q '\[info\]' '$work/err'"
+
 if [ "$failures" -ne 0 ]; then
   echo "test_options.sh: $failures check(s) failed"
   exit 1

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/app_main.h"
 #include "core/options.h"
 #include "core/options_registry.h"
 #include "core/options_test_util.h"
@@ -143,6 +144,22 @@ TEST(Options, DumpConfigRoundTrips) {
   }
 }
 
+TEST(Options, DumpRoundTripsAwkwardStrings) {
+  TempDir dir("awkward");
+  for (std::string text : {"--character_coverage=1.0 --model_type=bpe", "a: b", "#x", "x #y", "[x]", "{a}", "'q'",
+                           "\"dq\"", " lead", "trail ", "two\nlines", "\xc3\xa9 \xc3\xbc", "*star", "&anchor",
+                           "!tag", "%p", "@at", "`bt", "|", ">", "? q", "- d", ",", "~", "null", "", "yes", "1e5"}) {
+    SCOPED_TRACE(text);
+    auto first = run_parse(App::train, {"--dump-config", "--sentencepiece-options=" + text, "--cache-dir", text});
+    ASSERT_EQ(first.parsed.exit_code, 0) << first.err;
+    auto second = run_parse(App::train, {"-c", dir.write("dump.yaml", first.out), "--dump-config"});
+    ASSERT_EQ(second.parsed.exit_code, 0) << second.err;
+    EXPECT_EQ(second.parsed.options.get_string("sentencepiece-options"), text);
+    EXPECT_EQ(second.parsed.options.get_string("cache-dir"), text);
+    EXPECT_EQ(second.out, first.out);
+  }
+}
+
 TEST(Options, DumpListsKeysInRegistryOrder) {
   auto run = run_parse(App::train, {"--dump-config", "--learn-rate", "0.1", "--seed", "7"});
   ASSERT_EQ(run.parsed.exit_code, 0) << run.err;
@@ -248,6 +265,22 @@ TEST(Options, AccessorsAndSet) {
   Schedule warmup = Options(YAML::Load("{lr-warmup: 8000t}")).get_schedule("lr-warmup");
   EXPECT_EQ(warmup.count, 8000);
   EXPECT_EQ(warmup.unit, ScheduleUnit::labels);
+}
+
+TEST(Options, OptionsFromFileOverlaysTheDefaults) {
+  TempDir dir("from_file");
+  std::string file = dir.write("model.yaml", "dim-emb: 64\ntransformer-heads: 2\nmodel: stored/dir\n");
+  Options options = options_from_file(App::train, file);
+  EXPECT_EQ(options.get_int("dim-emb"), 64);
+  EXPECT_EQ(options.get_int("transformer-heads"), 2);
+  EXPECT_EQ(options.get_string("model"), "stored/dir");
+  EXPECT_EQ(options.get_int("enc-depth"), default_options(App::train).get_int("enc-depth"));
+  EXPECT_THROW(options_from_file(App::translate, file), Error);  // architecture options are lstrain's
+}
+
+TEST(AppMain, CommandLineForTheLogQuotesWhereNeeded) {
+  const char* argv[] = {"lstrain", "-m", "my model", "--sentencepiece-options", "it's", "", "-t", "a.de"};
+  EXPECT_EQ(format_command_line(8, argv), "lstrain -m 'my model' --sentencepiece-options 'it'\\''s' '' -t a.de");
 }
 
 }  // namespace

@@ -122,15 +122,18 @@ TEST(OptionRegistry, IsConsistent) {
     SCOPED_TRACE(spec.name);
     EXPECT_TRUE(std::regex_match(spec.name, name_form));
     EXPECT_TRUE(names.insert(spec.name).second) << "declared twice";
-    if (spec.short_flag) EXPECT_TRUE(flags.insert(spec.short_flag).second) << "short flag used twice";
+    if (spec.short_flag) {
+      EXPECT_TRUE(flags.insert(spec.short_flag).second) << "short flag used twice";
+    }
     EXPECT_FALSE(spec.help.empty());
     EXPECT_NE(spec.apps, 0u);
     EXPECT_EQ(find_option(spec.name), &spec);
     // Every default, for every app, passes the option's own checks.
     for (App app : {App::train, App::translate, App::score}) {
       DefaultTokens tokens = spec.default_for(app);
-      if (spec.accepted_by(app) && tokens)
+      if (spec.accepted_by(app) && tokens) {
         EXPECT_NO_THROW(value_from_words(spec, *tokens, ValueSource{"registry", 0}));
+      }
     }
   }
   for (const char* marian : {"train-sets", "vocabs", "dim-emb", "enc-depth", "transformer-heads", "learn-rate",
