@@ -17,8 +17,6 @@ else()
   set(LSEQ_YAML_TARGET yaml-cpp)
 endif()
 
-find_package(CLI11 CONFIG QUIET)
-lseq_require(CLI11_FOUND "CLI11" libcli11-dev)
 find_package(fmt CONFIG QUIET)
 lseq_require(fmt_FOUND "fmt" libfmt-dev)
 find_package(spdlog CONFIG QUIET)

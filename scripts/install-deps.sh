@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
+  libyaml-cpp-dev libspdlog-dev libfmt-dev
   libsentencepiece-dev libgtest-dev libgmock-dev
   libopenblas-dev nlohmann-json3-dev zlib1g-dev
 )

@@ -24,7 +24,7 @@ struct ModelConfig {
   float dropout_ffn = 0.0f;          // transformer-dropout-ffn: after the ffn activation
   NormPlacement norm = NormPlacement::post;
   TiedEmbeddings tied = TiedEmbeddings::none;  // tied-embeddings, tied-embeddings-all
-  int max_length = 256;              // max-length: rows of the sinusoidal position table (bos/eos included)
+  int max_length = 256;              // max-length: longest sentence in tokens, eos/bos excluded (positions: +1)
   float label_smoothing = 0.1f;      // label-smoothing
   float layer_norm_eps = 1e-6f;
 

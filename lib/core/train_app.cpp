@@ -115,31 +115,31 @@ ModelConfig model_config_from(const Options& options, const Vocabularies& vocabs
 }
 
 Frequency after_limit(const Options& options) {
-  Frequency after = Frequency::parse(options.get_string("after"), "after");
+  Frequency after{options.get_schedule("after")};
   if (!after.enabled() && options.get_int("after-epochs") > 0) {
-    after = {options.get_int("after-epochs"), Frequency::Unit::epochs};
+    after.schedule = {options.get_int("after-epochs"), ScheduleUnit::epochs};
   }
   if (!after.enabled() && options.get_int("after-batches") > 0) {
-    after = {options.get_int("after-batches"), Frequency::Unit::updates};
+    after.schedule = {options.get_int("after-batches"), ScheduleUnit::updates};
   }
   return after;
 }
 
 int64_t updates_option(const Options& options, const std::string& key) {
-  const Frequency f = Frequency::parse(options.get_string(key), key);
-  if (f.enabled() && f.unit != Frequency::Unit::updates) {
+  const Schedule s = options.get_schedule(key);
+  if (s.count > 0 && s.unit != ScheduleUnit::updates) {
     fail("--{} {} must be given in updates (e.g. 16000 or 16000u)", key, options.get_string(key));
   }
-  return f.amount;
+  return s.count;
 }
 
 TrainerOptions trainer_options(const Options& options) {
   TrainerOptions t;
   t.seed = static_cast<uint64_t>(options.get_int("seed"));
   t.optimizer_delay = static_cast<int>(std::max<int64_t>(1, options.get_int("optimizer-delay")));
-  t.disp_freq = Frequency::parse(options.get_string("disp-freq"), "disp-freq");
-  t.save_freq = Frequency::parse(options.get_string("save-freq"), "save-freq");
-  t.valid_freq = Frequency::parse(options.get_string("valid-freq"), "valid-freq");
+  t.disp_freq = Frequency{options.get_schedule("disp-freq")};
+  t.save_freq = Frequency{options.get_schedule("save-freq")};
+  t.valid_freq = Frequency{options.get_schedule("valid-freq")};
   t.after = after_limit(options);
   t.early_stopping = static_cast<int>(options.get_int("early-stopping"));
   t.keep_best = options.get_bool("keep-best");
@@ -152,11 +152,11 @@ TrainerOptions trainer_options(const Options& options) {
   if (schedule == "constant") {
     t.lr.kind = LrSchedule::Kind::constant;
   } else if (schedule == "cosine") {
-    if (!t.after.enabled() || t.after.unit != Frequency::Unit::updates) {
+    if (!t.after.enabled() || t.after.schedule.unit != ScheduleUnit::updates) {
       fail("--lr-schedule cosine decays to zero at --after, which must then be given in updates (e.g. 50000u)");
     }
     t.lr.kind = LrSchedule::Kind::cosine;
-    t.lr.total = t.after.amount;
+    t.lr.total = t.after.schedule.count;
   } else {
     t.lr.kind = t.lr.decay_start > 0 ? LrSchedule::Kind::inv_sqrt : LrSchedule::Kind::constant;
   }

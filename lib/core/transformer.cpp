@@ -28,7 +28,8 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend)
                                           config_.tied == TiedEmbeddings::none ? OutputLayer::kUntied : tgt_emb);
   store_ = std::make_unique<ParamStore>(std::move(table), backend_);
 
-  const std::vector<float> positions = sinusoidal_positions(config_.max_length, dim);
+  // --max-length counts words without eos/bos (as the corpus filter does): one more position for them.
+  const std::vector<float> positions = sinusoidal_positions(config_.max_length + 1, dim);
   positions_ = backend_.allocate(positions.size() * sizeof(float));
   backend_.copy_to_device(positions_, positions.data(), positions.size() * sizeof(float));
   sums_ = static_cast<float*>(backend_.allocate(2 * sizeof(float)));
@@ -43,9 +44,9 @@ void Transformer::check_batch(const data::Batch& b) const {
   if (b.size <= 0 || b.src_len <= 0 || b.tgt_len <= 0) {
     fail("internal error: empty batch ({} sentences, lengths {} and {})", b.size, b.src_len, b.tgt_len);
   }
-  if (b.src_len > config_.max_length || b.tgt_len > config_.max_length) {
-    fail("a batch has sentences of {} source and {} target tokens but the model's --max-length is {}; raise "
-         "--max-length or filter longer sentences",
+  if (b.src_len > config_.max_length + 1 || b.tgt_len > config_.max_length + 1) {
+    fail("a batch has sentences of {} source and {} target tokens (eos/bos included) but the model's --max-length "
+         "is {}; raise --max-length or filter longer sentences",
          b.src_len, b.tgt_len, config_.max_length);
   }
   const std::size_t n = static_cast<std::size_t>(b.size);

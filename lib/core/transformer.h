@@ -79,7 +79,7 @@ class Transformer {
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<OutputLayer> output_;
   std::unique_ptr<ParamStore> store_;
-  void* positions_ = nullptr;  // sinusoidal table [max_length, dim], activation dtype
+  void* positions_ = nullptr;  // sinusoidal table [max_length + 1, dim], activation dtype
   float* sums_ = nullptr;      // device scalars: loss sum, nll sum
   Tape tape_;
   mutable std::vector<int32_t> staging_;  // host ids and lengths, uploaded with one copy
