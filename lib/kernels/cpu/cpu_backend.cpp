@@ -1,11 +1,11 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <cmath>
 
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/cpu/thread_pool.h"
 #include "util/error.h"
 
 namespace lseq::kernels {
@@ -24,7 +24,7 @@ void require_dropout_p(float p, const char* op) {
 
 CpuBackend::CpuBackend(int threads) {
   if (threads < 0) fail("the CPU backend was asked for {} threads; give a positive count, or 0 for all cores", threads);
-  threads_ = threads > 0 ? threads : omp_get_num_procs();
+  threads_ = threads > 0 ? threads : cpu::hardware_threads();
   if (threads_ < 1) threads_ = 1;
   openblas_set_num_threads(threads_);
 }

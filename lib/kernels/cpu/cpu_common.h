@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the CPU backend's op files: dtype checks, typed views of raw pointers, and OpenMP loops
+// Helpers shared by the CPU backend's op files: dtype checks, typed views of raw pointers, and parallel loops
 // whose results do not depend on how the work is split (no atomics; sums in a fixed order).
 #include <cmath>
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include "kernels/backend.h"
 #include "kernels/dropout_rng.h"
 #include "kernels/dtype.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace lseq::kernels::cpu {
 
@@ -22,12 +23,19 @@ inline float* f32(void* p) { return static_cast<float*>(p); }
 // Below this many elements a loop runs on one thread: forking costs more than it saves.
 constexpr int64_t kParallelGrain = 16384;
 
-// f(i) for i in [0, n), over `threads` OpenMP threads when the work (n * cost elements) is large enough.
+// f(i) for i in [0, n), split into contiguous ranges over `threads` threads when the work (n * cost elements) is
+// large enough.
 template <typename F>
 void parallel_for(int threads, int64_t n, int64_t cost, F&& f) {
-  const bool parallel = threads > 1 && n > 1 && n * cost >= kParallelGrain;
-#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
-  for (int64_t i = 0; i < n; ++i) f(i);
+  if (threads <= 1 || n <= 1 || n * cost < kParallelGrain) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  const int parts = static_cast<int>(n < threads ? n : threads);
+  run_parallel(parts, [&](int part) {
+    const int64_t begin = n * part / parts, end = n * (part + 1) / parts;
+    for (int64_t i = begin; i < end; ++i) f(i);
+  });
 }
 
 // acc[c] += sum over r of value(r, c) for a [rows, cols] array, summed in double, row by row. Threads own
