@@ -148,7 +148,8 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len) const 
          "--max-length",
          max_tokens, max_len);
   }
-  max_len = std::min<int64_t>(max_len, max_tokens);
+  // Longer sentences are rejected (check_batch), and a batch holds at most max_tokens tokens.
+  max_len = static_cast<int>(std::min<int64_t>({max_len, config_.max_length, max_tokens}));
   // The largest activations come with the longest sentences: batch * len <= max_tokens tokens per side and
   // batch * len * len <= max_tokens * max_len attention scores. Run the step on that shape over a no-op backend.
   data::Batch b;
