@@ -49,8 +49,10 @@ TEST_F(CpuKernels, MergeHeadsIsTheBackwardOfSplitHeads) {
     const auto qkv = to_double(random_floats(s.size(), ++seed)), bias = to_double(random_floats(s.width(), ++seed));
     const auto w = random_floats(s.size(), ++seed);
     const auto wd = to_double(w);
-    const auto fd_x = finite_difference([&](const std::vector<double>& v) { return weighted_sum(wd, ref_split(v, bias, s)); }, qkv);
-    auto fd_b = finite_difference([&](const std::vector<double>& v) { return weighted_sum(wd, ref_split(qkv, v, s)); }, bias);
+    const auto fd_x =
+        finite_difference([&](const std::vector<double>& v) { return weighted_sum(wd, ref_split(v, bias, s)); }, qkv);
+    auto fd_b =
+        finite_difference([&](const std::vector<double>& v) { return weighted_sum(wd, ref_split(qkv, v, s)); }, bias);
     const auto db0 = random_floats(s.width(), ++seed);
     for (int c = 0; c < s.width(); ++c) fd_b[c] += db0[c];
     auto dx = poisoned(s.size());
@@ -84,8 +86,10 @@ std::vector<double> ref_softmax(const std::vector<double>& s, const std::vector<
   return p;
 }
 
-const std::vector<SoftmaxCase> kSoftmaxCases = {{1, 1, 1, 1, false, false}, {2, 3, 4, 7, false, true},
-                                                {2, 2, 5, 5, true, false},  {3, 2, 6, 6, true, true},
+const std::vector<SoftmaxCase> kSoftmaxCases = {{1, 1, 1, 1, false, false},
+                                                {2, 3, 4, 7, false, true},
+                                                {2, 2, 5, 5, true, false},
+                                                {3, 2, 6, 6, true, true},
                                                 {4, 8, 33, 47, false, true}};
 
 TEST_F(CpuKernels, AttentionSoftmaxForwardMasksAndNormalises) {
@@ -127,7 +131,8 @@ TEST_F(CpuKernels, AttentionSoftmaxRowWithoutKeysIsZeroNotNaN) {
 
 TEST_F(CpuKernels, AttentionSoftmaxBackwardMatchesFiniteDifferences) {
   uint64_t seed = 1500;
-  for (const auto& c : std::vector<SoftmaxCase>{{1, 1, 1, 1, false, false}, {2, 1, 3, 5, true, true}, {1, 2, 2, 6, false, true}}) {
+  for (const auto& c :
+       std::vector<SoftmaxCase>{{1, 1, 1, 1, false, false}, {2, 1, 3, 5, true, true}, {1, 2, 2, 6, false, true}}) {
     const std::size_t n = std::size_t(c.batch) * c.heads * c.q_len * c.k_len;
     const auto scores = random_floats(n, ++seed, -3, 3);
     auto k_lengths = random_ints(c.batch, ++seed, 1, c.k_len);
@@ -135,7 +140,8 @@ TEST_F(CpuKernels, AttentionSoftmaxBackwardMatchesFiniteDifferences) {
     const auto w = random_floats(n, ++seed);
     const auto wd = to_double(w);
     const auto fd = finite_difference(
-        [&](const std::vector<double>& s) { return weighted_sum(wd, ref_softmax(s, k_lengths, c, scale)); }, to_double(scores));
+        [&](const std::vector<double>& s) { return weighted_sum(wd, ref_softmax(s, k_lengths, c, scale)); },
+        to_double(scores));
     auto probs = poisoned(n);
     backend.attention_softmax_forward(DType::f32, scores.data(), c.with_lengths ? k_lengths.data() : nullptr, c.batch,
                                       c.heads, c.q_len, c.k_len, scale, c.causal, probs.data());

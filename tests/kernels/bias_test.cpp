@@ -21,8 +21,8 @@ double act_ref(Activation act, double z) {
 
 double mask(const Dropout& d, std::size_t i) { return d.p > 0 ? dropout_multiplier(d.key, i, d.p) : 1.0; }
 
-std::vector<double> ref_bias_act(const std::vector<double>& x, const std::vector<double>& bias, Shape s,
-                                 Activation act, const Dropout& d) {
+std::vector<double> ref_bias_act(const std::vector<double>& x, const std::vector<double>& bias, Shape s, Activation act,
+                                 const Dropout& d) {
   std::vector<double> y(x.size());
   for (int r = 0; r < s.rows; ++r)
     for (int c = 0; c < s.cols; ++c) {

@@ -31,19 +31,19 @@ TEST_F(CpuKernels, CastToF16MatchesHandDerivedBits) {
       {-2.0f, 0xC000},
       {0.0f, 0x0000},
       {-0.0f, 0x8000},
-      {65504.0f, 0x7BFF},                    // largest finite
-      {65519.0f, 0x7BFF},                    // below the halfway point to 65536: rounds down
-      {65520.0f, 0x7C00},                    // halfway, odd mantissa: rounds (to even) up to infinity
-      {1.0f / 3.0f, 0x3555},                 // 0x3EAAAAAB: dropped bits 0xAAB < 0x1000, round down
-      {1.0f + 1.0f / 2048.0f, 0x3C00},       // exactly half an ulp above 1: ties to even (down)
-      {1.0f + 3.0f / 2048.0f, 0x3C02},       // 1.5 ulp: ties to even (up)
-      {std::ldexp(1.0f, -14), 0x0400},       // smallest normal
-      {std::ldexp(1.0f, -24), 0x0001},       // smallest subnormal
-      {std::ldexp(1.0f, -25), 0x0000},       // half of it: ties to even, zero
-      {std::ldexp(1.5f, -25), 0x0001},       // above half: rounds up
-      {std::ldexp(3.0f, -25), 0x0002},       // 1.5 units: ties to even (2)
-      {std::ldexp(1023.0f, -24), 0x03FF},    // largest subnormal
-      {std::ldexp(2047.0f, -25), 0x0400},    // rounds up across into the smallest normal
+      {65504.0f, 0x7BFF},                  // largest finite
+      {65519.0f, 0x7BFF},                  // below the halfway point to 65536: rounds down
+      {65520.0f, 0x7C00},                  // halfway, odd mantissa: rounds (to even) up to infinity
+      {1.0f / 3.0f, 0x3555},               // 0x3EAAAAAB: dropped bits 0xAAB < 0x1000, round down
+      {1.0f + 1.0f / 2048.0f, 0x3C00},     // exactly half an ulp above 1: ties to even (down)
+      {1.0f + 3.0f / 2048.0f, 0x3C02},     // 1.5 ulp: ties to even (up)
+      {std::ldexp(1.0f, -14), 0x0400},     // smallest normal
+      {std::ldexp(1.0f, -24), 0x0001},     // smallest subnormal
+      {std::ldexp(1.0f, -25), 0x0000},     // half of it: ties to even, zero
+      {std::ldexp(1.5f, -25), 0x0001},     // above half: rounds up
+      {std::ldexp(3.0f, -25), 0x0002},     // 1.5 units: ties to even (2)
+      {std::ldexp(1023.0f, -24), 0x03FF},  // largest subnormal
+      {std::ldexp(2047.0f, -25), 0x0400},  // rounds up across into the smallest normal
       {std::ldexp(1.0f, -30), 0x0000},
       {std::numeric_limits<float>::infinity(), 0x7C00},
       {-std::numeric_limits<float>::infinity(), 0xFC00},
@@ -61,14 +61,14 @@ TEST_F(CpuKernels, CastToBf16MatchesHandDerivedBits) {
   const std::vector<std::pair<float, uint16_t>> cases = {
       {1.0f, 0x3F80},
       {-1.0f, 0xBF80},
-      {1.0f / 3.0f, 0x3EAB},                 // 0x3EAAAAAB: low half 0xAAAB > 0x8000, round up
-      {from_bits(0x3F808000), 0x3F80},       // tie, even upper half: stays
-      {from_bits(0x3F818000), 0x3F82},       // tie, odd upper half: rounds up
+      {1.0f / 3.0f, 0x3EAB},            // 0x3EAAAAAB: low half 0xAAAB > 0x8000, round up
+      {from_bits(0x3F808000), 0x3F80},  // tie, even upper half: stays
+      {from_bits(0x3F818000), 0x3F82},  // tie, odd upper half: rounds up
       {from_bits(0x3F807FFF), 0x3F80},
-      {65504.0f, 0x4780},                    // 0x477FE000 rounds up to 65536
-      {from_bits(0x7F7FFFFF), 0x7F80},       // largest float rounds to infinity
-      {from_bits(0x00000001), 0x0000},       // fp32 subnormal rounds to zero
-      {from_bits(0x00018000), 0x0002},       // subnormal tie, odd: up
+      {65504.0f, 0x4780},               // 0x477FE000 rounds up to 65536
+      {from_bits(0x7F7FFFFF), 0x7F80},  // largest float rounds to infinity
+      {from_bits(0x00000001), 0x0000},  // fp32 subnormal rounds to zero
+      {from_bits(0x00018000), 0x0002},  // subnormal tie, odd: up
       {std::numeric_limits<float>::infinity(), 0x7F80},
       {-std::numeric_limits<float>::infinity(), 0xFF80},
   };
@@ -98,10 +98,16 @@ TEST_F(CpuKernels, CastKeepsNaNaNaN) {
 
 TEST_F(CpuKernels, CastFrom16BitMatchesHandDerivedValues) {
   const std::vector<uint16_t> h = {0x3C00, 0xC000, 0x7BFF, 0x0001, 0x03FF, 0x0400, 0x3555, 0x7C00, 0xFC00, 0x8000};
-  const std::vector<float> h_expected = {1.0f, -2.0f, 65504.0f, std::ldexp(1.0f, -24), std::ldexp(1023.0f, -24),
-                                         std::ldexp(1.0f, -14), 1365.0f / 4096.0f,  // 0x155 | 1.0 at 2^-2
+  const std::vector<float> h_expected = {1.0f,
+                                         -2.0f,
+                                         65504.0f,
+                                         std::ldexp(1.0f, -24),
+                                         std::ldexp(1023.0f, -24),
+                                         std::ldexp(1.0f, -14),
+                                         1365.0f / 4096.0f,  // 0x155 | 1.0 at 2^-2
                                          std::numeric_limits<float>::infinity(),
-                                         -std::numeric_limits<float>::infinity(), -0.0f};
+                                         -std::numeric_limits<float>::infinity(),
+                                         -0.0f};
   const auto hf = cast_from16(backend, h, DType::f16);
   for (std::size_t i = 0; i < h.size(); ++i) EXPECT_EQ(hf[i], h_expected[i]) << "fp16 bits " << h[i];
   EXPECT_TRUE(std::signbit(hf.back()));

@@ -36,7 +36,8 @@ struct CeCase {
 
 TEST_F(CpuKernels, CrossEntropyForwardMatchesReference) {
   uint64_t seed = 1600;
-  for (const auto& c : std::vector<CeCase>{{1, 1, 0.0f}, {1, 5, 0.1f}, {7, 13, 0.0f}, {9, 31, 0.2f}, {64, 1000, 0.1f}}) {
+  for (const auto& c :
+       std::vector<CeCase>{{1, 1, 0.0f}, {1, 5, 0.1f}, {7, 13, 0.0f}, {9, 31, 0.2f}, {64, 1000, 0.1f}}) {
     const auto logits = random_floats(std::size_t(c.n) * c.vocab, ++seed, -4, 4);
     auto targets = random_ints(c.n, ++seed, 0, c.vocab - 1);
     if (c.n > 2) targets[1] = kIgnore;
@@ -76,8 +77,8 @@ TEST_F(CpuKernels, CrossEntropyGradientMatchesFiniteDifferences) {
       for (int v = 0; v < c.vocab; ++v) EXPECT_EQ(dlogits[2 * c.vocab + v], 0.0f);
     // In place: dlogits aliasing logits.
     auto inplace = logits;
-    backend.cross_entropy(DType::f32, inplace.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore, grad_scale,
-                          nullptr, nullptr, inplace.data());
+    backend.cross_entropy(DType::f32, inplace.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore, grad_scale, nullptr,
+                          nullptr, inplace.data());
     EXPECT_EQ(inplace, dlogits);
   }
 }
@@ -89,7 +90,8 @@ TEST_F(CpuKernels, CrossEntropyIsStableForLargeLogits) {
   logits[7] = 3000.0f;  // row 1, very confident
   const std::vector<int32_t> targets = {0, 2, 4};
   auto loss = poisoned(n), nll = poisoned(n), d = poisoned(n * vocab);
-  backend.cross_entropy(DType::f32, logits.data(), targets.data(), n, vocab, 0.1f, kIgnore, 1.0f, loss.data(), nll.data(), d.data());
+  backend.cross_entropy(DType::f32, logits.data(), targets.data(), n, vocab, 0.1f, kIgnore, 1.0f, loss.data(),
+                        nll.data(), d.data());
   const auto ref = ref_cross_entropy(to_double(logits), targets, n, vocab, 0.1);
   EXPECT_TRUE(all_close(loss, ref.loss, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(nll, ref.nll, 1e-5, 1e-5));
@@ -101,7 +103,8 @@ TEST_F(CpuKernels, CrossEntropyRejectsTargetsOutsideTheVocabulary) {
   const std::vector<int32_t> targets = {1, 4};
   std::vector<float> loss(2);
   try {
-    backend.cross_entropy(DType::f32, logits.data(), targets.data(), 2, 4, 0.0f, kIgnore, 1.0f, loss.data(), nullptr, nullptr);
+    backend.cross_entropy(DType::f32, logits.data(), targets.data(), 2, 4, 0.0f, kIgnore, 1.0f, loss.data(), nullptr,
+                          nullptr);
     FAIL() << "target 4 of a vocabulary of 4 accepted";
   } catch (const lseq::Error& e) {
     EXPECT_NE(std::string(e.what()).find("row 1"), std::string::npos) << e.what();

@@ -94,8 +94,7 @@ TEST_F(CpuKernels, DropoutMaskDependsOnlyOnKeyAndIndex) {
   for (std::size_t i = 0; i < n; ++i) differ += (y1[i] == 0.0f) != (y3[i] == 0.0f);
   EXPECT_GT(differ, n / 5);  // independent masks disagree on 2 p (1-p) = 42% of elements
   // The mask of element i is dropout_multiplier(key, i, p), whatever the array length.
-  for (std::size_t i = 0; i < n; ++i)
-    ASSERT_EQ(y1[i], x[i] * dropout_multiplier(dropout_key(1, 7, 2), i, 0.3f)) << i;
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(y1[i], x[i] * dropout_multiplier(dropout_key(1, 7, 2), i, 0.3f)) << i;
 }
 
 TEST_F(CpuKernels, DropoutWithZeroPCopiesAndRejectsPOfOne) {

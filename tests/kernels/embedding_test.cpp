@@ -13,8 +13,8 @@ struct EmbeddingCase {
 };
 
 std::vector<double> reference_embedding(const EmbeddingCase& c, const std::vector<int32_t>& tokens,
-                                        const std::vector<double>& table, const std::vector<double>& pos,
-                                        float scale, uint64_t key) {
+                                        const std::vector<double>& table, const std::vector<double>& pos, float scale,
+                                        uint64_t key) {
   std::vector<double> out(std::size_t(c.batch) * c.len * c.dim);
   for (int b = 0; b < c.batch; ++b)
     for (int t = 0; t < c.len; ++t)
@@ -45,7 +45,8 @@ TEST_F(CpuKernels, EmbeddingForwardMatchesReference) {
 }
 
 TEST_F(CpuKernels, EmbeddingBackwardMatchesFiniteDifferencesAndAccumulates) {
-  const std::vector<EmbeddingCase> cases = {{1, 1, 1, 2, 0.0f, true}, {2, 5, 3, 4, 0.2f, true}, {3, 2, 4, 6, 0.0f, false}};
+  const std::vector<EmbeddingCase> cases = {
+      {1, 1, 1, 2, 0.0f, true}, {2, 5, 3, 4, 0.2f, true}, {3, 2, 4, 6, 0.0f, false}};
   uint64_t seed = 300;
   for (const auto& c : cases) {
     const std::size_t rows = std::size_t(c.batch) * c.len;
@@ -57,9 +58,15 @@ TEST_F(CpuKernels, EmbeddingBackwardMatchesFiniteDifferencesAndAccumulates) {
     const float scale = 0.7f;
     const uint64_t key = 5;
     auto fd_table = finite_difference(
-        [&](const std::vector<double>& t) { return weighted_sum(wd, reference_embedding(c, tokens, t, pos, scale, key)); }, table);
+        [&](const std::vector<double>& t) {
+          return weighted_sum(wd, reference_embedding(c, tokens, t, pos, scale, key));
+        },
+        table);
     auto fd_pos = finite_difference(
-        [&](const std::vector<double>& p) { return weighted_sum(wd, reference_embedding(c, tokens, table, p, scale, key)); }, pos);
+        [&](const std::vector<double>& p) {
+          return weighted_sum(wd, reference_embedding(c, tokens, table, p, scale, key));
+        },
+        pos);
     // Parameter gradients accumulate: start from random values, run twice.
     const auto start_table = random_floats(table.size(), ++seed);
     const auto start_pos = random_floats(pos.size(), ++seed);
@@ -80,8 +87,10 @@ TEST_F(CpuKernels, EmbeddingBackwardIsTheSameOnOneAndTwoThreads) {
   const auto tokens = random_ints(batch * len, 9, 0, vocab - 1);
   const auto dout = random_floats(std::size_t(batch) * len * dim, 10);
   std::vector<float> t1(vocab * dim, 0.0f), t2 = t1, p1(len * dim, 0.0f), p2 = p1;
-  one.embedding_backward(DType::f32, tokens.data(), batch, len, dim, 2.0f, Dropout{0.1f, 3}, dout.data(), t1.data(), p1.data());
-  backend.embedding_backward(DType::f32, tokens.data(), batch, len, dim, 2.0f, Dropout{0.1f, 3}, dout.data(), t2.data(), p2.data());
+  one.embedding_backward(DType::f32, tokens.data(), batch, len, dim, 2.0f, Dropout{0.1f, 3}, dout.data(), t1.data(),
+                         p1.data());
+  backend.embedding_backward(DType::f32, tokens.data(), batch, len, dim, 2.0f, Dropout{0.1f, 3}, dout.data(), t2.data(),
+                             p2.data());
   EXPECT_EQ(t1, t2);
   EXPECT_EQ(p1, p2);
 }

@@ -18,8 +18,10 @@ std::vector<double> reference_gemm(const GemmArgs& g, const std::vector<float>& 
       for (int j = 0; j < g.n; ++j) {
         double s = 0;
         for (int l = 0; l < g.k; ++l) {
-          const double av = g.trans_a ? a[p * g.stride_a + int64_t(l) * g.lda + i] : a[p * g.stride_a + int64_t(i) * g.lda + l];
-          const double bv = g.trans_b ? b[p * g.stride_b + int64_t(j) * g.ldb + l] : b[p * g.stride_b + int64_t(l) * g.ldb + j];
+          const double av =
+              g.trans_a ? a[p * g.stride_a + int64_t(l) * g.lda + i] : a[p * g.stride_a + int64_t(i) * g.lda + l];
+          const double bv =
+              g.trans_b ? b[p * g.stride_b + int64_t(j) * g.ldb + l] : b[p * g.stride_b + int64_t(l) * g.ldb + j];
           s += av * bv;
         }
         double& out = c[p * g.stride_c + int64_t(i) * g.ldc + j];
@@ -29,8 +31,8 @@ std::vector<double> reference_gemm(const GemmArgs& g, const std::vector<float>& 
 }
 
 TEST_F(CpuKernels, GemmMatchesDoubleReference) {
-  const std::vector<Shape> shapes = {{1, 1, 1, 1}, {1, 7, 5, 1}, {13, 1, 9, 1}, {17, 23, 31, 1}, {8, 5, 3, 4},
-                                     {65, 130, 97, 2}};
+  const std::vector<Shape> shapes = {{1, 1, 1, 1},    {1, 7, 5, 1}, {13, 1, 9, 1},
+                                     {17, 23, 31, 1}, {8, 5, 3, 4}, {65, 130, 97, 2}};
   uint64_t seed = 100;
   for (const auto& s : shapes)
     for (int ta = 0; ta < 2; ++ta)
@@ -42,7 +44,8 @@ TEST_F(CpuKernels, GemmMatchesDoubleReference) {
           const int a_rows = ta ? s.k : s.m, a_cols = ta ? s.m : s.k;
           const int b_rows = tb ? s.n : s.k, b_cols = tb ? s.k : s.n;
           g.lda = a_cols + 3, g.ldb = b_cols + 1, g.ldc = s.n + 2;  // padded rows
-          g.stride_a = int64_t(a_rows) * g.lda + 5, g.stride_b = int64_t(b_rows) * g.ldb, g.stride_c = int64_t(s.m) * g.ldc + 1;
+          g.stride_a = int64_t(a_rows) * g.lda + 5, g.stride_b = int64_t(b_rows) * g.ldb,
+          g.stride_c = int64_t(s.m) * g.ldc + 1;
           const auto a = random_floats(g.stride_a * s.batch, ++seed);
           const auto b = random_floats(g.stride_b * s.batch, ++seed);
           // With beta == 0 C is poisoned: BLAS must overwrite, not scale, it. Padding must stay untouched.
@@ -52,7 +55,8 @@ TEST_F(CpuKernels, GemmMatchesDoubleReference) {
           g.a = a.data(), g.b = b.data(), g.c = c.data();
           backend.gemm(g);
           for (std::size_t i = 0; i < c.size(); ++i) {
-            const bool inside = (i % g.stride_c) < std::size_t(s.m) * g.ldc && (i % g.stride_c) % g.ldc < std::size_t(s.n);
+            const bool inside =
+                (i % g.stride_c) < std::size_t(s.m) * g.ldc && (i % g.stride_c) % g.ldc < std::size_t(s.n);
             if (inside) {
               // fp32 products of k terms of size <= 1: error well below 1e-6 * k
               ASSERT_NEAR(c[i], ref[i], 1e-6 * s.k + 1e-6 * std::abs(ref[i]))

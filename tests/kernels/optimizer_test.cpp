@@ -56,7 +56,8 @@ TEST_F(CpuKernels, AdamMatchesDoubleReferenceOverSeveralSteps) {
       const float factor = 0.5f + 0.1f * step;
       args.bias_correction1 = 1 - std::pow(args.beta1, step);
       args.bias_correction2 = 1 - std::pow(args.beta2, step);
-      backend.adam_update(params.data(), grads.data(), m.data(), v.data(), n, args, &factor, DType::bf16, working.data());
+      backend.adam_update(params.data(), grads.data(), m.data(), v.data(), n, args, &factor, DType::bf16,
+                          working.data());
       for (std::size_t i = 0; i < n; ++i) {
         const double g = double(grads[i]) * factor;
         rm[i] = double(args.beta1) * rm[i] + (1 - double(args.beta1)) * g;

@@ -1,5 +1,6 @@
 // Workspace over the CPU backend: alignment, accounting, reset, and the overflow error carrying the hint.
 #include "kernels/workspace.h"
+
 #include "kernels_test_util.h"
 
 namespace lseq::kernels::test {

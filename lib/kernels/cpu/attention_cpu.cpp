@@ -11,8 +11,8 @@ namespace lseq::kernels {
 
 using cpu::f32;
 
-void CpuBackend::split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads,
-                             int head_dim, int parts, void* out) {
+void CpuBackend::split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads, int head_dim,
+                             int parts, void* out) {
   cpu::require_f32(dt, "split_heads");
   const float* in = f32(qkv);
   const float* pb = static_cast<const float*>(bias);
@@ -50,13 +50,13 @@ void CpuBackend::merge_heads(DType dt, const void* in, int batch, int len, int h
       }
   });
   if (dparam_bias)
-    cpu::accumulate_column_sums(threads_, static_cast<int>(tokens), width, dparam_bias,
-                                [&](int r, int c) { return static_cast<double>(po[static_cast<int64_t>(r) * width + c]); });
+    cpu::accumulate_column_sums(threads_, static_cast<int>(tokens), width, dparam_bias, [&](int r, int c) {
+      return static_cast<double>(po[static_cast<int64_t>(r) * width + c]);
+    });
 }
 
-void CpuBackend::attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch,
-                                           int heads, int q_len, int k_len, float scale, bool causal,
-                                           void* probs) {
+void CpuBackend::attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
+                                           int q_len, int k_len, float scale, bool causal, void* probs) {
   cpu::require_f32(dt, "attention_softmax_forward");
   const float* ps = f32(scores);
   float* pp = f32(probs);

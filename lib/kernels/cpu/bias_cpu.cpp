@@ -1,7 +1,6 @@
 // Bias, activation and residual ops (with their dropout) and their backward, including bias gradients.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_common.h"
-#include "kernels/dropout_rng.h"
 #include "util/error.h"
 
 namespace lseq::kernels {
@@ -31,11 +30,6 @@ float activation_grad(Activation act, float z) {
   return 1.0f;
 }
 
-// The dropout multiplier of element (row, col) of a [rows, cols] output; 1 without dropout.
-inline float keep(const Dropout& drop, int64_t row, int cols, int col) {
-  return drop.p > 0.0f ? dropout_multiplier(drop.key, static_cast<uint64_t>(row * cols + col), drop.p) : 1.0f;
-}
-
 }  // namespace
 
 void CpuBackend::add_bias(DType dt, const void* x, const void* bias, int rows, int cols, void* y) {
@@ -59,22 +53,24 @@ void CpuBackend::bias_activation_dropout_forward(DType dt, const void* x, const 
                                                  Activation act, const Dropout& drop, void* y) {
   cpu::require_f32(dt, "bias_activation_dropout_forward");
   cpu::require_dropout_p(drop.p, "bias_activation_dropout_forward");
+  const cpu::DropoutMask mask(drop);
   const float* px = f32(x);
   const float* pb = static_cast<const float*>(bias);
   float* py = f32(y);
   cpu::parallel_for(threads_, rows, cols * 8, [&](int64_t r) {
     for (int c = 0; c < cols; ++c) {
       const float z = px[r * cols + c] + (pb ? pb[c] : 0.0f);
-      py[r * cols + c] = activate(act, z) * keep(drop, r, cols, c);
+      py[r * cols + c] = activate(act, z) * mask(r * cols + c);
     }
   });
 }
 
-void CpuBackend::bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy,
-                                                  int rows, int cols, Activation act, const Dropout& drop,
-                                                  void* dx, float* dparam_bias) {
+void CpuBackend::bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows,
+                                                  int cols, Activation act, const Dropout& drop, void* dx,
+                                                  float* dparam_bias) {
   cpu::require_f32(dt, "bias_activation_dropout_backward");
   cpu::require_dropout_p(drop.p, "bias_activation_dropout_backward");
+  const cpu::DropoutMask mask(drop);
   const float* px = f32(x);
   const float* pb = static_cast<const float*>(bias);
   const float* pdy = f32(dy);
@@ -82,7 +78,7 @@ void CpuBackend::bias_activation_dropout_backward(DType dt, const void* x, const
   cpu::parallel_for(threads_, rows, cols * 8, [&](int64_t r) {
     for (int c = 0; c < cols; ++c) {
       const float z = px[r * cols + c] + (pb ? pb[c] : 0.0f);
-      pdx[r * cols + c] = pdy[r * cols + c] * keep(drop, r, cols, c) * activation_grad(act, z);
+      pdx[r * cols + c] = pdy[r * cols + c] * mask(r * cols + c) * activation_grad(act, z);
     }
   });
   if (dparam_bias) bias_grad(dt, dx, rows, cols, dparam_bias);
@@ -92,6 +88,7 @@ void CpuBackend::bias_dropout_residual_forward(DType dt, const void* x, const vo
                                                int rows, int cols, const Dropout& drop, void* y) {
   cpu::require_f32(dt, "bias_dropout_residual_forward");
   cpu::require_dropout_p(drop.p, "bias_dropout_residual_forward");
+  const cpu::DropoutMask mask(drop);
   const float* px = f32(x);
   const float* pb = static_cast<const float*>(bias);
   const float* pr = f32(residual);
@@ -99,7 +96,7 @@ void CpuBackend::bias_dropout_residual_forward(DType dt, const void* x, const vo
   cpu::parallel_for(threads_, rows, cols * 2, [&](int64_t r) {
     for (int c = 0; c < cols; ++c) {
       const int64_t i = r * cols + c;
-      py[i] = pr[i] + (px[i] + (pb ? pb[c] : 0.0f)) * keep(drop, r, cols, c);
+      py[i] = pr[i] + (px[i] + (pb ? pb[c] : 0.0f)) * mask(r * cols + c);
     }
   });
 }
@@ -108,10 +105,11 @@ void CpuBackend::bias_dropout_residual_backward(DType dt, const void* dy, int ro
                                                 void* dx, float* dparam_bias) {
   cpu::require_f32(dt, "bias_dropout_residual_backward");
   cpu::require_dropout_p(drop.p, "bias_dropout_residual_backward");
+  const cpu::DropoutMask mask(drop);
   const float* pdy = f32(dy);
   float* pdx = f32(dx);
   cpu::parallel_for(threads_, rows, cols * 2, [&](int64_t r) {
-    for (int c = 0; c < cols; ++c) pdx[r * cols + c] = pdy[r * cols + c] * keep(drop, r, cols, c);
+    for (int c = 0; c < cols; ++c) pdx[r * cols + c] = pdy[r * cols + c] * mask(r * cols + c);
   });
   if (dparam_bias) bias_grad(dt, dx, rows, cols, dparam_bias);
 }

@@ -23,16 +23,13 @@ void require_dropout_p(float p, const char* op) {
 }  // namespace cpu
 
 CpuBackend::CpuBackend(int threads) {
-  if (threads < 0) fail("the CPU backend was asked for {} threads; give a positive count, or 0 for all cores",
-                        threads);
+  if (threads < 0) fail("the CPU backend was asked for {} threads; give a positive count, or 0 for all cores", threads);
   threads_ = threads > 0 ? threads : omp_get_num_procs();
   if (threads_ < 1) threads_ = 1;
   openblas_set_num_threads(threads_);
 }
 
-std::string CpuBackend::name() const {
-  return fmt::format("cpu ({} thread{})", threads_, threads_ == 1 ? "" : "s");
-}
+std::string CpuBackend::name() const { return fmt::format("cpu ({} thread{})", threads_, threads_ == 1 ? "" : "s"); }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
 

@@ -30,42 +30,39 @@ class CpuBackend : public Backend {
 
   void gemm(const GemmArgs& args) override;
 
-  void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim,
-                         float scale, const void* positions, const Dropout& drop, void* out) override;
+  void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
+                         const void* positions, const Dropout& drop, void* out) override;
   void embedding_backward(DType dt, const int32_t* tokens, int batch, int len, int dim, float scale,
-                          const Dropout& drop, const void* dout, float* dparam_table,
-                          float* dparam_positions) override;
+                          const Dropout& drop, const void* dout, float* dparam_table, float* dparam_positions) override;
 
   void add_bias(DType dt, const void* x, const void* bias, int rows, int cols, void* y) override;
   void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias) override;
-  void bias_activation_dropout_forward(DType dt, const void* x, const void* bias, int rows, int cols,
-                                       Activation act, const Dropout& drop, void* y) override;
-  void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows,
-                                        int cols, Activation act, const Dropout& drop, void* dx,
-                                        float* dparam_bias) override;
+  void bias_activation_dropout_forward(DType dt, const void* x, const void* bias, int rows, int cols, Activation act,
+                                       const Dropout& drop, void* y) override;
+  void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows, int cols,
+                                        Activation act, const Dropout& drop, void* dx, float* dparam_bias) override;
   void bias_dropout_residual_forward(DType dt, const void* x, const void* bias, const void* residual, int rows,
                                      int cols, const Dropout& drop, void* y) override;
-  void bias_dropout_residual_backward(DType dt, const void* dy, int rows, int cols, const Dropout& drop,
-                                      void* dx, float* dparam_bias) override;
+  void bias_dropout_residual_backward(DType dt, const void* dy, int rows, int cols, const Dropout& drop, void* dx,
+                                      float* dparam_bias) override;
 
-  void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows, int cols,
-                          float eps, void* y, float* mean, float* rstd) override;
+  void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows, int cols, float eps,
+                          void* y, float* mean, float* rstd) override;
   void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
                            const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
                            float* dparam_beta) override;
 
-  void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads, int head_dim,
-                   int parts, void* out) override;
+  void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads, int head_dim, int parts,
+                   void* out) override;
   void merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts, void* out,
                    float* dparam_bias) override;
   void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
                                  int q_len, int k_len, float scale, bool causal, void* probs) override;
-  void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len,
-                                  float scale, void* dscores) override;
+  void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, float scale,
+                                  void* dscores) override;
 
-  void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab,
-                     float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
-                     void* dlogits) override;
+  void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab, float label_smoothing,
+                     int ignore_index, float grad_scale, float* loss, float* nll, void* dlogits) override;
 
   void grad_norm(const float* grads, std::size_t n, float pre_scale, float max_norm, float* norm,
                  float* factor) override;

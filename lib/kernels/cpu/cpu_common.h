@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/backend.h"
+#include "kernels/dropout_rng.h"
 #include "kernels/dtype.h"
 
 namespace lseq::kernels::cpu {
@@ -63,6 +65,22 @@ double deterministic_sum(int threads, std::size_t n, F&& value) {
   for (int64_t c = 0; c < chunks; ++c) total += partial[c];
   return total;
 }
+
+// dropout_multiplier(key, i, p) with the division hoisted out of the loop (bit-identical: the same fp32
+// 1/(1-p)); 1 for every element when p == 0.
+class DropoutMask {
+ public:
+  explicit DropoutMask(const Dropout& d) : key_(d.key), p_(d.p), keep_scale_(1.0f / (1.0f - d.p)) {}
+  bool active() const { return p_ > 0.0f; }
+  float operator()(int64_t i) const {
+    if (p_ <= 0.0f) return 1.0f;
+    return counter_uniform(key_, static_cast<uint64_t>(i)) < p_ ? 0.0f : keep_scale_;
+  }
+
+ private:
+  uint64_t key_;
+  float p_, keep_scale_;
+};
 
 // Activations on z = x + bias, and their derivatives.
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2/pi)

@@ -12,8 +12,8 @@ namespace lseq::kernels {
 using cpu::f32;
 
 void CpuBackend::cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab,
-                               float label_smoothing, int ignore_index, float grad_scale, float* loss,
-                               float* nll, void* dlogits) {
+                               float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
+                               void* dlogits) {
   cpu::require_f32(dt, "cross_entropy");
   if (vocab < 1) fail("cross_entropy: vocabulary size must be positive, got {}", vocab);
   for (int r = 0; r < n; ++r)

@@ -4,7 +4,6 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_common.h"
 #include "kernels/cpu/float_convert.h"
-#include "kernels/dropout_rng.h"
 #include "util/error.h"
 
 namespace lseq::kernels {
@@ -66,12 +65,8 @@ void CpuBackend::cast(DType src_dt, const void* src, DType dst_dt, void* dst, st
       cpu::parallel_for(threads_, count, 1, [&](int64_t i) { d[i] = load(i); });
       break;
     }
-    case DType::f16:
-      cpu::parallel_for(threads_, count, 1, [&](int64_t i) { d16[i] = float_to_f16(load(i)); });
-      break;
-    case DType::bf16:
-      cpu::parallel_for(threads_, count, 1, [&](int64_t i) { d16[i] = float_to_bf16(load(i)); });
-      break;
+    case DType::f16: cpu::parallel_for(threads_, count, 1, [&](int64_t i) { d16[i] = float_to_f16(load(i)); }); break;
+    case DType::bf16: cpu::parallel_for(threads_, count, 1, [&](int64_t i) { d16[i] = float_to_bf16(load(i)); }); break;
   }
 }
 
@@ -89,9 +84,8 @@ void CpuBackend::dropout(DType dt, const void* x, std::size_t n, const Dropout& 
     copy(y, x, n * sizeof(float));
     return;
   }
-  cpu::parallel_for(threads_, static_cast<int64_t>(n), 4, [&](int64_t i) {
-    py[i] = px[i] * dropout_multiplier(drop.key, static_cast<uint64_t>(i), drop.p);
-  });
+  const cpu::DropoutMask mask(drop);
+  cpu::parallel_for(threads_, static_cast<int64_t>(n), 4, [&](int64_t i) { py[i] = px[i] * mask(i); });
 }
 
 }  // namespace lseq::kernels

@@ -1,17 +1,17 @@
 // Embedding lookup (+ scale, + positions, dropout) and its backward into the table and position gradients.
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_common.h"
-#include "kernels/dropout_rng.h"
 #include "util/error.h"
 
 namespace lseq::kernels {
 
 using cpu::f32;
 
-void CpuBackend::embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table,
-                                   int dim, float scale, const void* positions, const Dropout& drop, void* out) {
+void CpuBackend::embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim,
+                                   float scale, const void* positions, const Dropout& drop, void* out) {
   cpu::require_f32(dt, "embedding_forward");
   cpu::require_dropout_p(drop.p, "embedding_forward");
+  const cpu::DropoutMask mask(drop);
   const float* tab = f32(table);
   const float* pos = static_cast<const float*>(positions);
   float* y = f32(out);
@@ -22,7 +22,7 @@ void CpuBackend::embedding_forward(DType dt, const int32_t* tokens, int batch, i
     float* o = y + row * dim;
     for (int d = 0; d < dim; ++d) {
       float v = e[d] * scale + (p ? p[d] : 0.0f);
-      if (drop.p > 0.0f) v *= dropout_multiplier(drop.key, static_cast<uint64_t>(row * dim + d), drop.p);
+      if (mask.active()) v *= mask(row * dim + d);
       o[d] = v;
     }
   });
@@ -33,6 +33,7 @@ void CpuBackend::embedding_backward(DType dt, const int32_t* tokens, int batch, 
                                     float* dparam_positions) {
   cpu::require_f32(dt, "embedding_backward");
   cpu::require_dropout_p(drop.p, "embedding_backward");
+  const cpu::DropoutMask mask(drop);
   const float* dy = f32(dout);
   const int64_t rows = static_cast<int64_t>(batch) * len;
   // Tokens repeat, so rows cannot be split between threads without atomics: threads own slices of the
@@ -49,7 +50,7 @@ void CpuBackend::embedding_backward(DType dt, const int32_t* tokens, int batch, 
       const float* g = dy + row * dim;
       for (int d = d0; d < d1; ++d) {
         float v = g[d];
-        if (drop.p > 0.0f) v *= dropout_multiplier(drop.key, static_cast<uint64_t>(row * dim + d), drop.p);
+        if (mask.active()) v *= mask(row * dim + d);
         dt_row[d] += scale * v;
         if (dp_row) dp_row[d] += v;
       }

@@ -19,8 +19,8 @@ void CpuBackend::gemm(const GemmArgs& g) {
   const int need_b = std::max(1, g.trans_b ? g.k : g.n);
   const int need_c = std::max(1, g.n);
   if (g.lda < need_a || g.ldb < need_b || g.ldc < need_c)
-    fail("gemm: leading dimensions lda={} ldb={} ldc={} are smaller than the rows they describe ({}, {}, {})",
-         g.lda, g.ldb, g.ldc, need_a, need_b, need_c);
+    fail("gemm: leading dimensions lda={} ldb={} ldc={} are smaller than the rows they describe ({}, {}, {})", g.lda,
+         g.ldb, g.ldc, need_a, need_b, need_c);
   if (g.m == 0 || g.n == 0) return;
   const auto* a = static_cast<const float*>(g.a);
   const auto* b = static_cast<const float*>(g.b);
@@ -37,8 +37,8 @@ void CpuBackend::gemm(const GemmArgs& g) {
         }
       continue;
     }
-    cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, g.alpha, a + i * g.stride_a, g.lda, b + i * g.stride_b,
-                g.ldb, g.beta, ci, g.ldc);
+    cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, g.alpha, a + i * g.stride_a, g.lda, b + i * g.stride_b, g.ldb,
+                g.beta, ci, g.ldc);
   }
 }
 

@@ -9,8 +9,8 @@ namespace lseq::kernels {
 
 using cpu::f32;
 
-void CpuBackend::layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows,
-                                    int cols, float eps, void* y, float* mean, float* rstd) {
+void CpuBackend::layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows, int cols,
+                                    float eps, void* y, float* mean, float* rstd) {
   cpu::require_f32(dt, "layer_norm_forward");
   if (cols < 1) fail("layer_norm_forward: needs at least one column, got {}", cols);
   const float* px = f32(x);
@@ -32,9 +32,9 @@ void CpuBackend::layer_norm_forward(DType dt, const void* x, const void* gamma, 
   });
 }
 
-void CpuBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean,
-                                     const float* rstd, const void* dy, int rows, int cols, void* dx,
-                                     float* dparam_gamma, float* dparam_beta) {
+void CpuBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
+                                     const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
+                                     float* dparam_beta) {
   cpu::require_f32(dt, "layer_norm_backward");
   const float* px = f32(x);
   const float* pg = f32(gamma);

@@ -16,8 +16,11 @@ void* CpuBackend::allocate(std::size_t bytes) {
   const std::size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded < bytes) fail("cannot allocate {} bytes of host memory: the size overflows", bytes);
   void* p = std::aligned_alloc(kAlignment, rounded);
-  if (!p) fail("cannot allocate {} bytes ({:.2f} GiB) of host memory for the CPU backend; lower the batch or "
-               "model size", bytes, static_cast<double>(bytes) / (1u << 30));
+  if (!p)
+    fail(
+        "cannot allocate {} bytes ({:.2f} GiB) of host memory for the CPU backend; lower the batch or "
+        "model size",
+        bytes, static_cast<double>(bytes) / (1u << 30));
   return p;
 }
 

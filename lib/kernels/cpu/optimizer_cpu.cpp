@@ -26,8 +26,8 @@ void CpuBackend::grad_norm(const float* grads, std::size_t n, float pre_scale, f
   factor[0] = static_cast<float>(s * clip);
 }
 
-void CpuBackend::adam_update(float* params, const float* grads, float* m, float* v, std::size_t n,
-                             const AdamArgs& args, const float* factor, DType working_dt, void* working) {
+void CpuBackend::adam_update(float* params, const float* grads, float* m, float* v, std::size_t n, const AdamArgs& args,
+                             const float* factor, DType working_dt, void* working) {
   const float f = factor ? factor[0] : 1.0f;
   if (!std::isfinite(f)) return;  // a NaN/Inf step: leave parameters, moments and working copy as they are
   const float b1 = args.beta1, b2 = args.beta2;
