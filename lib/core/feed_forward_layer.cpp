@@ -13,8 +13,8 @@ FeedForwardLayer::FeedForwardLayer(ParamTable& table, const std::string& prefix,
   b_out_ = table.add(prefix + ".out.bias", {dim}, ParamInit::zeros);
 }
 
-void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows, const kernels::Dropout& drop,
-                               void* o, Saved& saved) const {
+void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows, const kernels::Dropout& drop, void* o,
+                               Saved& saved) const {
   saved.x = x;
   saved.rows = rows;
   saved.drop = drop;

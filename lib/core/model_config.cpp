@@ -9,9 +9,10 @@ namespace lseq {
 NormPlacement parse_norm_placement(const std::string& preprocess, const std::string& postprocess) {
   if (preprocess.empty() && postprocess == "dan") return NormPlacement::post;
   if (preprocess == "n" && postprocess == "da") return NormPlacement::pre;
-  fail("--transformer-preprocess '{}' with --transformer-postprocess '{}' is not supported; use '' with 'dan' "
-       "(post-norm) or 'n' with 'da' (pre-norm)",
-       preprocess, postprocess);
+  fail(
+      "--transformer-preprocess '{}' with --transformer-postprocess '{}' is not supported; use '' with 'dan' "
+      "(post-norm) or 'n' with 'da' (pre-norm)",
+      preprocess, postprocess);
 }
 
 kernels::Activation parse_activation(const std::string& name) {
@@ -23,9 +24,12 @@ kernels::Activation parse_activation(const std::string& name) {
 
 const char* activation_name(kernels::Activation act) {
   switch (act) {
-    case kernels::Activation::relu: return "relu";
-    case kernels::Activation::gelu: return "gelu";
-    case kernels::Activation::swish: return "swish";
+    case kernels::Activation::relu:
+      return "relu";
+    case kernels::Activation::gelu:
+      return "gelu";
+    case kernels::Activation::swish:
+      return "swish";
   }
   return "?";
 }
@@ -54,9 +58,10 @@ void ModelConfig::validate() const {
   probability(dropout_ffn, "--transformer-dropout-ffn");
   probability(label_smoothing, "--label-smoothing");
   if (tied == TiedEmbeddings::all && src_vocab != tgt_vocab) {
-    fail("--tied-embeddings-all needs one vocabulary size for source and target, got {} and {}; use one shared "
-         "vocabulary or --tied-embeddings",
-         src_vocab, tgt_vocab);
+    fail(
+        "--tied-embeddings-all needs one vocabulary size for source and target, got {} and {}; use one shared "
+        "vocabulary or --tied-embeddings",
+        src_vocab, tgt_vocab);
   }
   if (!(layer_norm_eps > 0.0f)) fail("layer-norm epsilon must be positive, got {}", layer_norm_eps);
 }

@@ -13,19 +13,19 @@ enum class TiedEmbeddings { none, target, all };  // none; target embedding = ou
 enum class NormPlacement { post, pre };           // Marian "" + "dan" (post) or "n" + "da" (pre)
 
 struct ModelConfig {
-  int src_vocab = 0, tgt_vocab = 0;  // dim-vocabs
-  int dim_emb = 512;                 // dim-emb
-  int enc_depth = 6, dec_depth = 6;  // enc-depth, dec-depth
-  int heads = 8;                     // transformer-heads
-  int dim_ffn = 2048;                // transformer-dim-ffn
+  int src_vocab = 0, tgt_vocab = 0;                            // dim-vocabs
+  int dim_emb = 512;                                           // dim-emb
+  int enc_depth = 6, dec_depth = 6;                            // enc-depth, dec-depth
+  int heads = 8;                                               // transformer-heads
+  int dim_ffn = 2048;                                          // transformer-dim-ffn
   kernels::Activation activation = kernels::Activation::relu;  // transformer-ffn-activation
-  float dropout = 0.1f;              // transformer-dropout: embeddings and residual branches
-  float dropout_attention = 0.0f;    // transformer-dropout-attention: attention probabilities
-  float dropout_ffn = 0.0f;          // transformer-dropout-ffn: after the ffn activation
+  float dropout = 0.1f;                                        // transformer-dropout: embeddings and residual branches
+  float dropout_attention = 0.0f;                              // transformer-dropout-attention: attention probabilities
+  float dropout_ffn = 0.0f;                                    // transformer-dropout-ffn: after the ffn activation
   NormPlacement norm = NormPlacement::post;
   TiedEmbeddings tied = TiedEmbeddings::none;  // tied-embeddings, tied-embeddings-all
-  int max_length = 256;              // max-length: rows of the sinusoidal position table (bos/eos included)
-  float label_smoothing = 0.1f;      // label-smoothing
+  int max_length = 256;                        // max-length: rows of the sinusoidal position table (bos/eos included)
+  float label_smoothing = 0.1f;                // label-smoothing
   float layer_norm_eps = 1e-6f;
 
   int head_dim() const { return dim_emb / heads; }

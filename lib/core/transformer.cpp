@@ -10,8 +10,7 @@
 
 namespace lseq {
 
-Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend)
-    : config_(config), backend_(backend) {
+Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend) : config_(config), backend_(backend) {
   config_.validate();
   const int dim = config_.dim_emb;
   ParamTable table;
@@ -44,9 +43,10 @@ void Transformer::check_batch(const data::Batch& b) const {
     fail("internal error: empty batch ({} sentences, lengths {} and {})", b.size, b.src_len, b.tgt_len);
   }
   if (b.src_len > config_.max_length || b.tgt_len > config_.max_length) {
-    fail("a batch has sentences of {} source and {} target tokens but the model's --max-length is {}; raise "
-         "--max-length or filter longer sentences",
-         b.src_len, b.tgt_len, config_.max_length);
+    fail(
+        "a batch has sentences of {} source and {} target tokens but the model's --max-length is {}; raise "
+        "--max-length or filter longer sentences",
+        b.src_len, b.tgt_len, config_.max_length);
   }
   const std::size_t n = static_cast<std::size_t>(b.size);
   if (b.src.size() != n * b.src_len || b.tgt_in.size() != n * b.tgt_len || b.tgt_out.size() != n * b.tgt_len ||
@@ -56,9 +56,10 @@ void Transformer::check_batch(const data::Batch& b) const {
   auto check_ids = [](const std::vector<int32_t>& ids, int vocab, const char* side) {
     for (int32_t id : ids) {
       if (id < 0 || id >= vocab) {
-        fail("token id {} is outside the {} vocabulary of the model ({} entries); the vocabulary files do not match "
-             "the model",
-             id, side, vocab);
+        fail(
+            "token id {} is outside the {} vocabulary of the model ({} entries); the vocabulary files do not match "
+            "the model",
+            id, side, vocab);
       }
     }
   };
@@ -66,8 +67,7 @@ void Transformer::check_batch(const data::Batch& b) const {
   check_ids(b.tgt_in, config_.tgt_vocab, "target");
   check_ids(b.tgt_out, config_.tgt_vocab, "target");
   for (int i = 0; i < b.size; ++i) {
-    if (b.src_lengths[i] < 1 || b.src_lengths[i] > b.src_len || b.tgt_lengths[i] < 1 ||
-        b.tgt_lengths[i] > b.tgt_len) {
+    if (b.src_lengths[i] < 1 || b.src_lengths[i] > b.src_len || b.tgt_lengths[i] < 1 || b.tgt_lengths[i] > b.tgt_len) {
       fail("internal error: sentence {} of a batch has lengths {} / {} outside 1..{} / 1..{}", i, b.src_lengths[i],
            b.tgt_lengths[i], b.src_len, b.tgt_len);
     }
@@ -103,8 +103,7 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
 
   const void* encoded = encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder);
   const DecoderMemory mem{encoded, src_lengths, src_len};
-  const void* decoded =
-      decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
+  const void* decoded = decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
   output_->forward(ctx, decoded, tgt_rows, tape.output);
   float* row_loss = memory.keep_n<float>(tgt_rows);
   float* row_nll = memory.keep_n<float>(tgt_rows);
@@ -144,9 +143,10 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
 
 std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len) const {
   if (max_tokens <= 0 || max_len <= 0) {
-    fail("cannot plan the workspace for {} tokens of sentences up to {} tokens; check --mini-batch-words and "
-         "--max-length",
-         max_tokens, max_len);
+    fail(
+        "cannot plan the workspace for {} tokens of sentences up to {} tokens; check --mini-batch-words and "
+        "--max-length",
+        max_tokens, max_len);
   }
   // Longer sentences are rejected (check_batch), and a batch holds at most max_tokens tokens.
   max_len = static_cast<int>(std::min<int64_t>({max_len, config_.max_length, max_tokens}));

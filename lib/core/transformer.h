@@ -69,8 +69,8 @@ class Transformer {
     uint64_t seed = 0, step = 0;
     float grad_scale = 1.0f;
   };
-  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how,
-               Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured) const;
+  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
+               std::vector<double>* sentence_nll, std::size_t* measured) const;
   void check_batch(const data::Batch& batch) const;
 
   ModelConfig config_;

@@ -78,7 +78,8 @@ TEST(ModelConfig, TheTransformerValidatesItsConfig) {
 TEST(ModelConfig, NormPlacementAcceptsMarianPairsOnly) {
   EXPECT_EQ(parse_norm_placement("", "dan"), NormPlacement::post);
   EXPECT_EQ(parse_norm_placement("n", "da"), NormPlacement::pre);
-  for (const auto& [pre, post] : std::vector<std::pair<std::string, std::string>>{{"d", "an"}, {"", "da"}, {"n", "dan"}}) {
+  for (const auto& [pre, post] :
+       std::vector<std::pair<std::string, std::string>>{{"d", "an"}, {"", "da"}, {"n", "dan"}}) {
     const std::string message = error_of([&] { parse_norm_placement(pre, post); });
     EXPECT_NE(message.find("--transformer-preprocess"), std::string::npos) << message;
     EXPECT_NE(message.find("--transformer-postprocess"), std::string::npos) << message;
@@ -133,9 +134,9 @@ TEST(ModelConfig, YamlRoundTripWithMarianKeys) {
 }
 
 TEST(ModelConfig, FromYamlReadsMarianStyleOptions) {
-  const ModelConfig c = ModelConfig::from_yaml(YAML::Load(
-      "dim-vocabs: [8000, 8000]\ndim-emb: 64\ntransformer-heads: 2\ntransformer-preprocess: n\n"
-      "transformer-postprocess: da\ntied-embeddings-all: true\nlearn-rate: 0.0003\n"));
+  const ModelConfig c = ModelConfig::from_yaml(
+      YAML::Load("dim-vocabs: [8000, 8000]\ndim-emb: 64\ntransformer-heads: 2\ntransformer-preprocess: n\n"
+                 "transformer-postprocess: da\ntied-embeddings-all: true\nlearn-rate: 0.0003\n"));
   EXPECT_EQ(c.src_vocab, 8000);
   EXPECT_EQ(c.dim_emb, 64);
   EXPECT_EQ(c.heads, 2);
@@ -143,12 +144,12 @@ TEST(ModelConfig, FromYamlReadsMarianStyleOptions) {
   EXPECT_EQ(c.tied, TiedEmbeddings::all);
   EXPECT_EQ(c.enc_depth, ModelConfig().enc_depth);  // absent keys keep defaults
   EXPECT_NO_THROW(c.validate());
-  EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("dim-emb: wide\n")); }).find("dim-emb"),
-            std::string::npos);
+  EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("dim-emb: wide\n")); }).find("dim-emb"), std::string::npos);
   EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("dim-vocabs: [8000]\n")); }).find("dim-vocabs"),
             std::string::npos);
-  EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("transformer-postprocess: dna\n")); })
-                .find("--transformer-postprocess"),
+  EXPECT_NE(error_of([] {
+              ModelConfig::from_yaml(YAML::Load("transformer-postprocess: dna\n"));
+            }).find("--transformer-postprocess"),
             std::string::npos);
 }
 
