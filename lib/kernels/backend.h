@@ -116,7 +116,8 @@ class Backend {
                                               void* dx, float* dparam_bias) = 0;
 
   // ---- LayerNorm over the last dimension ----
-  // y = (x - mean) * rstd * gamma + beta; saves mean and rstd [rows] for backward
+  // y = (x - mean) * rstd * gamma + beta; saves mean and rstd [rows] for backward (either may be nullptr when no
+  // backward follows)
   virtual void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows,
                                   int cols, float eps, void* y, float* mean, float* rstd) = 0;
   // dx (overwritten), dparam_gamma += sum dy*xhat, dparam_beta += sum dy
@@ -145,7 +146,8 @@ class Backend {
   // ---- loss ----
   // Label-smoothed cross-entropy of logits [n, vocab] against targets [n]; rows whose target == ignore_index
   // (padding) give loss 0 and gradient 0. Per row: loss = -(1-ls) log p[y] - ls/vocab * sum_v log p[v],
-  // nll = -log p[y]. If dlogits is not null it receives grad_scale * d loss / d logits (may alias logits).
+  // nll = -log p[y]; loss and nll are per row ([n]), either may be nullptr. If dlogits is not null it receives
+  // grad_scale * d loss / d logits (may alias logits).
   // Probabilities are never materialised as a separate buffer.
   virtual void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab,
                              float label_smoothing, int ignore_index, float grad_scale, float* loss,

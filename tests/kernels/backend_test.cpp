@@ -70,3 +70,33 @@ TEST(CudaEntryPoints, AreConsistentWithThisBuild) {
 
 }  // namespace
 }  // namespace lseq::kernels::test
+
+#ifdef LSEQ_WITH_CUDA
+#include "kernels/cuda/cuda_check.h"
+
+namespace lseq::kernels::test {
+namespace {
+
+// Needs the CUDA toolkit but no GPU: error strings come from the runtime library itself.
+TEST(CudaCheck, ThrowsNamingTheCallAndCudasMessage) {
+  try {
+    LSEQ_CUDA_CHECK(cudaErrorMemoryAllocation);
+    FAIL() << "a failed CUDA call passed the check";
+  } catch (const lseq::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("CUDA call cudaErrorMemoryAllocation failed: out of memory"), std::string::npos) << message;
+    EXPECT_NE(message.find("backend_test.cpp:"), std::string::npos) << message;
+  }
+  try {
+    cuda::check_cublas(CUBLAS_STATUS_NOT_SUPPORTED, "gemm (cublasGemmEx)");
+    FAIL() << "a failed cuBLAS call passed the check";
+  } catch (const lseq::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuBLAS call gemm (cublasGemmEx) failed: not supported"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(LSEQ_CUDA_CHECK(cudaSuccess));
+}
+
+}  // namespace
+}  // namespace lseq::kernels::test
+#endif

@@ -55,6 +55,21 @@ TEST_F(CpuKernels, ReduceSumOverwritesOrAccumulates) {
   }
 }
 
+TEST_F(CpuKernels, EmptyInputsAreHandled) {
+  float out = std::numeric_limits<float>::quiet_NaN();
+  backend.reduce_sum(nullptr, 0, &out, false);
+  EXPECT_EQ(out, 0.0f);
+  float norm = -1, factor = -1;
+  backend.grad_norm(nullptr, 0, 0.5f, 1.0f, &norm, &factor);
+  EXPECT_EQ(norm, 0.0f);
+  EXPECT_EQ(factor, 0.5f);
+  backend.fill(DType::f32, nullptr, 0, 1.0f);
+  backend.add(DType::f32, nullptr, nullptr, 0, nullptr);
+  backend.dropout(DType::f32, nullptr, 0, Dropout{0.5f, 1}, nullptr);
+  backend.layer_norm_forward(DType::f32, nullptr, nullptr, nullptr, 0, 8, 1e-5f, nullptr, nullptr, nullptr);
+  backend.cross_entropy(DType::f32, nullptr, nullptr, 0, 8, 0.1f, -1, 1.0f, nullptr, nullptr, nullptr);
+}
+
 TEST_F(CpuKernels, ReduceSumIsTheSameOnOneAndTwoThreads) {
   CpuBackend one(1);
   const auto x = random_floats(1000003, 5);

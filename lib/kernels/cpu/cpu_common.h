@@ -51,6 +51,7 @@ template <typename F>
 double deterministic_sum(int threads, std::size_t n, F&& value) {
   constexpr std::size_t kChunk = 8192;
   constexpr int64_t kMaxChunks = 4096;
+  if (n == 0) return 0.0;
   const std::size_t chunk = (n + kMaxChunks * kChunk - 1) / (kMaxChunks * kChunk) * kChunk;  // >= kChunk
   const int64_t chunks = static_cast<int64_t>((n + chunk - 1) / chunk);
   double partial[kMaxChunks];

@@ -35,7 +35,7 @@ void CpuBackend::cross_entropy(DType dt, const void* logits, const int32_t* targ
     const float max = *std::max_element(x, x + vocab);
     double sum_exp = 0.0, sum_x = 0.0;
     for (int v = 0; v < vocab; ++v) {
-      sum_exp += std::exp(static_cast<double>(x[v]) - max);
+      sum_exp += std::exp(x[v] - max);  // fp32 exp of a value <= 0, summed in double
       sum_x += x[v];
     }
     const double lse = max + std::log(sum_exp);
@@ -45,11 +45,15 @@ void CpuBackend::cross_entropy(DType dt, const void* logits, const int32_t* targ
     if (nll) nll[r] = static_cast<float>(-logp_y);
     if (d) {
       // d may alias x: every x[v] is read before d[v] is written.
+      const float smooth = static_cast<float>(ls / vocab), lse_f = static_cast<float>(lse);
+      const float target_y = static_cast<float>(1.0 - ls + ls / vocab);
+      float dy = 0.0f;
       for (int v = 0; v < vocab; ++v) {
-        const double p = std::exp(static_cast<double>(x[v]) - lse);
-        const double target = (v == y ? 1.0 - ls : 0.0) + ls / vocab;
-        d[v] = static_cast<float>(grad_scale * (p - target));
+        const float p = std::exp(x[v] - lse_f);
+        if (v == y) dy = p;
+        d[v] = grad_scale * (p - smooth);
       }
+      d[y] = grad_scale * (dy - target_y);
     }
   });
 }
