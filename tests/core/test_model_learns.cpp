@@ -42,7 +42,8 @@ double train_and_evaluate(NormPlacement norm, TiedEmbeddings tied, bool reverse,
     const data::Batch batch = test::random_batch(rng, 32, 2, 7, c.src_vocab, false, reverse);
     model.zero_grads();
     const StepLoss loss = model.forward_backward(batch, 1, step, 1.0f, ws);
-    adam.lr = lr * std::min(1.0f, step / 30.0f);
+    // Warm-up over 30 steps, then linear decay to zero: the last steps settle instead of hovering.
+    adam.lr = lr * std::min(1.0f, step / 30.0f) * (1.0f - static_cast<float>(step) / (steps + 1));
     adam.bias_correction1 = 1.0f - std::pow(adam.beta1, static_cast<float>(step));
     adam.bias_correction2 = 1.0f - std::pow(adam.beta2, static_cast<float>(step));
     backend->grad_norm(model.grads(), n, 1.0f / static_cast<float>(loss.target_tokens), 1.0f, scalars, scalars + 1);
@@ -63,14 +64,14 @@ double train_and_evaluate(NormPlacement norm, TiedEmbeddings tied, bool reverse,
   return nll / tokens;
 }
 
-// Chance level is log(9) = 2.2 nats per token (9 word ids); both tasks reach about 0.02 (about 1 s each on one
-// core), so 0.1 leaves room for other BLAS builds' rounding.
+// Chance level is log(9) = 2.2 nats per token (9 word ids). Over five data seeds copy reached 0.001-0.002 and
+// reverse 0.006-0.012 (about 1 s each on one core); 0.1 leaves room for other BLAS builds' rounding.
 TEST(ModelLearns, CopyTaskPostNorm) {
-  EXPECT_LT(train_and_evaluate(NormPlacement::post, TiedEmbeddings::target, false, 300, 3e-3f), 0.1);
+  EXPECT_LT(train_and_evaluate(NormPlacement::post, TiedEmbeddings::target, false, 400, 7e-3f), 0.1);
 }
 
 TEST(ModelLearns, ReverseTaskPreNorm) {
-  EXPECT_LT(train_and_evaluate(NormPlacement::pre, TiedEmbeddings::all, true, 500, 5e-3f), 0.1);
+  EXPECT_LT(train_and_evaluate(NormPlacement::pre, TiedEmbeddings::all, true, 500, 7e-3f), 0.1);
 }
 
 }  // namespace
