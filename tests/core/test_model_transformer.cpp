@@ -253,3 +253,28 @@ TEST(ModelBatchChecks, LongSentencesAndForeignIdsAreClearErrors) {
 
 }  // namespace
 }  // namespace lseq
+
+namespace lseq {
+namespace {
+
+// The CPU backend's sums are deterministic, so a step's loss and gradients do not depend on its thread count.
+TEST(ModelDeterminism, ThreadCountDoesNotChangeTheStep) {
+  std::mt19937_64 rng(4);
+  const data::Batch batch = test::random_batch(rng, 6, 2, 9, 11);
+  std::vector<float> grads[2];
+  double losses[2];
+  for (int i = 0; i < 2; ++i) {
+    auto backend = kernels::make_cpu_backend(i + 1);
+    Transformer model(tiny_config(NormPlacement::pre, TiedEmbeddings::none, 0.1f), *backend);
+    model.init_params(5);
+    kernels::Workspace ws(*backend, model.workspace_bytes(64, 10), "raise --mini-batch-words");
+    losses[i] = model.forward_backward(batch, 3, 4, 1.0f, ws).loss_sum;
+    grads[i].resize(model.num_params());
+    backend->copy_to_host(grads[i].data(), model.grads(), grads[i].size() * sizeof(float));
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
+}  // namespace
+}  // namespace lseq
