@@ -74,7 +74,8 @@ const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, con
   s.layers.resize(layers_.size());
   s.tokens = tokens;
   s.batch = batch, s.len = len;
-  s.emb_drop = ctx.dropout(config_.dropout, dropout_site(Stack::embeddings, 0, DropoutKind::embedding));
+  s.emb_drop = ctx.dropout(config_.embedding_dropout ? config_.dropout : 0.0f,
+                           dropout_site(Stack::embeddings, 0, DropoutKind::embedding));
   const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
   void* emb = ctx.keep(count);
   embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb);

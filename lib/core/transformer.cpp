@@ -15,7 +15,7 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend) :
   const int dim = config_.dim_emb;
   ParamTable table;
   std::size_t src_emb, tgt_emb;
-  if (config_.tied == TiedEmbeddings::all) {
+  if (config_.tied == TiedEmbeddings::all || config_.tied == TiedEmbeddings::source) {
     src_emb = tgt_emb = table.add("embeddings.shared.weight", {config_.tgt_vocab, dim}, ParamInit::normal_embedding);
   } else {
     src_emb = table.add("embeddings.src.weight", {config_.src_vocab, dim}, ParamInit::normal_embedding);
@@ -23,8 +23,9 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend) :
   }
   encoder_ = std::make_unique<Encoder>(table, config_, src_emb);
   decoder_ = std::make_unique<Decoder>(table, config_, tgt_emb);
-  output_ = std::make_unique<OutputLayer>(table, config_,
-                                          config_.tied == TiedEmbeddings::none ? OutputLayer::kUntied : tgt_emb);
+  output_ = std::make_unique<OutputLayer>(
+      table, config_,
+      config_.tied == TiedEmbeddings::none || config_.tied == TiedEmbeddings::source ? OutputLayer::kUntied : tgt_emb);
   store_ = std::make_unique<ParamStore>(std::move(table), backend_);
 
   const std::vector<float> positions = sinusoidal_positions(config_.max_length, dim);

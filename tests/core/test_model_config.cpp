@@ -65,6 +65,8 @@ TEST(ModelConfig, InvalidModelsNameTheOption) {
   expect_error(c, {"--tied-embeddings-all", "100", "120"});
   c.tgt_vocab = 100;
   EXPECT_NO_THROW(c.validate());
+  c = valid(), c.tied = TiedEmbeddings::source;
+  expect_error(c, {"--tied-embeddings-src", "100", "120"});
 }
 
 TEST(ModelConfig, TheTransformerValidatesItsConfig) {
@@ -85,6 +87,10 @@ TEST(ModelConfig, NormPlacementAcceptsMarianPairsOnly) {
     EXPECT_NE(message.find("--transformer-postprocess"), std::string::npos) << message;
   }
   EXPECT_NE(error_of([] { parse_activation("tanh"); }).find("--transformer-ffn-activation"), std::string::npos);
+  EXPECT_TRUE(parse_embedding_postprocess("d"));
+  EXPECT_FALSE(parse_embedding_postprocess(""));
+  EXPECT_NE(error_of([] { parse_embedding_postprocess("dn"); }).find("--transformer-postprocess-emb"),
+            std::string::npos);
 }
 
 TEST(ModelConfig, YamlRoundTripWithMarianKeys) {
@@ -144,6 +150,18 @@ TEST(ModelConfig, FromYamlReadsMarianStyleOptions) {
   EXPECT_EQ(c.tied, TiedEmbeddings::all);
   EXPECT_EQ(c.enc_depth, ModelConfig().enc_depth);  // absent keys keep defaults
   EXPECT_NO_THROW(c.validate());
+  // The options' shortcuts: transformer-prenorm, tied-embeddings-src (with tied-embeddings: all), no emb dropout.
+  const ModelConfig s = ModelConfig::from_yaml(
+      YAML::Load("transformer-prenorm: true\ntransformer-preprocess: ''\ntransformer-postprocess: dan\n"
+                 "tied-embeddings-src: true\ntransformer-postprocess-emb: ''\n"));
+  EXPECT_EQ(s.norm, NormPlacement::pre);
+  EXPECT_EQ(s.tied, TiedEmbeddings::source);
+  EXPECT_FALSE(s.embedding_dropout);
+  EXPECT_EQ(ModelConfig::from_yaml(YAML::Load("tied-embeddings-src: true\ntied-embeddings: true\n")).tied,
+            TiedEmbeddings::all);
+  const ModelConfig s_back = ModelConfig::from_yaml(YAML::Load(YAML::Dump(s.to_yaml())));
+  EXPECT_EQ(s_back.tied, TiedEmbeddings::source);
+  EXPECT_FALSE(s_back.embedding_dropout);
   EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("dim-emb: wide\n")); }).find("dim-emb"), std::string::npos);
   EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("dim-vocabs: [8000]\n")); }).find("dim-vocabs"),
             std::string::npos);

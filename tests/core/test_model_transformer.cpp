@@ -12,7 +12,7 @@ namespace {
 
 ModelConfig tiny_config(NormPlacement norm, TiedEmbeddings tied, float dropout = 0.0f) {
   ModelConfig c;
-  c.src_vocab = tied == TiedEmbeddings::all ? 13 : 11;
+  c.src_vocab = tied == TiedEmbeddings::all || tied == TiedEmbeddings::source ? 13 : 11;
   c.tgt_vocab = 13;
   c.dim_emb = 8;
   c.enc_depth = 2;
@@ -48,6 +48,7 @@ void check_model(const ModelConfig& config) {
 TEST(ModelGradients, PostNormUntied) { check_model(tiny_config(NormPlacement::post, TiedEmbeddings::none)); }
 TEST(ModelGradients, PreNormTiedTarget) { check_model(tiny_config(NormPlacement::pre, TiedEmbeddings::target)); }
 TEST(ModelGradients, PostNormTiedAll) { check_model(tiny_config(NormPlacement::post, TiedEmbeddings::all)); }
+TEST(ModelGradients, PreNormTiedSource) { check_model(tiny_config(NormPlacement::pre, TiedEmbeddings::source)); }
 TEST(ModelGradients, PreNormTiedAllWithDropout) {
   check_model(tiny_config(NormPlacement::pre, TiedEmbeddings::all, 0.2f));
 }
@@ -78,6 +79,10 @@ TEST(ModelParams, TableFollowsTheDocumentedOrderAndTying) {
   EXPECT_THROW(all.param_store().table().find("embeddings.src.weight"), Error);
   // Untied has two more [13, 8]-ish tables than tied-all: src [11, 8] and output [13, 8].
   EXPECT_EQ(untied.num_weights() - all.num_weights(), 11u * 8 + 13u * 8);
+
+  Transformer source(tiny_config(NormPlacement::post, TiedEmbeddings::source), *backend);
+  EXPECT_EQ(source.params().front().name, "embeddings.shared.weight");
+  EXPECT_NO_THROW(source.param_store().table().find("output.weight"));
 }
 
 TEST(ModelParams, InitIsSeededAndFollowsTheScheme) {
