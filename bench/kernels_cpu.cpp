@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
 
   // forward and backward GEMMs of one layer (self-attention projections, FFN), attention products, output layer
   gemm("gemm qkv [T,D]x[D,3D]", T, 3 * D, D, false, false, x.data(), w.data(), y.data());
+  gemm("gemm attn out [T,D]x[D,D]", T, D, D, false, false, x.data(), w.data(), y.data());
   gemm("gemm ffn1 [T,D]x[D,F]", T, F, D, false, false, x.data(), w.data(), y.data());
   gemm("gemm ffn2 [T,F]x[F,D]", T, D, F, false, false, x.data(), w.data(), y.data());
   gemm("gemm ffn1 dW [D,T]x[T,F]", D, F, T, true, false, x.data(), y.data(), w.data());
@@ -165,6 +166,22 @@ int main(int argc, char** argv) {
     else
       std::printf("%-36s %10.3f %10s %10.2f\n", r.op.c_str(), r.ms, "", r.bytes / r.ms / 1e6);
   }
-  std::printf("total: gemm %.1f ms, other ops %.1f ms (each op timed once; not a weighted step)\n", gemm_ms, other_ms);
+  std::printf("sum of the rows above: gemm %.1f ms, other ops %.1f ms\n", gemm_ms, other_ms);
+
+  // One encoder layer, forward + backward, estimated from the rows: every GEMM runs three times (forward, input
+  // gradient, weight gradient, all of the same size), the memory-bound ops as a pre-norm layer calls them.
+  auto ms = [&](const std::string& prefix) {
+    for (const auto& r : results)
+      if (r.op.rfind(prefix, 0) == 0) return r.ms;
+    return 0.0;
+  };
+  const double layer_gemm = 3 * (ms("gemm qkv") + ms("gemm attn out") + ms("gemm ffn1 [") + ms("gemm ffn2") +
+                                 ms("gemm scores") + ms("gemm context"));
+  const double layer_other =
+      2 * (ms("layer_norm_forward") + ms("layer_norm_backward")) + ms("split_heads") + 2 * ms("merge_heads") +
+      ms("attention_softmax_forward") + ms("attention_softmax_backward") + ms("bias_gelu_dropout_forward") +
+      ms("bias_gelu_dropout_backward") + 2 * ms("bias_dropout_residual_forward") + 4 * ms("bias_grad");
+  std::printf("one encoder layer fwd+bwd (estimate): gemm %.1f ms, other ops %.1f ms (%.0f%% of the layer)\n",
+              layer_gemm, layer_other, 100.0 * layer_other / (layer_gemm + layer_other));
   return 0;
 }

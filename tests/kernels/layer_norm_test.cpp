@@ -79,6 +79,11 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesFiniteDifferencesAndAccumulates) {
     for (int c = 0; c < s.cols; ++c) fd_g[c] = dg0[c] + 2 * fd_g[c], fd_b[c] = db0[c] + 2 * fd_b[c];
     EXPECT_TRUE(all_close(dg, fd_g, 1e-4, 1e-5)) << s.rows << "x" << s.cols;
     EXPECT_TRUE(all_close(db, fd_b, 1e-4, 1e-5)) << s.rows << "x" << s.cols;
+    // dx may overwrite dy in place.
+    auto inplace = w;
+    backend.layer_norm_backward(DType::f32, x.data(), gamma.data(), mean.data(), rstd.data(), inplace.data(), s.rows,
+                                s.cols, inplace.data(), dg.data(), db.data());
+    EXPECT_EQ(inplace, dx);
     EXPECT_TRUE(all_close(dx, fd_x, 1e-4, 1e-5)) << s.rows << "x" << s.cols;
   }
 }
