@@ -142,7 +142,7 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   return result;
 }
 
-std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len) const {
+std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool training) const {
   if (max_tokens <= 0 || max_len <= 0) {
     fail(
         "cannot plan the workspace for {} tokens of sentences up to {} tokens; check --mini-batch-words and "
@@ -165,7 +165,7 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len) const 
   auto null = make_null_backend();
   Tape tape;
   Run how;
-  how.train = how.backward = true;
+  how.train = how.backward = training;
   std::size_t measured = 0;
   run(b, *null, nullptr, how, tape, nullptr, &measured);
   // Many short sentences need more room for per-sentence lengths than this shape: up to 2 * max_tokens ids.

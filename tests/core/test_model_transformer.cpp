@@ -223,6 +223,12 @@ TEST(ModelWorkspace, PlannedOnceCoversEveryBatchUpToTheLimits) {
     EXPECT_NO_THROW(model.forward_backward(b, 1, 1, 1.0f, ws));
     EXPECT_NO_THROW(model.forward_loss(b, ws));
   }
+  // Forward-only plans are smaller (no backward buffers) and enough for forward_loss.
+  const std::size_t inference = model.workspace_bytes(max_tokens, max_len, false);
+  EXPECT_LT(inference, planned);
+  kernels::Workspace scoring(*backend, inference, "raise --mini-batch-words or --max-length");
+  EXPECT_NO_THROW(model.forward_loss(test::random_batch(rng, 5, 8, 8, config.src_vocab), scoring));
+  EXPECT_THROW(model.forward_backward(test::random_batch(rng, 5, 8, 8, config.src_vocab), 1, 1, 1.0f, scoring), Error);
   // The plan is tight: the largest batch does not fit in 80% of it.
   kernels::Workspace small(*backend, planned * 8 / 10, "raise --mini-batch-words or --max-length");
   const data::Batch largest = test::random_batch(rng, 5, 8, 8, config.src_vocab);
