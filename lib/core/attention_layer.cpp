@@ -33,8 +33,7 @@ AttentionLayer::AttentionLayer(ParamTable& table, const std::string& prefix, int
   b_out_ = table.add(prefix + ".out.bias", {dim}, ParamInit::zeros);
 }
 
-void AttentionLayer::project_qkv(const LayerContext& ctx, const void* x, int batch, int len,
-                                 void* qkv_heads) const {
+void AttentionLayer::project_qkv(const LayerContext& ctx, const void* x, int batch, int len, void* qkv_heads) const {
   TempScope scope(ctx.memory);
   const int rows = batch * len;
   void* qkv = ctx.temp(static_cast<std::size_t>(rows) * 3 * dim_);
@@ -74,8 +73,7 @@ void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* 
   s.c = probs, s.ldc = k_len, s.stride_c = static_cast<int64_t>(q_len) * k_len;
   ctx.backend.gemm(s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, q_len, k_len, scale, causal,
-                                        probs);
+  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, q_len, k_len, scale, causal, probs);
 
   const void* used_probs = probs;
   if (drop.p > 0.0f) {
@@ -97,9 +95,9 @@ void AttentionLayer::project_out(const LayerContext& ctx, const void* context, i
   linear_forward(ctx, context, rows, dim_, dim_, w_out_, o);
 }
 
-void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory,
-                             const int32_t* k_lengths, int batch, int q_len, int k_len, bool causal,
-                             const kernels::Dropout& drop, void* o, Saved& saved) const {
+void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths,
+                             int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o,
+                             Saved& saved) const {
   saved.x = x;
   saved.memory = memory;
   saved.k_lengths = k_lengths;
@@ -122,13 +120,12 @@ void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void*
   }
   saved.probs = ctx.keep(static_cast<std::size_t>(batch) * heads_ * q_len * k_len);
   saved.context = ctx.keep(q_count);
-  attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs,
-         saved.context);
+  attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs, saved.context);
   project_out(ctx, saved.context, batch * q_len, o);
 }
 
-void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx,
-                              bool accumulate_dx, void* d_memory) const {
+void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx, bool accumulate_dx,
+                              void* d_memory) const {
   TempScope scope(ctx.memory);
   const int slices = s.batch * heads_;
   const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;

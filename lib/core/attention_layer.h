@@ -20,12 +20,12 @@ class AttentionLayer {
     const void* memory = nullptr;  // cross: key/value-side input [batch*k_len, dim]
     void* q = nullptr;             // heads [batch][heads][q_len][hd]; self: followed by k and v (fused buffer)
     void* k = nullptr;
-    void* v = nullptr;             // cross: k and v are one buffer [2][batch][heads][k_len][hd]
-    void* probs = nullptr;         // [batch][heads][q_len][k_len], before dropout
-    void* context = nullptr;       // merged heads [batch*q_len, dim]
+    void* v = nullptr;        // cross: k and v are one buffer [2][batch][heads][k_len][hd]
+    void* probs = nullptr;    // [batch][heads][q_len][k_len], before dropout
+    void* context = nullptr;  // merged heads [batch*q_len, dim]
     const int32_t* k_lengths = nullptr;
     bool causal = false;
-    kernels::Dropout drop;         // of the probabilities
+    kernels::Dropout drop;  // of the probabilities
     int batch = 0, q_len = 0, k_len = 0;
   };
 
@@ -37,9 +37,8 @@ class AttentionLayer {
   void project_q(const LayerContext& ctx, const void* x, int batch, int q_len, void* q_heads) const;
   void project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len, void* kv_heads) const;
   // probs [batch][heads][q_len][k_len] (softmax, masked); context [batch*q_len, dim] (merged heads).
-  void attend(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths,
-              int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs,
-              void* context) const;
+  void attend(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths, int batch,
+              int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, void* context) const;
   void project_out(const LayerContext& ctx, const void* context, int rows, void* o) const;
   std::size_t out_bias() const { return b_out_; }
 
@@ -54,7 +53,7 @@ class AttentionLayer {
  private:
   Kind kind_ = Kind::self;
   int dim_ = 0, heads_ = 0, head_dim_ = 0;
-  std::size_t w_qkv_ = 0, b_qkv_ = 0;  // self
+  std::size_t w_qkv_ = 0, b_qkv_ = 0;                    // self
   std::size_t w_q_ = 0, b_q_ = 0, w_kv_ = 0, b_kv_ = 0;  // cross
   std::size_t w_out_ = 0, b_out_ = 0;
 };

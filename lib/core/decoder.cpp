@@ -19,8 +19,8 @@ DecoderLayer::DecoderLayer(ParamTable& table, const std::string& prefix, const M
   ffn_block_ = ResidualBlock(table, prefix + ".ffn_norm", dim, config.layer_norm_eps, config.norm);
 }
 
-const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch,
-                                  int len, const DecoderMemory& memory, Saved& s) const {
+const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch, int len,
+                                  const DecoderMemory& memory, Saved& s) const {
   const int rows = batch * len;
   const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
   const void* h1;
@@ -90,12 +90,13 @@ Decoder::Decoder(ParamTable& table, const ModelConfig& config, std::size_t embed
   }
 }
 
-const void* Decoder::forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch,
-                             int len, const void* positions, const DecoderMemory& memory, Saved& s) const {
+const void* Decoder::forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
+                             const void* positions, const DecoderMemory& memory, Saved& s) const {
   s.layers.resize(layers_.size());
   s.tokens = tokens;
   s.batch = batch, s.len = len;
-  s.emb_drop = ctx.dropout(config_.dropout, dropout_site(Stack::embeddings, 1, DropoutKind::embedding));
+  s.emb_drop = ctx.dropout(config_.embedding_dropout ? config_.dropout : 0.0f,
+                           dropout_site(Stack::embeddings, 1, DropoutKind::embedding));
   const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
   void* emb = ctx.keep(count);
   embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb);

@@ -15,9 +15,9 @@ namespace lseq {
 
 // What the decoder attends to: the encoder output and the source lengths (keys beyond them are masked).
 struct DecoderMemory {
-  const void* states = nullptr;        // [batch*src_len, dim]
-  const int32_t* lengths = nullptr;    // [batch], device
-  int len = 0;                         // src_len
+  const void* states = nullptr;      // [batch*src_len, dim]
+  const int32_t* lengths = nullptr;  // [batch], device
+  int len = 0;                       // src_len
 };
 
 class DecoderLayer {

@@ -19,8 +19,8 @@ std::vector<float> sinusoidal_positions(int max_len, int dim) {
 EmbeddingLayer::EmbeddingLayer(std::size_t table, int dim)
     : table_(table), dim_(dim), scale_(std::sqrt(static_cast<float>(dim))) {}
 
-void EmbeddingLayer::forward(const LayerContext& ctx, const int32_t* tokens, int batch, int len,
-                             const void* positions, const kernels::Dropout& drop, void* out) const {
+void EmbeddingLayer::forward(const LayerContext& ctx, const int32_t* tokens, int batch, int len, const void* positions,
+                             const kernels::Dropout& drop, void* out) const {
   ctx.backend.embedding_forward(ctx.dt, tokens, batch, len, ctx.w(table_), dim_, scale_, positions, drop, out);
 }
 

@@ -12,8 +12,8 @@ EncoderLayer::EncoderLayer(ParamTable& table, const std::string& prefix, const M
   ffn_block_ = ResidualBlock(table, prefix + ".ffn_norm", config.dim_emb, config.layer_norm_eps, config.norm);
 }
 
-const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch,
-                                  int len, Saved& s) const {
+const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch, int len,
+                                  Saved& s) const {
   const int rows = batch * len;
   const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
   const void* h;
@@ -21,12 +21,14 @@ const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const 
     TempScope scope(ctx.memory);
     const void* in = attn_block_.sublayer_input(ctx, x, rows, s.attn_block);
     void* o = ctx.temp(count);
-    attn_.forward(ctx, in, nullptr, lengths, batch, len, len, false,
-                  ctx.dropout(config_.dropout_attention, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_probs)),
-                  o, s.attn);
-    h = attn_block_.output(ctx, x, o, attn_.out_bias(), rows,
-                           ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_residual)),
-                           s.attn_block);
+    attn_.forward(
+        ctx, in, nullptr, lengths, batch, len, len, false,
+        ctx.dropout(config_.dropout_attention, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_probs)), o,
+        s.attn);
+    h = attn_block_.output(
+        ctx, x, o, attn_.out_bias(), rows,
+        ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_residual)),
+        s.attn_block);
   }
   TempScope scope(ctx.memory);
   const void* in = ffn_block_.sublayer_input(ctx, h, rows, s.ffn_block);
@@ -34,9 +36,9 @@ const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const 
   ffn_.forward(ctx, in, rows,
                ctx.dropout(config_.dropout_ffn, dropout_site(Stack::encoder, index_, DropoutKind::ffn_activation)), o,
                s.ffn);
-  return ffn_block_.output(ctx, h, o, ffn_.out_bias(), rows,
-                           ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::ffn_residual)),
-                           s.ffn_block);
+  return ffn_block_.output(
+      ctx, h, o, ffn_.out_bias(), rows,
+      ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::ffn_residual)), s.ffn_block);
 }
 
 void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare) const {
@@ -67,12 +69,13 @@ Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embed
   }
 }
 
-const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch,
-                             int len, const void* positions, Saved& s) const {
+const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
+                             const void* positions, Saved& s) const {
   s.layers.resize(layers_.size());
   s.tokens = tokens;
   s.batch = batch, s.len = len;
-  s.emb_drop = ctx.dropout(config_.dropout, dropout_site(Stack::embeddings, 0, DropoutKind::embedding));
+  s.emb_drop = ctx.dropout(config_.embedding_dropout ? config_.dropout : 0.0f,
+                           dropout_site(Stack::embeddings, 0, DropoutKind::embedding));
   const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
   void* emb = ctx.keep(count);
   embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb);

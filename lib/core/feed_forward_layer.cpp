@@ -13,25 +13,28 @@ FeedForwardLayer::FeedForwardLayer(ParamTable& table, const std::string& prefix,
   b_out_ = table.add(prefix + ".out.bias", {dim}, ParamInit::zeros);
 }
 
-void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows, const kernels::Dropout& drop,
-                               void* o, Saved& saved) const {
+void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows, const kernels::Dropout& drop, void* o,
+                               Saved& saved) const {
   saved.x = x;
   saved.rows = rows;
   saved.drop = drop;
   const std::size_t count = static_cast<std::size_t>(rows) * dim_ffn_;
   saved.h = ctx.keep(count);
-  saved.a = ctx.keep(count);
   linear_forward(ctx, x, rows, dim_, dim_ffn_, w_in_, saved.h);
-  ctx.backend.bias_activation_dropout_forward(ctx.dt, saved.h, ctx.w(b_in_), rows, dim_ffn_, act_, drop, saved.a);
-  linear_forward(ctx, saved.a, rows, dim_ffn_, dim_, w_out_, o);
+  TempScope scope(ctx.memory);
+  void* a = ctx.temp(count);
+  ctx.backend.bias_activation_dropout_forward(ctx.dt, saved.h, ctx.w(b_in_), rows, dim_ffn_, act_, drop, a);
+  linear_forward(ctx, a, rows, dim_ffn_, dim_, w_out_, o);
 }
 
 void FeedForwardLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx,
                                 bool accumulate_dx) const {
   TempScope scope(ctx.memory);
   const std::size_t count = static_cast<std::size_t>(s.rows) * dim_ffn_;
+  void* a = ctx.temp(count);
+  ctx.backend.bias_activation_dropout_forward(ctx.dt, s.h, ctx.w(b_in_), s.rows, dim_ffn_, act_, s.drop, a);
   void* d_a = ctx.temp(count);
-  linear_backward(ctx, s.a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_a, false);
+  linear_backward(ctx, a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_a, false);
   void* d_h = ctx.temp(count);
   ctx.backend.bias_activation_dropout_backward(ctx.dt, s.h, ctx.w(b_in_), d_a, s.rows, dim_ffn_, act_, s.drop, d_h,
                                                ctx.g(b_in_));

@@ -1,6 +1,7 @@
 #pragma once
 // Position-wise feed-forward: o = dropout(act(x W_in^T + b_in)) W_out^T. The output bias b_out is applied by the
-// residual op that follows (bias_dropout_residual), like the attention's.
+// residual op that follows (bias_dropout_residual), like the attention's. Only h = x W_in^T is kept for backward;
+// a = dropout(act(h + b_in)) is recomputed there (one memory-bound pass instead of rows * ffn saved values).
 #include <string>
 
 #include "core/layer_context.h"
@@ -12,7 +13,6 @@ class FeedForwardLayer {
   struct Saved {
     const void* x = nullptr;  // input [rows, dim]
     void* h = nullptr;        // x W_in^T, before bias and activation [rows, ffn]
-    void* a = nullptr;        // dropout(act(h + b_in)) [rows, ffn]
     kernels::Dropout drop;
     int rows = 0;
   };

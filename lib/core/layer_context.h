@@ -32,7 +32,7 @@ struct LayerContext {
   StepMemory& memory;
   const ParamStore& params;
   kernels::DType dt = kernels::DType::f32;  // activations
-  bool train = false;                        // dropout on
+  bool train = false;                       // dropout on
   uint64_t seed = 0, step = 0;
 
   kernels::Dropout dropout(float p, uint64_t site) const {

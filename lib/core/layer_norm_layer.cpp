@@ -2,8 +2,7 @@
 
 namespace lseq {
 
-LayerNormLayer::LayerNormLayer(ParamTable& table, const std::string& name, int dim, float eps)
-    : dim_(dim), eps_(eps) {
+LayerNormLayer::LayerNormLayer(ParamTable& table, const std::string& name, int dim, float eps) : dim_(dim), eps_(eps) {
   gamma_ = table.add(name + ".weight", {dim}, ParamInit::ones);
   beta_ = table.add(name + ".bias", {dim}, ParamInit::zeros);
 }
@@ -12,12 +11,10 @@ void LayerNormLayer::forward(const LayerContext& ctx, const void* x, int rows, v
   saved.x = x;
   saved.mean = ctx.memory.keep_n<float>(rows);
   saved.rstd = ctx.memory.keep_n<float>(rows);
-  ctx.backend.layer_norm_forward(ctx.dt, x, ctx.w(gamma_), ctx.w(beta_), rows, dim_, eps_, y, saved.mean,
-                                 saved.rstd);
+  ctx.backend.layer_norm_forward(ctx.dt, x, ctx.w(gamma_), ctx.w(beta_), rows, dim_, eps_, y, saved.mean, saved.rstd);
 }
 
-void LayerNormLayer::backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows,
-                              void* dx) const {
+void LayerNormLayer::backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const {
   ctx.backend.layer_norm_backward(ctx.dt, saved.x, ctx.w(gamma_), saved.mean, saved.rstd, dy, rows, dim_, dx,
                                   ctx.g(gamma_), ctx.g(beta_));
 }

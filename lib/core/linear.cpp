@@ -2,8 +2,7 @@
 
 namespace lseq {
 
-void linear_forward(const LayerContext& ctx, const void* x, int rows, int in, int out, std::size_t weight,
-                    void* y) {
+void linear_forward(const LayerContext& ctx, const void* x, int rows, int in, int out, std::size_t weight, void* y) {
   kernels::GemmArgs g;
   g.trans_b = true;
   g.m = rows, g.n = out, g.k = in;

@@ -8,8 +8,7 @@
 namespace lseq {
 
 // y[rows, out] = x[rows, in] W^T
-void linear_forward(const LayerContext& ctx, const void* x, int rows, int in, int out, std::size_t weight,
-                    void* y);
+void linear_forward(const LayerContext& ctx, const void* x, int rows, int in, int out, std::size_t weight, void* y);
 // dW += dy^T x (fp32 gradient); dx = dy W (overwritten, or added when accumulate_dx); dx may be null.
 void linear_backward(const LayerContext& ctx, const void* x, const void* dy, int rows, int in, int out,
                      std::size_t weight, void* dx, bool accumulate_dx);

@@ -9,9 +9,16 @@ namespace lseq {
 NormPlacement parse_norm_placement(const std::string& preprocess, const std::string& postprocess) {
   if (preprocess.empty() && postprocess == "dan") return NormPlacement::post;
   if (preprocess == "n" && postprocess == "da") return NormPlacement::pre;
-  fail("--transformer-preprocess '{}' with --transformer-postprocess '{}' is not supported; use '' with 'dan' "
-       "(post-norm) or 'n' with 'da' (pre-norm)",
-       preprocess, postprocess);
+  fail(
+      "--transformer-preprocess '{}' with --transformer-postprocess '{}' is not supported; use '' with 'dan' "
+      "(post-norm) or 'n' with 'da' (pre-norm)",
+      preprocess, postprocess);
+}
+
+bool parse_embedding_postprocess(const std::string& ops) {
+  if (ops == "d") return true;
+  if (ops.empty()) return false;
+  fail("--transformer-postprocess-emb '{}' is not supported; use 'd' (dropout) or '' (nothing)", ops);
 }
 
 kernels::Activation parse_activation(const std::string& name) {
@@ -23,9 +30,12 @@ kernels::Activation parse_activation(const std::string& name) {
 
 const char* activation_name(kernels::Activation act) {
   switch (act) {
-    case kernels::Activation::relu: return "relu";
-    case kernels::Activation::gelu: return "gelu";
-    case kernels::Activation::swish: return "swish";
+    case kernels::Activation::relu:
+      return "relu";
+    case kernels::Activation::gelu:
+      return "gelu";
+    case kernels::Activation::swish:
+      return "swish";
   }
   return "?";
 }
@@ -53,10 +63,11 @@ void ModelConfig::validate() const {
   probability(dropout_attention, "--transformer-dropout-attention");
   probability(dropout_ffn, "--transformer-dropout-ffn");
   probability(label_smoothing, "--label-smoothing");
-  if (tied == TiedEmbeddings::all && src_vocab != tgt_vocab) {
-    fail("--tied-embeddings-all needs one vocabulary size for source and target, got {} and {}; use one shared "
-         "vocabulary or --tied-embeddings",
-         src_vocab, tgt_vocab);
+  if ((tied == TiedEmbeddings::all || tied == TiedEmbeddings::source) && src_vocab != tgt_vocab) {
+    fail(
+        "--{} needs one vocabulary size for source and target, got {} and {}; use one shared vocabulary or "
+        "--tied-embeddings",
+        tied == TiedEmbeddings::all ? "tied-embeddings-all" : "tied-embeddings-src", src_vocab, tgt_vocab);
   }
   if (!(layer_norm_eps > 0.0f)) fail("layer-norm epsilon must be positive, got {}", layer_norm_eps);
 }
@@ -77,7 +88,10 @@ YAML::Node ModelConfig::to_yaml() const {
   node["transformer-dropout-ffn"] = dropout_ffn;
   node["transformer-preprocess"] = norm == NormPlacement::pre ? "n" : "";
   node["transformer-postprocess"] = norm == NormPlacement::pre ? "da" : "dan";
+  node["transformer-postprocess-emb"] = embedding_dropout ? "d" : "";
+  node["transformer-prenorm"] = norm == NormPlacement::pre;
   node["tied-embeddings"] = tied == TiedEmbeddings::target;
+  node["tied-embeddings-src"] = tied == TiedEmbeddings::source;
   node["tied-embeddings-all"] = tied == TiedEmbeddings::all;
   node["max-length"] = max_length;
   node["label-smoothing"] = label_smoothing;
@@ -121,11 +135,25 @@ ModelConfig ModelConfig::from_yaml(const YAML::Node& node) {
   std::string pre, post = "dan";
   read(node, "transformer-preprocess", pre);
   read(node, "transformer-postprocess", post);
-  c.norm = parse_norm_placement(pre, post);
-  bool tied = false, tied_all = false;
+  bool prenorm = false;
+  read(node, "transformer-prenorm", prenorm);
+  c.norm = prenorm ? NormPlacement::pre : parse_norm_placement(pre, post);
+  std::string emb_ops = "d";
+  read(node, "transformer-postprocess-emb", emb_ops);
+  c.embedding_dropout = parse_embedding_postprocess(emb_ops);
+  bool tied = false, tied_src = false, tied_all = false;
   read(node, "tied-embeddings", tied);
+  read(node, "tied-embeddings-src", tied_src);
   read(node, "tied-embeddings-all", tied_all);
-  c.tied = tied_all ? TiedEmbeddings::all : tied ? TiedEmbeddings::target : TiedEmbeddings::none;
+  if (tied_all || (tied && tied_src)) {
+    c.tied = TiedEmbeddings::all;
+  } else if (tied) {
+    c.tied = TiedEmbeddings::target;
+  } else if (tied_src) {
+    c.tied = TiedEmbeddings::source;
+  } else {
+    c.tied = TiedEmbeddings::none;
+  }
   read(node, "max-length", c.max_length);
   read(node, "label-smoothing", c.label_smoothing);
   read(node, "layer-norm-epsilon", c.layer_norm_eps);

@@ -9,8 +9,10 @@
 
 namespace lseq {
 
-enum class TiedEmbeddings { none, target, all };  // none; target embedding = output; source = target = output
-enum class NormPlacement { post, pre };           // Marian "" + "dan" (post) or "n" + "da" (pre)
+// none; target: target embedding = output weight (tied-embeddings); source: source = target embedding
+// (tied-embeddings-src); all: source = target = output (tied-embeddings-all, or both flags).
+enum class TiedEmbeddings { none, target, source, all };
+enum class NormPlacement { post, pre };  // Marian "" + "dan" (post) or "n" + "da" / transformer-prenorm (pre)
 
 struct ModelConfig {
   int src_vocab = 0, tgt_vocab = 0;  // dim-vocabs
@@ -19,26 +21,29 @@ struct ModelConfig {
   int heads = 8;                     // transformer-heads
   int dim_ffn = 2048;                // transformer-dim-ffn
   kernels::Activation activation = kernels::Activation::relu;  // transformer-ffn-activation
-  float dropout = 0.1f;              // transformer-dropout: embeddings and residual branches
-  float dropout_attention = 0.0f;    // transformer-dropout-attention: attention probabilities
-  float dropout_ffn = 0.0f;          // transformer-dropout-ffn: after the ffn activation
+  float dropout = 0.1f;            // transformer-dropout: residual branches (and embeddings, see below)
+  bool embedding_dropout = true;   // transformer-postprocess-emb: "d" (true) or "" (false)
+  float dropout_attention = 0.0f;  // transformer-dropout-attention: attention probabilities
+  float dropout_ffn = 0.0f;        // transformer-dropout-ffn: after the ffn activation
   NormPlacement norm = NormPlacement::post;
-  TiedEmbeddings tied = TiedEmbeddings::none;  // tied-embeddings, tied-embeddings-all
-  int max_length = 256;              // max-length: longest sentence in tokens, eos/bos excluded (positions: +1)
-  float label_smoothing = 0.1f;      // label-smoothing
-  float layer_norm_eps = 1e-6f;
+  TiedEmbeddings tied = TiedEmbeddings::none;  // tied-embeddings, tied-embeddings-src, tied-embeddings-all
+  int max_length = 100;          // max-length: longest sentence in tokens, eos/bos excluded (positions: +1)
+  float label_smoothing = 0.1f;  // label-smoothing
+  float layer_norm_eps = 1e-6f;  // layer-norm-epsilon
 
   int head_dim() const { return dim_emb / heads; }
   // Throws lseq::Error naming the option for a model that cannot be built.
   void validate() const;
   YAML::Node to_yaml() const;
   // Keys absent from `node` keep their defaults; unknown keys are ignored (the node may hold all options).
+  // transformer-prenorm: true selects pre-norm whatever transformer-preprocess/-postprocess say.
   static ModelConfig from_yaml(const YAML::Node& node);
 };
 
 // Marian's transformer-preprocess / transformer-postprocess pair -> placement; throws lseq::Error otherwise.
 NormPlacement parse_norm_placement(const std::string& preprocess, const std::string& postprocess);
 kernels::Activation parse_activation(const std::string& name);  // relu, gelu, swish
+bool parse_embedding_postprocess(const std::string& ops);        // "d" -> dropout, "" -> none
 const char* activation_name(kernels::Activation act);
 
 }  // namespace lseq

@@ -39,15 +39,13 @@ class NullBackend final : public Backend {
   void bias_dropout_residual_backward(DType, const void*, int, int, const Dropout&, void*, float*) override {}
   void layer_norm_forward(DType, const void*, const void*, const void*, int, int, float, void*, float*,
                           float*) override {}
-  void layer_norm_backward(DType, const void*, const void*, const float*, const float*, const void*, int, int,
-                           void*, float*, float*) override {}
+  void layer_norm_backward(DType, const void*, const void*, const float*, const float*, const void*, int, int, void*,
+                           float*, float*) override {}
   void split_heads(DType, const void*, const void*, int, int, int, int, int, void*) override {}
   void merge_heads(DType, const void*, int, int, int, int, int, void*, float*) override {}
-  void attention_softmax_forward(DType, const void*, const int32_t*, int, int, int, int, float, bool,
-                                 void*) override {}
+  void attention_softmax_forward(DType, const void*, const int32_t*, int, int, int, int, float, bool, void*) override {}
   void attention_softmax_backward(DType, const void*, const void*, int, int, float, void*) override {}
-  void cross_entropy(DType, const void*, const int32_t*, int, int, float, int, float, float*, float*,
-                     void*) override {}
+  void cross_entropy(DType, const void*, const int32_t*, int, int, float, int, float, float*, float*, void*) override {}
   void grad_norm(const float*, std::size_t, float, float, float*, float*) override {}
   void adam_update(float*, const float*, float*, float*, std::size_t, const AdamArgs&, const float*, DType,
                    void*) override {}

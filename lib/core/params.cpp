@@ -8,8 +8,7 @@
 
 namespace lseq {
 
-std::size_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, ParamInit init,
-                            int init_blocks) {
+std::size_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, ParamInit init, int init_blocks) {
   for (const ParamInfo& p : params_) {
     if (p.name == name) fail("internal error: parameter {} declared twice", name);
   }
@@ -61,8 +60,11 @@ void ParamStore::init(uint64_t seed) {
   for (const ParamInfo& p : table_.list()) {
     float* w = host.data() + p.offset;
     switch (p.init) {
-      case ParamInit::zeros: break;
-      case ParamInit::ones: std::fill(w, w + p.count, 1.0f); break;
+      case ParamInit::zeros:
+        break;
+      case ParamInit::ones:
+        std::fill(w, w + p.count, 1.0f);
+        break;
       case ParamInit::normal_embedding: {
         const double cols = static_cast<double>(p.shape.back());
         std::normal_distribution<double> normal(0.0, 1.0 / std::sqrt(cols));

@@ -15,10 +15,10 @@
 namespace lseq {
 
 enum class ParamInit {
-  glorot_uniform,  // U(-a, a), a = sqrt(6 / (fan_in + fan_out)) of each [rows/blocks, cols] block
+  glorot_uniform,    // U(-a, a), a = sqrt(6 / (fan_in + fan_out)) of each [rows/blocks, cols] block
   normal_embedding,  // N(0, cols^-1/2): embedding rows, which are scaled by sqrt(dim) on input
-  zeros,           // biases, LayerNorm beta
-  ones,            // LayerNorm gamma
+  zeros,             // biases, LayerNorm beta
+  ones,              // LayerNorm gamma
 };
 
 struct ParamInfo {
@@ -27,7 +27,7 @@ struct ParamInfo {
   std::size_t offset = 0;      // in elements from the start of the flat buffers
   std::size_t count = 0;       // elements
   ParamInit init = ParamInit::zeros;
-  int init_blocks = 1;         // fused matrices (qkv, kv) are initialised as this many separate blocks
+  int init_blocks = 1;  // fused matrices (qkv, kv) are initialised as this many separate blocks
 };
 
 constexpr std::size_t kParamAlignment = 64;  // elements (256 bytes of fp32)
@@ -38,8 +38,8 @@ class ParamTable {
   // Returns the new tensor's offset. Names must be unique.
   std::size_t add(const std::string& name, std::vector<int64_t> shape, ParamInit init, int init_blocks = 1);
   const std::vector<ParamInfo>& list() const { return params_; }
-  std::size_t size() const { return size_; }  // elements of the flat buffer, alignment gaps included
-  std::size_t count() const;                   // parameters proper (sum of counts)
+  std::size_t size() const { return size_; }             // elements of the flat buffer, alignment gaps included
+  std::size_t count() const;                             // parameters proper (sum of counts)
   const ParamInfo& find(const std::string& name) const;  // throws lseq::Error when absent
 
  private:

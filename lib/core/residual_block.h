@@ -24,7 +24,7 @@ class ResidualBlock {
   struct Grad {
     void* residual = nullptr;  // gradient of the block's input, being completed
     void* sublayer_dx = nullptr;
-    bool accumulate = false;   // sublayer adds into sublayer_dx (post-norm) or overwrites it (pre-norm)
+    bool accumulate = false;  // sublayer adds into sublayer_dx (post-norm) or overwrites it (pre-norm)
   };
 
   ResidualBlock() = default;

@@ -19,9 +19,13 @@ class StepMemory {
   void* keep(std::size_t bytes);
   void* temp(std::size_t bytes);
   template <typename T>
-  T* keep_n(std::size_t n) { return static_cast<T*>(keep(n * sizeof(T))); }
+  T* keep_n(std::size_t n) {
+    return static_cast<T*>(keep(n * sizeof(T)));
+  }
   template <typename T>
-  T* temp_n(std::size_t n) { return static_cast<T*>(temp(n * sizeof(T))); }
+  T* temp_n(std::size_t n) {
+    return static_cast<T*>(temp(n * sizeof(T)));
+  }
 
   std::size_t mark() const { return top_; }
   void rewind(std::size_t mark) { top_ = mark; }
@@ -38,8 +42,8 @@ class StepMemory {
   kernels::Workspace* ws_;
   char* base_ = nullptr;
   std::size_t capacity_ = 0;
-  std::size_t bottom_ = 0;    // bytes kept
-  std::size_t top_ = 0;       // bytes of temporaries in use (from the top end)
+  std::size_t bottom_ = 0;  // bytes kept
+  std::size_t top_ = 0;     // bytes of temporaries in use (from the top end)
   std::size_t top_peak_ = 0;
 };
 

@@ -89,26 +89,15 @@ ModelConfig model_config_from(const Options& options, const Vocabularies& vocabs
          options.get_string("type"));
   }
   YAML::Node node = YAML::Clone(options.yaml());
-  if (options.get_bool("transformer-prenorm")) {
-    node["transformer-preprocess"] = "n";
-    node["transformer-postprocess"] = "da";
-  }
-  if (options.get_string("transformer-postprocess-emb") != "d") {
-    fail("--transformer-postprocess-emb {} is not supported; lseq applies dropout to the embeddings ('d')",
-         options.get_string("transformer-postprocess-emb"));
-  }
-  node.remove("dim-vocabs");
+  node.remove("dim-vocabs");  // the sizes come from the vocabularies themselves
   ModelConfig config = ModelConfig::from_yaml(node);
   config.src_vocab = vocabs.src->size();
   config.tgt_vocab = vocabs.target().size();
-  if (options.get_bool("tied-embeddings-src") && config.tied != TiedEmbeddings::all) {
-    fail("--tied-embeddings-src alone is not supported; use --tied-embeddings-all (one joint vocabulary) or "
-         "--tied-embeddings");
-  }
-  if (config.tied == TiedEmbeddings::all && !vocabs.joint()) {
-    fail("--tied-embeddings-all needs one joint vocabulary, but --vocabs names two files ({} and {}); give one "
-         "path",
-         vocabs.src_path, vocabs.tgt_path);
+  if ((config.tied == TiedEmbeddings::all || config.tied == TiedEmbeddings::source) && !vocabs.joint()) {
+    fail("--{} shares the source and target embeddings, which needs one joint vocabulary, but --vocabs names two "
+         "files ({} and {}); give one path",
+         config.tied == TiedEmbeddings::all ? "tied-embeddings-all" : "tied-embeddings-src", vocabs.src_path,
+         vocabs.tgt_path);
   }
   config.validate();
   return config;

@@ -10,13 +10,12 @@
 
 namespace lseq {
 
-Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend)
-    : config_(config), backend_(backend) {
+Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend) : config_(config), backend_(backend) {
   config_.validate();
   const int dim = config_.dim_emb;
   ParamTable table;
   std::size_t src_emb, tgt_emb;
-  if (config_.tied == TiedEmbeddings::all) {
+  if (config_.tied == TiedEmbeddings::all || config_.tied == TiedEmbeddings::source) {
     src_emb = tgt_emb = table.add("embeddings.shared.weight", {config_.tgt_vocab, dim}, ParamInit::normal_embedding);
   } else {
     src_emb = table.add("embeddings.src.weight", {config_.src_vocab, dim}, ParamInit::normal_embedding);
@@ -24,8 +23,9 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend)
   }
   encoder_ = std::make_unique<Encoder>(table, config_, src_emb);
   decoder_ = std::make_unique<Decoder>(table, config_, tgt_emb);
-  output_ = std::make_unique<OutputLayer>(table, config_,
-                                          config_.tied == TiedEmbeddings::none ? OutputLayer::kUntied : tgt_emb);
+  output_ = std::make_unique<OutputLayer>(
+      table, config_,
+      config_.tied == TiedEmbeddings::none || config_.tied == TiedEmbeddings::source ? OutputLayer::kUntied : tgt_emb);
   store_ = std::make_unique<ParamStore>(std::move(table), backend_);
 
   // --max-length counts words without eos/bos (as the corpus filter does): one more position for them.
@@ -57,9 +57,10 @@ void Transformer::check_batch(const data::Batch& b) const {
   auto check_ids = [](const std::vector<int32_t>& ids, int vocab, const char* side) {
     for (int32_t id : ids) {
       if (id < 0 || id >= vocab) {
-        fail("token id {} is outside the {} vocabulary of the model ({} entries); the vocabulary files do not match "
-             "the model",
-             id, side, vocab);
+        fail(
+            "token id {} is outside the {} vocabulary of the model ({} entries); the vocabulary files do not match "
+            "the model",
+            id, side, vocab);
       }
     }
   };
@@ -67,8 +68,7 @@ void Transformer::check_batch(const data::Batch& b) const {
   check_ids(b.tgt_in, config_.tgt_vocab, "target");
   check_ids(b.tgt_out, config_.tgt_vocab, "target");
   for (int i = 0; i < b.size; ++i) {
-    if (b.src_lengths[i] < 1 || b.src_lengths[i] > b.src_len || b.tgt_lengths[i] < 1 ||
-        b.tgt_lengths[i] > b.tgt_len) {
+    if (b.src_lengths[i] < 1 || b.src_lengths[i] > b.src_len || b.tgt_lengths[i] < 1 || b.tgt_lengths[i] > b.tgt_len) {
       fail("internal error: sentence {} of a batch has lengths {} / {} outside 1..{} / 1..{}", i, b.src_lengths[i],
            b.tgt_lengths[i], b.src_len, b.tgt_len);
     }
@@ -104,8 +104,7 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
 
   const void* encoded = encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder);
   const DecoderMemory mem{encoded, src_lengths, src_len};
-  const void* decoded =
-      decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
+  const void* decoded = decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
   output_->forward(ctx, decoded, tgt_rows, tape.output);
   float* row_loss = memory.keep_n<float>(tgt_rows);
   float* row_nll = memory.keep_n<float>(tgt_rows);
@@ -143,13 +142,15 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   return result;
 }
 
-std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len) const {
+std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool training) const {
   if (max_tokens <= 0 || max_len <= 0) {
-    fail("cannot plan the workspace for {} tokens of sentences up to {} tokens; check --mini-batch-words and "
-         "--max-length",
-         max_tokens, max_len);
+    fail(
+        "cannot plan the workspace for {} tokens of sentences up to {} tokens; check --mini-batch-words and "
+        "--max-length",
+        max_tokens, max_len);
   }
-  max_len = std::min<int64_t>(max_len, max_tokens);
+  // Longer sentences are rejected (check_batch), and a batch holds at most max_tokens tokens.
+  max_len = static_cast<int>(std::min<int64_t>({max_len, config_.max_length, max_tokens}));
   // The largest activations come with the longest sentences: batch * len <= max_tokens tokens per side and
   // batch * len * len <= max_tokens * max_len attention scores. Run the step on that shape over a no-op backend.
   data::Batch b;
@@ -164,7 +165,7 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len) const 
   auto null = make_null_backend();
   Tape tape;
   Run how;
-  how.train = how.backward = true;
+  how.train = how.backward = training;
   std::size_t measured = 0;
   run(b, *null, nullptr, how, tape, nullptr, &measured);
   // Many short sentences need more room for per-sentence lengths than this shape: up to 2 * max_tokens ids.

@@ -47,8 +47,8 @@ class Transformer {
 
   // Workspace bytes for batches of up to max_tokens padded tokens per side (batch * padded length) and sentences
   // of up to max_len tokens (bos/eos included), training included. Measured by running the step's own code over
-  // a no-op backend, so it cannot drift from what the step takes.
-  std::size_t workspace_bytes(int64_t max_tokens, int max_len) const;
+  // a no-op backend, so it cannot drift from what the step takes. training = false plans for forward_loss only.
+  std::size_t workspace_bytes(int64_t max_tokens, int max_len, bool training = true) const;
 
   // Forward + backward of one batch. Parameter gradients ACCUMULATE grad_scale * d(sum of label-smoothed token
   // losses); returns the batch's loss sums. Dropout keys from (seed, step). Resets and uses all of `ws`.
@@ -69,8 +69,8 @@ class Transformer {
     uint64_t seed = 0, step = 0;
     float grad_scale = 1.0f;
   };
-  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how,
-               Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured) const;
+  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
+               std::vector<double>* sentence_nll, std::size_t* measured) const;
   void check_batch(const data::Batch& batch) const;
 
   ModelConfig config_;

@@ -86,10 +86,10 @@ inline void randomize_params(kernels::Backend& backend, ParamStore& store, uint6
 using LossFn = std::function<double(const float* input, bool backward, float* d_input)>;
 
 struct GradCheckOptions {
-  double eps = 1e-2;        // step along a unit direction
-  double rel = 1e-2;        // |fd - analytic| <= rel * max(|fd|, |analytic|) + abs
+  double eps = 1e-2;  // step along a unit direction
+  double rel = 1e-2;  // |fd - analytic| <= rel * max(|fd|, |analytic|) + abs
   double abs = 1e-3;
-  int directions = 2;       // random directions per tensor
+  int directions = 2;  // random directions per tensor
   uint64_t seed = 7;
 };
 
@@ -127,7 +127,8 @@ inline GradCheckStats check_gradients(kernels::Backend& backend, ParamStore& sto
   auto compare = [&](const std::string& what, double analytic, double fd) {
     const double bound = opt.rel * std::max(std::fabs(fd), std::fabs(analytic)) + opt.abs;
     const double err = std::fabs(fd - analytic);
-    if (std::getenv("LSEQ_GRADCHECK_VERBOSE")) std::printf("%-40s an %12.6g fd %12.6g err %.2g\n", what.c_str(), analytic, fd, err);
+    if (std::getenv("LSEQ_GRADCHECK_VERBOSE"))
+      std::printf("%-40s an %12.6g fd %12.6g err %.2g\n", what.c_str(), analytic, fd, err);
     stats.checks++;
     stats.worst_excess = std::max(stats.worst_excess, err - bound);
     EXPECT_LE(err, bound) << what << ": analytic " << analytic << " vs finite difference " << fd;

@@ -73,8 +73,8 @@ void check_attention(AttentionLayer::Kind kind, bool causal, int batch, int q_le
     LayerContext ctx = h.context(memory, drop > 0);
     AttentionLayer::Saved saved;
     void* o = ctx.keep(q_count);
-    layer.forward(ctx, in, cross ? in + q_count : nullptr, lengths, batch, q_len, k_len, causal,
-                  ctx.dropout(drop, 77), o, saved);
+    layer.forward(ctx, in, cross ? in + q_count : nullptr, lengths, batch, q_len, k_len, causal, ctx.dropout(drop, 77),
+                  o, saved);
     const double l = h.dot(o, r);
     if (backward) {
       float* d_o = memory.keep_n<float>(q_count);
