@@ -57,7 +57,13 @@ done
 check "after four kill -9, training resumes and finishes" test $? -eq 0
 check "... from a checkpoint" grep -q 'resumed from' "$work/c-final.log"
 
-# 4. Bad input: one line on stderr starting with "error:", non-zero exit, and the good checkpoint untouched.
+# 4. Gradient accumulation over two batches and exponential smoothing train too.
+"$lstrain" "${common[@]}" -m "$work/h" --after 30u --optimizer-delay 2 --exponential-smoothing 0.05 >"$work/h.log" 2>&1
+check "--optimizer-delay 2 with smoothing exits 0" test $? -eq 0
+ppl=($(grep -o 'perplexity : [0-9.]*' "$work/h.log" | awk '{print $3}'))
+check "... and its validation perplexity falls (${ppl[*]})" awk -v a="${ppl[0]:-0}" -v b="${ppl[2]:-0}" 'BEGIN { exit !(b < a) }'
+
+# 5. Bad input: one line on stderr starting with "error:", non-zero exit, and the good checkpoint untouched.
 expect_error() {  # expect_error <description> <pattern> <lstrain args...>
   local what=$1 pattern=$2; shift 2
   "$lstrain" "$@" >"$work/out" 2>"$work/err"
