@@ -1,0 +1,169 @@
+#include "data/vocab.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "data/corpus_reader.h"
+#include "data/rng.h"
+#include "util/error.h"
+
+namespace lseq::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Feeds the sampled lines to the SentencePiece trainer without writing them to a file.
+class SampleIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit SampleIterator(const std::vector<std::string>& lines) : lines_(lines) {}
+  bool done() const override { return i_ >= lines_.size(); }
+  void Next() override { ++i_; }
+  const std::string& value() const override { return lines_[i_]; }
+  sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }  // default: OK
+
+ private:
+  const std::vector<std::string>& lines_;
+  std::size_t i_ = 0;
+};
+
+// Reservoir sample (seeded) of at most max_lines non-empty lines of all files; returns the lines seen in total.
+int64_t sample_lines(const std::vector<std::string>& files, int64_t max_lines, uint64_t seed,
+                     std::vector<std::string>& sample) {
+  SplitMix64 rng(mix_seed(seed, 0x766f636162ull));
+  int64_t seen = 0;
+  for (const auto& file : files) {
+    LineReader reader(file);
+    std::string_view line;
+    while (reader.next(line)) {
+      if (line.empty()) continue;
+      if (static_cast<int64_t>(sample.size()) < max_lines) {
+        sample.emplace_back(line);
+      } else {
+        const uint64_t j = rng.below(static_cast<uint64_t>(seen + 1));
+        if (j < static_cast<uint64_t>(max_lines)) sample[j].assign(line.data(), line.size());
+      }
+      ++seen;
+    }
+  }
+  return seen;
+}
+
+void write_atomically(const std::string& path, const std::string& bytes) {
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path temp = dir / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("cannot write the vocabulary '{}': the directory '{}' is not writable", path, dir.string());
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) fail("cannot write the vocabulary '{}' (disk full?)", path);
+  }
+  fs::rename(temp, target, ec);
+  if (ec) {
+    fs::remove(temp, ec);
+    fail("cannot move the new vocabulary into place at '{}'", path);
+  }
+}
+
+}  // namespace
+
+Vocab Vocab::load(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    fail("vocabulary '{}' does not exist; give a SentencePiece model, or a new path for lstrain to train one", path);
+  Vocab v;
+  v.path_ = path;
+  v.processor_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  const auto status = v.processor_->Load(path);
+  if (!status.ok()) fail("cannot load the SentencePiece model '{}': {}", path, status.ToString());
+  const auto& p = *v.processor_;
+  if (p.pad_id() != kPadId || p.unk_id() != kUnkId || p.bos_id() != kBosId || p.eos_id() != kEosId)
+    fail("vocabulary '{}' has special ids pad={} unk={} bos={} eos={}, but lseq needs pad=0 unk=1 bos=2 eos=3; "
+         "give a new path so that lstrain trains a matching vocabulary",
+         path, p.pad_id(), p.unk_id(), p.bos_id(), p.eos_id());
+  return v;
+}
+
+void Vocab::train(const std::vector<std::string>& corpus_files, const std::string& path,
+                  const VocabTrainOptions& options) {
+  using clock = std::chrono::steady_clock;
+  if (corpus_files.empty()) fail("cannot train the vocabulary '{}': no corpus files given", path);
+  if (options.max_lines <= 0) fail("--sentencepiece-max-lines must be positive (got {})", options.max_lines);
+  if (options.vocab_size < 8) fail("--dim-vocabs must be at least 8 (got {})", options.vocab_size);
+
+  std::string names;
+  for (const auto& f : corpus_files) names += (names.empty() ? "" : ", ") + f;
+  spdlog::info("vocabulary {}: sampling at most {} lines of {}", path, options.max_lines, names);
+  auto start = clock::now();
+  std::vector<std::string> sample;
+  const int64_t seen = sample_lines(corpus_files, options.max_lines, options.seed, sample);
+  if (sample.empty()) fail("cannot train the vocabulary '{}': the files {} contain no text", path, names);
+  spdlog::info("vocabulary {}: sampled {} of {} lines in {:.1f} s", path, sample.size(), seen,
+               std::chrono::duration<double>(clock::now() - start).count());
+
+  // Huge samples contain stray characters; leaving the rarest 0.05% to <unk> keeps them out of the vocabulary.
+  const char* coverage = sample.size() >= 1000000 ? "0.9995" : "1.0";
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::string args = fmt::format(
+      "--model_prefix={}.spm-train --model_type=unigram --vocab_size={} --character_coverage={} "
+      "--hard_vocab_limit=false --pad_id={} --unk_id={} --bos_id={} --eos_id={} --input_sentence_size=0 "
+      "--shuffle_input_sentence=false --num_threads={} --minloglevel=2 {}",
+      path, options.vocab_size, coverage, kPadId, kUnkId, kBosId, kEosId, threads, options.extra_options);
+
+  spdlog::info("vocabulary {}: training a unigram SentencePiece model of at most {} pieces", path,
+               options.vocab_size);
+  start = clock::now();
+  SampleIterator iterator(sample);
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &iterator, &model);
+  if (!status.ok())
+    fail("training the vocabulary '{}' failed: {}; check --sentencepiece-options and --dim-vocabs", path,
+         status.ToString());
+  write_atomically(path, model);
+  const Vocab trained = load(path);
+  spdlog::info("vocabulary {}: trained {} pieces in {:.1f} s", path, trained.size(),
+               std::chrono::duration<double>(clock::now() - start).count());
+}
+
+Vocab::Vocab(Vocab&&) noexcept = default;
+Vocab& Vocab::operator=(Vocab&&) noexcept = default;
+Vocab::~Vocab() = default;
+
+std::vector<int32_t> Vocab::encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto status = processor_->Encode(text, &ids);
+  if (!status.ok()) fail("cannot encode text with the vocabulary '{}': {}", path_, status.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string Vocab::decode(const std::vector<int32_t>& ids) const {
+  std::vector<int> kept;
+  kept.reserve(ids.size());
+  const int n = size();
+  for (int32_t id : ids) {
+    if (id == kPadId || id == kBosId || id == kEosId) continue;
+    kept.push_back(id >= 0 && id < n ? id : kUnkId);
+  }
+  std::string text;
+  const auto status = processor_->Decode(kept, &text);
+  if (!status.ok()) fail("cannot decode ids with the vocabulary '{}': {}", path_, status.ToString());
+  return text;
+}
+
+int Vocab::size() const { return processor_->GetPieceSize(); }
+
+std::string Vocab::serialized() const { return processor_->serialized_model_proto(); }
+
+}  // namespace lseq::data
