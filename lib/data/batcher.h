@@ -16,15 +16,20 @@ struct BatcherOptions {
   int mini_batch = 0;               // --mini-batch: at most this many sentences a batch (0: no limit)
   int maxi_batch = 100;             // --maxi-batch: sort windows of maxi_batch * (sentences per mini-batch)
   bool shuffle = true;              // shuffle sentences and batch order per epoch (false: corpus order)
+  bool sort_by_length = true;       // sort each maxi-batch window by length (false: only to measure padding)
   uint64_t seed = 1234;
-  int rank = 0, world_size = 1;     // this rank's disjoint share
+  int rank = 0, world_size = 1;     // this rank's disjoint share: global batch i goes to rank i % world_size.
+                                    // When an epoch's batch count does not divide by world_size, its largest
+                                    // batches are split in two until it does, so every rank gets the same number
+                                    // of batches, ranks stay in step, and every pair appears exactly once.
   int prefetch = 8;                 // batches prepared ahead by the background thread (0: none)
 };
 
 // Where the iterator is: enough to continue exactly. Stored in progress.yml by the trainer.
 struct BatcherState {
   int64_t epoch = 1;          // 1-based, as Marian reports it
-  int64_t batch_in_epoch = 0; // global batches of this epoch already handed out (all ranks)
+  int64_t batch_in_epoch = 0; // global batches of this epoch already handed out (all ranks); the same on every
+                              // rank after the same number of next() calls
 };
 
 class EncodedCorpus;  // corpus_cache.h
@@ -40,6 +45,8 @@ class Batcher {
   void restore(const BatcherState& s); // the next call to next() continues from s
 
   bool epoch_finished() const;  // true right after next() handed out the last batch of an epoch
+  // Global batches (all ranks) in the given epoch; plans the epoch (cheap: a sort of lengths) if needed.
+  int64_t batches_in_epoch(int64_t epoch) const;
 
  private:
   struct Impl;

@@ -1,0 +1,327 @@
+#include "data/batcher.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "data/corpus_cache.h"
+#include "data/rng.h"
+#include "data/vocab.h"
+#include "util/error.h"
+
+namespace lseq::data {
+
+int64_t Batch::src_tokens() const {
+  int64_t n = 0;
+  for (int32_t l : src_lengths) n += l;
+  return n;
+}
+
+int64_t Batch::tgt_tokens() const {
+  int64_t n = 0;
+  for (int32_t l : tgt_lengths) n += l;
+  return n;
+}
+
+namespace {
+
+// One epoch's batches: spans of a sentence order that is shuffled, then sorted by length within windows.
+struct Plan {
+  int64_t epoch = 0;
+  std::vector<uint32_t> order;
+  struct Span {
+    uint64_t start;
+    uint32_t count;
+  };
+  std::vector<Span> batches;  // in hand-out order; the count is a multiple of world_size
+};
+
+struct Item {
+  Batch batch;
+  BatcherState state;
+  bool epoch_end = false;
+  std::exception_ptr error;
+};
+
+}  // namespace
+
+struct Batcher::Impl {
+  std::shared_ptr<const EncodedCorpus> corpus;
+  BatcherOptions options;
+  int src_side = 0, tgt_side = 1;  // a monolingual corpus has only a target side (src_side = -1)
+  int64_t window = 1;              // sentences sorted together
+
+  // Only the producer (the worker thread while it runs, else the caller) touches plan and cursor.
+  mutable Plan plan;
+  BatcherState cursor;  // where the producer continues
+
+  BatcherState state;  // after the last batch handed out
+  bool finished = false;
+
+  std::mutex mutex;
+  std::condition_variable not_full, not_empty;
+  std::deque<Item> queue;
+  bool stop = false;
+  std::thread worker;
+
+  const Plan& plan_for(int64_t epoch) const;
+  void cut_window(Plan& p, uint64_t begin, uint64_t end) const;
+  Item produce();
+  void fill(const Plan::Span& span, Batch& b) const;
+  void start_worker();
+  void stop_worker();
+};
+
+const Plan& Batcher::Impl::plan_for(int64_t epoch) const {
+  if (plan.epoch == epoch && !plan.batches.empty()) return plan;
+  const auto n = static_cast<uint64_t>(corpus->size());
+  Plan p;
+  p.epoch = epoch;
+  p.order.resize(n);
+  for (uint64_t i = 0; i < n; ++i) p.order[i] = static_cast<uint32_t>(i);
+  if (options.shuffle) {
+    SplitMix64 rng(mix_seed(options.seed, static_cast<uint64_t>(epoch), 1));
+    shuffle_in_place(p.order.data(), n, rng);
+  }
+  for (uint64_t begin = 0; begin < n; begin += static_cast<uint64_t>(window))
+    cut_window(p, begin, std::min(n, begin + static_cast<uint64_t>(window)));
+
+  // Split the largest batches until every rank gets the same number (halves of a sorted span stay sorted).
+  const auto world = static_cast<std::size_t>(options.world_size);
+  while (p.batches.size() % world != 0) {
+    std::size_t largest = 0;
+    for (std::size_t i = 1; i < p.batches.size(); ++i)
+      if (p.batches[i].count > p.batches[largest].count) largest = i;
+    const Plan::Span s = p.batches[largest];
+    if (s.count < 2)
+      fail("the corpus has only {} sentence pairs, too few to give each of the {} ranks a batch; use a larger "
+           "corpus or fewer devices", n, world);
+    const uint32_t half = s.count / 2;
+    p.batches[largest].count = half;
+    p.batches.insert(p.batches.begin() + static_cast<std::ptrdiff_t>(largest) + 1,
+                     Plan::Span{s.start + half, s.count - half});
+  }
+  if (options.shuffle) {
+    SplitMix64 rng(mix_seed(options.seed, static_cast<uint64_t>(epoch), 2));
+    shuffle_in_place(p.batches.data(), p.batches.size(), rng);
+  }
+  plan = std::move(p);
+  return plan;
+}
+
+// Sorts order[begin, end) by (target, source) length and cuts it into batches within the token budget.
+void Batcher::Impl::cut_window(Plan& p, uint64_t begin, uint64_t end) const {
+  const uint32_t* src = src_side >= 0 ? corpus->lengths(src_side) : nullptr;
+  const uint32_t* tgt = corpus->lengths(tgt_side);
+  uint32_t* order = p.order.data();
+  if (options.sort_by_length) {
+    // One 64-bit key per sentence: target length, source length, index (ties broken by index: deterministic).
+    std::vector<uint64_t> keys(end - begin);
+    for (uint64_t i = begin; i < end; ++i) {
+      const uint32_t k = order[i];
+      const uint64_t t = std::min<uint32_t>(tgt[k], 0xFFFF), s = src ? std::min<uint32_t>(src[k], 0xFFFF) : 0;
+      keys[i - begin] = (t << 48) | (s << 32) | k;
+    }
+    std::sort(keys.begin(), keys.end());
+    for (uint64_t i = begin; i < end; ++i) order[i] = static_cast<uint32_t>(keys[i - begin]);
+  }
+  const int64_t budget = options.mini_batch_words;
+  uint64_t start = begin;
+  int64_t count = 0, longest = 0;  // padded length of the open batch (bos/eos included, max of both sides)
+  for (uint64_t i = begin; i < end; ++i) {
+    const uint32_t k = order[i];
+    const int64_t len = std::max<int64_t>(src ? src[k] + 1 : 0, tgt[k] + 1);
+    const int64_t new_longest = std::max(longest, len);
+    const bool over = (count + 1) * new_longest > budget || (options.mini_batch > 0 && count + 1 > options.mini_batch);
+    if (count > 0 && over) {
+      p.batches.push_back({start, static_cast<uint32_t>(count)});
+      start = i, count = 0, longest = len;
+    } else {
+      longest = new_longest;
+    }
+    ++count;
+  }
+  if (count > 0) p.batches.push_back({start, static_cast<uint32_t>(count)});
+}
+
+// The hot path: lengths are precomputed, each row is one span copy (memcpy or a widening loop), no per-token work
+// beyond that and no allocation except the batch's own arrays.
+void Batcher::Impl::fill(const Plan::Span& span, Batch& b) const {
+  const uint32_t* idx = plan.order.data() + span.start;
+  const int n = static_cast<int>(span.count);
+  const uint32_t* src_len = src_side >= 0 ? corpus->lengths(src_side) : nullptr;
+  const uint32_t* tgt_len = corpus->lengths(tgt_side);
+  uint32_t max_src = 0, max_tgt = 0;
+  for (int r = 0; r < n; ++r) {
+    if (src_len) max_src = std::max(max_src, src_len[idx[r]]);
+    max_tgt = std::max(max_tgt, tgt_len[idx[r]]);
+  }
+  b.size = n;
+  b.src_len = src_len ? static_cast<int>(max_src) + 1 : 0;
+  b.tgt_len = static_cast<int>(max_tgt) + 1;
+  const std::size_t S = static_cast<std::size_t>(b.src_len), T = static_cast<std::size_t>(b.tgt_len);
+  b.src.assign(n * S, kPadId);
+  b.tgt_in.assign(n * T, kPadId);
+  b.tgt_out.assign(n * T, kPadId);
+  b.src_lengths.resize(src_len ? n : 0);
+  b.tgt_lengths.resize(n);
+  b.line_ids.resize(n);
+  for (int r = 0; r < n; ++r) {
+    const uint32_t k = idx[r];
+    if (src_len) {
+      int32_t* row = b.src.data() + r * S;
+      const uint32_t l = src_len[k];
+      corpus->copy_tokens(src_side, k, row);
+      row[l] = kEosId;
+      b.src_lengths[r] = static_cast<int32_t>(l + 1);
+    }
+    const uint32_t l = tgt_len[k];
+    int32_t* out = b.tgt_out.data() + r * T;
+    int32_t* in = b.tgt_in.data() + r * T;
+    corpus->copy_tokens(tgt_side, k, out);
+    in[0] = kBosId;
+    std::memcpy(in + 1, out, l * sizeof(int32_t));
+    out[l] = kEosId;
+    b.tgt_lengths[r] = static_cast<int32_t>(l + 1);
+    b.line_ids[r] = corpus->line(k);
+  }
+}
+
+Item Batcher::Impl::produce() {
+  const Plan* p = &plan_for(cursor.epoch);
+  auto total = static_cast<int64_t>(p->batches.size());
+  if (cursor.batch_in_epoch >= total) {
+    ++cursor.epoch;
+    cursor.batch_in_epoch = 0;
+    p = &plan_for(cursor.epoch);
+    total = static_cast<int64_t>(p->batches.size());
+  }
+  const int64_t world = options.world_size;
+  const int64_t pos = cursor.batch_in_epoch;
+  const int64_t g = pos + ((options.rank - pos % world) % world + world) % world;  // this rank's next batch
+  Item item;
+  fill(p->batches[static_cast<std::size_t>(g)], item.batch);
+  cursor.batch_in_epoch = std::min(total, (g / world + 1) * world);
+  item.state = cursor;
+  item.epoch_end = cursor.batch_in_epoch >= total;
+  return item;
+}
+
+void Batcher::Impl::start_worker() {
+  stop = false;
+  cursor = state;
+  worker = std::thread([this] {
+    for (;;) {
+      Item item;
+      try {
+        item = produce();
+      } catch (...) {
+        item.error = std::current_exception();
+      }
+      const bool failed = item.error != nullptr;
+      std::unique_lock<std::mutex> lock(mutex);
+      not_full.wait(lock, [&] { return stop || queue.size() < static_cast<std::size_t>(options.prefetch); });
+      if (stop) return;
+      queue.push_back(std::move(item));
+      not_empty.notify_one();
+      if (failed) return;
+    }
+  });
+}
+
+void Batcher::Impl::stop_worker() {
+  if (!worker.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stop = true;
+  }
+  not_full.notify_all();
+  worker.join();
+  queue.clear();
+}
+
+Batcher::Batcher(std::shared_ptr<const EncodedCorpus> corpus, BatcherOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  if (!corpus) fail("the batcher needs a corpus");
+  if (corpus->size() == 0) fail("the training corpus has no sentence pairs left after filtering");
+  if (corpus->size() > static_cast<int64_t>(UINT32_MAX)) fail("the corpus has more than 2^32 pairs; split it");
+  if (corpus->streams() > 2) fail("the batcher takes 1 (monolingual) or 2 (parallel) corpus files");
+  if (options.mini_batch_words <= 0) fail("--mini-batch-words must be positive (got {})", options.mini_batch_words);
+  if (options.mini_batch < 0) fail("--mini-batch must not be negative (got {})", options.mini_batch);
+  if (options.maxi_batch < 1) fail("--maxi-batch must be at least 1 (got {})", options.maxi_batch);
+  if (options.prefetch < 0) fail("the batch prefetch must not be negative (got {})", options.prefetch);
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size)
+    fail("rank {} is outside the world of {} ranks", options.rank, options.world_size);
+  auto& d = *impl_;
+  d.corpus = std::move(corpus);
+  d.options = options;
+  if (d.corpus->streams() == 1) d.src_side = -1, d.tgt_side = 0;
+
+  // Sentences per mini-batch, estimated from the mean padded length, sets the sorting window.
+  const int64_t n = d.corpus->size();
+  const uint32_t* tgt = d.corpus->lengths(d.tgt_side);
+  const uint32_t* src = d.src_side >= 0 ? d.corpus->lengths(d.src_side) : nullptr;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::max<uint32_t>(src ? src[i] + 1 : 0, tgt[i] + 1);
+  int64_t per_batch = std::max<int64_t>(1, static_cast<int64_t>(options.mini_batch_words / (sum / n)));
+  if (options.mini_batch > 0) per_batch = std::min<int64_t>(per_batch, options.mini_batch);
+  d.window = per_batch * options.maxi_batch;
+}
+
+Batcher::~Batcher() { impl_->stop_worker(); }
+
+Batch Batcher::next() {
+  auto& d = *impl_;
+  Item item;
+  if (d.options.prefetch == 0) {
+    d.cursor = d.state;
+    item = d.produce();
+  } else {
+    if (!d.worker.joinable()) d.start_worker();
+    {
+      std::unique_lock<std::mutex> lock(d.mutex);
+      d.not_empty.wait(lock, [&] { return !d.queue.empty(); });
+      item = std::move(d.queue.front());
+      d.queue.pop_front();
+    }
+    d.not_full.notify_one();
+    if (item.error) {
+      d.worker.join();  // it stopped after reporting the error
+      d.queue.clear();
+      std::rethrow_exception(item.error);
+    }
+  }
+  d.state = item.state;
+  d.finished = item.epoch_end;
+  return std::move(item.batch);
+}
+
+BatcherState Batcher::state() const { return impl_->state; }
+
+void Batcher::restore(const BatcherState& s) {
+  if (s.epoch < 1 || s.batch_in_epoch < 0)
+    fail("invalid batcher state (epoch {}, batch {}); the progress file is damaged", s.epoch, s.batch_in_epoch);
+  impl_->stop_worker();
+  impl_->state = s;
+  impl_->finished = false;
+}
+
+bool Batcher::epoch_finished() const { return impl_->finished; }
+
+int64_t Batcher::batches_in_epoch(int64_t epoch) const {
+  auto& d = *impl_;
+  if (d.worker.joinable()) {  // the worker owns the cached plan: plan a copy
+    Impl copy;
+    copy.corpus = d.corpus;
+    copy.options = d.options;
+    copy.src_side = d.src_side, copy.tgt_side = d.tgt_side, copy.window = d.window;
+    return static_cast<int64_t>(copy.plan_for(epoch).batches.size());
+  }
+  return static_cast<int64_t>(d.plan_for(epoch).batches.size());
+}
+
+}  // namespace lseq::data
