@@ -40,6 +40,13 @@ struct LineReader::Source {
         fail("cannot read gzip file '{}': {}; check that it is a complete, valid .gz file", path,
              message ? message : "error");
       }
+      if (got == 0) {  // zlib reports a truncated stream only through gzerror
+        int code = Z_OK;
+        const char* message = gzerror(gz, &code);
+        if (code != Z_OK)
+          fail("gzip file '{}' is truncated or damaged ({}); check that it was copied completely", path,
+               message ? message : "error");
+      }
       return static_cast<std::size_t>(got);
     }
     const std::size_t got = std::fread(out, 1, n, plain);

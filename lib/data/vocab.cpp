@@ -7,7 +7,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <cctype>
 #include <thread>
+#include <unordered_map>
 
 #include <unistd.h>
 
@@ -55,6 +57,26 @@ int64_t sample_lines(const std::vector<std::string>& files, int64_t max_lines, u
     }
   }
   return seen;
+}
+
+// "--key=value --flag key2=value2" -> {key: value, flag: true, key2: value2}
+std::vector<std::pair<std::string, std::string>> parse_extra_options(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    std::size_t j = i;
+    while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) ++j;
+    std::string word = text.substr(i, j - i);
+    i = j;
+    if (word.empty()) continue;
+    while (!word.empty() && word[0] == '-') word.erase(0, 1);
+    const auto eq = word.find('=');
+    if (eq == std::string::npos) out.emplace_back(word, "true");
+    else out.emplace_back(word.substr(0, eq), word.substr(eq + 1));
+    if (out.back().first.empty()) fail("--sentencepiece-options: cannot read '{}'; write --key=value", word);
+  }
+  return out;
 }
 
 void write_atomically(const std::string& path, const std::string& bytes) {
@@ -116,11 +138,23 @@ void Vocab::train(const std::vector<std::string>& corpus_files, const std::strin
   // Huge samples contain stray characters; leaving the rarest 0.05% to <unk> keeps them out of the vocabulary.
   const char* coverage = sample.size() >= 1000000 ? "0.9995" : "1.0";
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  const std::string args = fmt::format(
-      "--model_prefix={}.spm-train --model_type=unigram --vocab_size={} --character_coverage={} "
-      "--hard_vocab_limit=false --pad_id={} --unk_id={} --bos_id={} --eos_id={} --input_sentence_size=0 "
-      "--shuffle_input_sentence=false --num_threads={} --minloglevel=2 {}",
-      path, options.vocab_size, coverage, kPadId, kUnkId, kBosId, kEosId, threads, options.extra_options);
+  // A key=value map rather than an argument string: later --sentencepiece-options then override our defaults, and
+  // the trainer does not echo the command to stderr. minloglevel=1 silences the trainer's progress output.
+  std::unordered_map<std::string, std::string> args = {
+      {"model_type", "unigram"},
+      {"vocab_size", std::to_string(options.vocab_size)},
+      {"character_coverage", coverage},
+      {"hard_vocab_limit", "false"},
+      {"pad_id", std::to_string(kPadId)},
+      {"unk_id", std::to_string(kUnkId)},
+      {"bos_id", std::to_string(kBosId)},
+      {"eos_id", std::to_string(kEosId)},
+      {"input_sentence_size", "0"},
+      {"shuffle_input_sentence", "false"},
+      {"num_threads", std::to_string(threads)},
+      {"minloglevel", "1"},
+  };
+  for (const auto& [key, value] : parse_extra_options(options.extra_options)) args[key] = value;
 
   spdlog::info("vocabulary {}: training a unigram SentencePiece model of at most {} pieces", path,
                options.vocab_size);

@@ -1,0 +1,289 @@
+#include "data/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "data/corpus_cache.h"
+#include "data_test_support.h"
+#include "util/error.h"
+
+namespace lseq::data::test {
+namespace {
+
+// The sample's training corpus encoded once (in memory) with the shared joint vocabulary.
+std::shared_ptr<const EncodedCorpus> sample_corpus() {
+  static std::shared_ptr<const EncodedCorpus> corpus = [] {
+    CorpusOptions o;
+    o.files = {sample("train.de"), sample("train.en")};
+    o.use_cache = false;
+    return EncodedCorpus::open_or_build(o, {&vocabs().joint, &vocabs().joint});
+  }();
+  return corpus;
+}
+
+BatcherOptions small_batches(int prefetch = 0) {
+  BatcherOptions o;
+  o.mini_batch_words = 1000;
+  o.maxi_batch = 20;
+  o.seed = 77;
+  o.prefetch = prefetch;
+  return o;
+}
+
+// All batches of the current epoch until epoch_finished().
+std::vector<Batch> one_epoch(Batcher& b) {
+  std::vector<Batch> batches;
+  do batches.push_back(b.next());
+  while (!b.epoch_finished());
+  return batches;
+}
+
+std::vector<int64_t> lines_of(const std::vector<Batch>& batches) {
+  std::vector<int64_t> lines;
+  for (const auto& b : batches) lines.insert(lines.end(), b.line_ids.begin(), b.line_ids.end());
+  return lines;
+}
+
+void expect_each_pair_once(std::vector<int64_t> lines, const EncodedCorpus& c) {
+  std::vector<int64_t> expected;
+  for (int64_t i = 0; i < c.size(); ++i) expected.push_back(c.line(i));
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, expected);
+}
+
+bool same_batches(const std::vector<Batch>& a, const std::vector<Batch>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].line_ids != b[i].line_ids || a[i].src != b[i].src || a[i].tgt_in != b[i].tgt_in) return false;
+  return true;
+}
+
+TEST(Batcher, EveryPairOncePerEpochAndNoBatchOverBudget) {
+  auto corpus = sample_corpus();
+  for (int prefetch : {0, 3}) {
+    Batcher b(corpus, small_batches(prefetch));
+    for (int epoch = 1; epoch <= 2; ++epoch) {
+      const auto batches = one_epoch(b);
+      EXPECT_EQ(b.state().epoch, epoch);
+      EXPECT_EQ(b.state().batch_in_epoch, static_cast<int64_t>(batches.size()));
+      EXPECT_EQ(b.batches_in_epoch(epoch), static_cast<int64_t>(batches.size()));
+      expect_each_pair_once(lines_of(batches), *corpus);
+      for (const auto& batch : batches) {
+        const int64_t padded = int64_t(batch.size) * std::max(batch.src_len, batch.tgt_len);
+        if (batch.size > 1) EXPECT_LE(padded, 1000);
+      }
+    }
+  }
+}
+
+TEST(Batcher, BatchContentsAreTheEncodedLinesWithBosEosAndPadding) {
+  const auto de = read_lines(sample("train.de")), en = read_lines(sample("train.en"));
+  const Vocab& v = vocabs().joint;
+  Batcher b(sample_corpus(), small_batches());
+  for (int k = 0; k < 20; ++k) {
+    const Batch batch = b.next();
+    ASSERT_EQ(batch.src.size(), std::size_t(batch.size) * batch.src_len);
+    ASSERT_EQ(batch.tgt_in.size(), std::size_t(batch.size) * batch.tgt_len);
+    ASSERT_EQ(batch.tgt_out.size(), batch.tgt_in.size());
+    int max_src = 0, max_tgt = 0;
+    for (int r = 0; r < batch.size; ++r) {
+      const auto line = static_cast<std::size_t>(batch.line_ids[r]);
+      auto src = v.encode(de[line]);
+      auto tgt = v.encode(en[line]);
+      ASSERT_EQ(batch.src_lengths[r], int(src.size()) + 1);
+      ASSERT_EQ(batch.tgt_lengths[r], int(tgt.size()) + 1);
+      max_src = std::max(max_src, batch.src_lengths[r]);
+      max_tgt = std::max(max_tgt, batch.tgt_lengths[r]);
+      src.push_back(kEosId);
+      src.resize(batch.src_len, kPadId);
+      std::vector<int32_t> tgt_in = {kBosId}, tgt_out = tgt;
+      tgt_in.insert(tgt_in.end(), tgt.begin(), tgt.end());
+      tgt_out.push_back(kEosId);
+      tgt_in.resize(batch.tgt_len, kPadId);
+      tgt_out.resize(batch.tgt_len, kPadId);
+      auto row = [&](const std::vector<int32_t>& m, int len) {
+        return std::vector<int32_t>(m.begin() + std::ptrdiff_t(r) * len, m.begin() + std::ptrdiff_t(r + 1) * len);
+      };
+      ASSERT_EQ(row(batch.src, batch.src_len), src);
+      ASSERT_EQ(row(batch.tgt_in, batch.tgt_len), tgt_in);
+      ASSERT_EQ(row(batch.tgt_out, batch.tgt_len), tgt_out);
+    }
+    EXPECT_EQ(batch.src_len, max_src);
+    EXPECT_EQ(batch.tgt_len, max_tgt);
+  }
+}
+
+double padding_ratio(Batcher& b) {
+  int64_t padded = 0, real = 0;
+  for (const auto& batch : one_epoch(b)) {
+    padded += int64_t(batch.size) * (batch.src_len + batch.tgt_len);
+    real += batch.src_tokens() + batch.tgt_tokens();
+  }
+  return double(padded) / double(real);
+}
+
+TEST(Batcher, MaxiBatchSortingKeepsPaddingSmall) {
+  auto o = small_batches();
+  o.mini_batch_words = 2000;
+  o.maxi_batch = 100;
+  Batcher sorted(sample_corpus(), o);
+  o.sort_by_length = false;
+  Batcher unsorted(sample_corpus(), o);
+  const double with = padding_ratio(sorted), without = padding_ratio(unsorted);
+  EXPECT_LT(with, 1.3);
+  EXPECT_GT(without, 1.8);
+}
+
+TEST(Batcher, SameSeedSameBatchesOtherSeedOtherOrder) {
+  auto o = small_batches();
+  Batcher a(sample_corpus(), o), b(sample_corpus(), o);
+  o.prefetch = 5;  // the prefetch thread must not change anything
+  Batcher c(sample_corpus(), o);
+  o.seed = 78;
+  Batcher d(sample_corpus(), o);
+  const auto ea = one_epoch(a), eb = one_epoch(b), ec = one_epoch(c), ed = one_epoch(d);
+  EXPECT_TRUE(same_batches(ea, eb));
+  EXPECT_TRUE(same_batches(ea, ec));
+  EXPECT_FALSE(same_batches(ea, ed));
+  EXPECT_NE(lines_of(ea), lines_of(ed));
+  // The next epoch is ordered differently too.
+  EXPECT_FALSE(same_batches(ea, one_epoch(a)));
+}
+
+TEST(Batcher, WithoutShuffleEveryEpochIsTheSame) {
+  auto o = small_batches();
+  o.shuffle = false;
+  Batcher b(sample_corpus(), o);
+  const auto first = one_epoch(b), second = one_epoch(b);
+  EXPECT_TRUE(same_batches(first, second));
+  // Windows follow corpus order: the first batch comes from the first window.
+  const int64_t window_end = 20 * (1000 / 30) * 2;
+  for (int64_t line : first[0].line_ids) EXPECT_LT(line, window_end);
+}
+
+TEST(Batcher, RestoreContinuesExactlyMidEpochAndAcrossTheEpochBoundary) {
+  for (int prefetch : {0, 4}) {
+    auto o = small_batches(prefetch);
+    Batcher reference(sample_corpus(), o);
+    std::vector<Batch> expected;
+    std::vector<BatcherState> states;
+    const int64_t per_epoch = reference.batches_in_epoch(1);
+    for (int64_t i = 0; i < per_epoch + 15; ++i) {
+      expected.push_back(reference.next());
+      states.push_back(reference.state());
+    }
+    for (int64_t cut : {int64_t(7), per_epoch - 3, per_epoch - 1, per_epoch + 2}) {
+      Batcher resumed(sample_corpus(), o);
+      resumed.next();  // some unrelated progress (and a running prefetch thread) before restore
+      resumed.restore(states[static_cast<std::size_t>(cut)]);
+      for (int64_t i = cut + 1; i < int64_t(expected.size()); ++i) {
+        const Batch got = resumed.next();
+        ASSERT_EQ(got.line_ids, expected[static_cast<std::size_t>(i)].line_ids) << "cut " << cut << " batch " << i;
+        ASSERT_EQ(got.src, expected[static_cast<std::size_t>(i)].src);
+        ASSERT_EQ(resumed.state().epoch, states[static_cast<std::size_t>(i)].epoch);
+        ASSERT_EQ(resumed.state().batch_in_epoch, states[static_cast<std::size_t>(i)].batch_in_epoch);
+      }
+    }
+  }
+}
+
+TEST(Batcher, RanksAreDisjointCompleteAndInStep) {
+  auto corpus = sample_corpus();
+  for (int world : {2, 3}) {
+    std::vector<int64_t> all_lines;
+    std::vector<std::vector<BatcherState>> states(world);
+    std::size_t batches_per_rank = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      auto o = small_batches(rank % 2 ? 2 : 0);
+      o.world_size = world;
+      o.rank = rank;
+      Batcher b(corpus, o);
+      const auto batches = one_epoch(b);
+      if (rank == 0) batches_per_rank = batches.size();
+      EXPECT_EQ(batches.size(), batches_per_rank) << "world " << world;
+      for (const auto& batch : batches) EXPECT_GT(batch.size, 0);
+      const auto lines = lines_of(batches);
+      all_lines.insert(all_lines.end(), lines.begin(), lines.end());
+      EXPECT_EQ(b.state().batch_in_epoch, b.batches_in_epoch(1));
+      EXPECT_EQ(b.batches_in_epoch(1) % world, 0);
+    }
+    expect_each_pair_once(all_lines, *corpus);
+  }
+}
+
+TEST(Batcher, MiniBatchLimitsSentences) {
+  auto o = small_batches();
+  o.mini_batch = 7;
+  Batcher b(sample_corpus(), o);
+  const auto batches = one_epoch(b);
+  for (const auto& batch : batches) EXPECT_LE(batch.size, 7);
+  expect_each_pair_once(lines_of(batches), *sample_corpus());
+}
+
+TEST(Batcher, OverlongSentenceFormsItsOwnBatch) {
+  auto o = small_batches();
+  o.mini_batch_words = 20;  // shorter than many sample sentences
+  Batcher b(sample_corpus(), o);
+  const auto batches = one_epoch(b);
+  int singles = 0;
+  for (const auto& batch : batches) {
+    if (batch.size == 1 && std::max(batch.src_len, batch.tgt_len) > 20) ++singles;
+    if (batch.size > 1) EXPECT_LE(int64_t(batch.size) * std::max(batch.src_len, batch.tgt_len), 20);
+  }
+  EXPECT_GT(singles, 0);
+  expect_each_pair_once(lines_of(batches), *sample_corpus());
+}
+
+TEST(Batcher, MonolingualBatchesHaveOnlyATargetSide) {
+  CorpusOptions co;
+  co.files = {sample("valid.en")};
+  co.use_cache = false;
+  auto corpus = EncodedCorpus::open_or_build(co, {&vocabs().joint});
+  Batcher b(corpus, small_batches(2));
+  const auto batches = one_epoch(b);
+  expect_each_pair_once(lines_of(batches), *corpus);
+  for (const auto& batch : batches) {
+    EXPECT_EQ(batch.src_len, 0);
+    EXPECT_TRUE(batch.src.empty());
+    EXPECT_EQ(batch.tgt_in[0], kBosId);
+  }
+}
+
+TEST(Batcher, ErrorsInThePrefetchThreadReachNext) {
+  TempDir d;
+  write_file(d.file("a"), "eins\nzwei\n");
+  write_file(d.file("b"), "one\ntwo\n");
+  CorpusOptions co;
+  co.files = {d.file("a"), d.file("b")};
+  co.use_cache = false;
+  auto corpus = EncodedCorpus::open_or_build(co, {&vocabs().joint, &vocabs().joint});
+  auto o = small_batches(4);
+  o.world_size = 3;  // two pairs cannot feed three ranks
+  Batcher b(corpus, o);
+  EXPECT_THROW(b.next(), Error);
+  EXPECT_THROW(b.next(), Error);
+}
+
+TEST(Batcher, DestructionWithAFullQueueDoesNotHang) {
+  for (int i = 0; i < 5; ++i) {
+    Batcher b(sample_corpus(), small_batches(2));
+    b.next();
+  }
+  SUCCEED();
+}
+
+TEST(Batcher, BadOptionsAreErrors) {
+  auto o = small_batches();
+  o.mini_batch_words = 0;
+  EXPECT_THROW(Batcher(sample_corpus(), o), Error);
+  o = small_batches();
+  o.rank = 2;
+  o.world_size = 2;
+  EXPECT_THROW(Batcher(sample_corpus(), o), Error);
+}
+
+}  // namespace
+}  // namespace lseq::data::test

@@ -1,0 +1,81 @@
+#pragma once
+// Shared helpers of the data tests: a temporary directory, small files, and tiny vocabularies trained once per
+// test binary on the sample corpus (training is the slow part, so every suite reuses them).
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/vocab.h"
+
+namespace lseq::data::test {
+
+inline std::string sample(const std::string& name) { return std::string(LSEQ_SAMPLE_DIR) + "/" + name; }
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "lseq-data-test-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline void write_file(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+}
+
+inline void write_gzip(const std::string& path, const std::string& content) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, content.data(), static_cast<unsigned>(content.size()));
+  gzclose(f);
+}
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+inline std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Joint vocabulary (500 pieces) trained once on the sample's train.de + train.en, and a second, different one
+// (300 pieces, German only) for tests that need another vocabulary.
+struct SharedVocabs {
+  TempDir dir;
+  std::string joint_path = dir.file("joint.spm");
+  std::string other_path = dir.file("other.spm");
+  Vocab joint, other;
+  SharedVocabs() : joint(make(joint_path, {sample("train.de"), sample("train.en")}, 500)),
+                   other(make(other_path, {sample("train.de")}, 300)) {}
+  static Vocab make(const std::string& path, const std::vector<std::string>& files, int size) {
+    VocabTrainOptions o;
+    o.vocab_size = size;
+    Vocab::train(files, path, o);
+    return Vocab::load(path);
+  }
+};
+
+inline const SharedVocabs& vocabs() {
+  static SharedVocabs v;
+  return v;
+}
+
+}  // namespace lseq::data::test
