@@ -145,7 +145,12 @@ void cache_key(const CorpusOptions& options, const std::vector<const Vocab*>& vo
 
 std::string hex8(uint64_t v) { return fmt::format("{:08x}", static_cast<uint32_t>(v ^ (v >> 32))); }
 
-bool directory_writable(const fs::path& dir) { return ::access(dir.c_str(), W_OK | X_OK) == 0; }
+// A directory without any write permission bit counts as read-only even for root (who could write anyway):
+// shared corpus directories are often marked that way on purpose.
+bool directory_writable(const fs::path& dir) {
+  struct stat st {};
+  return ::stat(dir.c_str(), &st) == 0 && (st.st_mode & 0222) != 0 && ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
 
 // Where the bytes of a cache (or an in-memory corpus) go while it is built.
 class Sink {

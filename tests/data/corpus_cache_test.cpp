@@ -192,6 +192,20 @@ TEST(CorpusCache, CacheDirectoryAndInMemoryCorpora) {
   expect_matches_text(*m, {corpus.de_lines, corpus.en_lines}, joint2());
 }
 
+TEST(CorpusCache, ReadOnlyCorpusDirectoryFallsBackToTheTempDirectory) {
+  SmallCorpus corpus(40);
+  fs::permissions(corpus.dir.path(), fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  auto c = EncodedCorpus::open_or_build(corpus.options(), joint2());
+  fs::permissions(corpus.dir.path(), fs::perms::owner_write, fs::perm_options::add);
+  EXPECT_FALSE(fs::exists(corpus.dir.file("c.de+c.en.lseq-cache")));
+  EXPECT_EQ(fs::path(c->cache_path()).parent_path(), fs::temp_directory_path() / "lseq-cache");
+  auto again = EncodedCorpus::open_or_build(corpus.options(), joint2());
+  EXPECT_TRUE(again->from_cache());
+  EXPECT_EQ(again->cache_path(), c->cache_path());
+  fs::remove(c->cache_path());
+}
+
 TEST(CorpusCache, MonolingualCorpus) {
   SmallCorpus corpus(80);
   CorpusOptions o;
