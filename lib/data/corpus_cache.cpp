@@ -412,6 +412,8 @@ std::shared_ptr<const EncodedCorpus> EncodedCorpus::open_or_build(const CorpusOp
   if (vocabs.size() != options.files.size())
     fail("{} corpus files but {} vocabularies; give one vocabulary per file (--vocabs)", options.files.size(),
          vocabs.size());
+  for (const Vocab* v : vocabs)
+    if (!v) fail("a vocabulary for the corpus is missing; give one per corpus file (--vocabs)");
   if (options.max_length < 0) fail("--max-length must not be negative (got {})", options.max_length);
   for (const auto& f : options.files) LineReader probe(f);  // names a missing file before anything else
 
