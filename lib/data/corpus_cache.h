@@ -26,6 +26,8 @@ struct CorpusOptions {
   std::string cache_dir; // where the cache goes; empty: beside the first corpus file (or the temp dir when that
                          // directory is not writable)
   int threads = 0;       // encoding threads; 0: all cores
+  int token_bytes = 0;   // stored token width: 0 picks the smallest that fits the vocabularies (2 below 65536
+                         // pieces, else 4); 4 forces int32 (to test that path)
 };
 
 class EncodedCorpus {

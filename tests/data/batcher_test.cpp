@@ -73,7 +73,9 @@ TEST(Batcher, EveryPairOncePerEpochAndNoBatchOverBudget) {
       expect_each_pair_once(lines_of(batches), *corpus);
       for (const auto& batch : batches) {
         const int64_t padded = int64_t(batch.size) * std::max(batch.src_len, batch.tgt_len);
-        if (batch.size > 1) EXPECT_LE(padded, 1000);
+        if (batch.size > 1) {
+          EXPECT_LE(padded, 1000);
+        }
       }
     }
   }
@@ -249,7 +251,9 @@ TEST(Batcher, OverlongSentenceFormsItsOwnBatch) {
   int singles = 0;
   for (const auto& batch : batches) {
     if (batch.size == 1 && std::max(batch.src_len, batch.tgt_len) > 20) ++singles;
-    if (batch.size > 1) EXPECT_LE(int64_t(batch.size) * std::max(batch.src_len, batch.tgt_len), 20);
+    if (batch.size > 1) {
+      EXPECT_LE(int64_t(batch.size) * std::max(batch.src_len, batch.tgt_len), 20);
+    }
   }
   EXPECT_GT(singles, 0);
   expect_each_pair_once(lines_of(batches), *sample_corpus());

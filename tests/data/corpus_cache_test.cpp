@@ -206,6 +206,21 @@ TEST(CorpusCache, ReadOnlyCorpusDirectoryFallsBackToTheTempDirectory) {
   fs::remove(c->cache_path());
 }
 
+TEST(CorpusCache, Int32TokensReadBackLikeUint16Tokens) {
+  SmallCorpus corpus(300);
+  auto narrow = EncodedCorpus::open_or_build(corpus.options(), joint2());
+  auto o = corpus.options();
+  o.token_bytes = 4;
+  auto wide = EncodedCorpus::open_or_build(o, joint2());
+  EXPECT_FALSE(wide->from_cache());  // a different width is a different cache
+  EXPECT_EQ(narrow->token_bytes(), 2);
+  EXPECT_EQ(wide->token_bytes(), 4);
+  ASSERT_EQ(wide->size(), narrow->size());
+  for (int64_t i = 0; i < wide->size(); ++i)
+    for (int s = 0; s < 2; ++s) ASSERT_EQ(wide->tokens(s, i), narrow->tokens(s, i));
+  EXPECT_TRUE(EncodedCorpus::open_or_build(o, joint2())->from_cache());
+}
+
 TEST(CorpusCache, MonolingualCorpus) {
   SmallCorpus corpus(80);
   CorpusOptions o;
