@@ -4,7 +4,11 @@
 #include <sys/stat.h>
 #include <utime.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
+#include <sstream>
 
 #include "data_test_support.h"
 #include "util/error.h"
@@ -157,6 +161,44 @@ TEST(CorpusCache, EmptySidesAreSkippedAndTheRestKeepTheirLineNumbers) {
   EXPECT_EQ(c->skipped_empty(), 3);  // two empty lines and one line of spaces only
   EXPECT_EQ(c->lines_read(), 5);
   EXPECT_TRUE(EncodedCorpus::open_or_build(o, joint2())->skipped_empty() == 3);
+}
+
+// Captures what the default spdlog logger prints while alive.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_));
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(CorpusCache, SkippedPairsAndRebuildsAreLoggedOnce) {
+  TempDir d;
+  write_file(d.file("a"), "Hallo Welt\n\nDas Haus\n\n");
+  write_file(d.file("b"), "Hello world\nnothing\nThe house\n\n");
+  CorpusOptions o;
+  o.files = {d.file("a"), d.file("b")};
+  {
+    CapturedLog log;
+    EncodedCorpus::open_or_build(o, joint2());
+    EXPECT_EQ(count_of(log.text(), "skipped 2 pairs with an empty side"), 1u) << log.text();
+  }
+  write_file(d.file("b"), "Hello world\nnothing\nThe home\n\n");
+  CapturedLog log;
+  EXPECT_FALSE(EncodedCorpus::open_or_build(o, joint2())->from_cache());
+  EXPECT_EQ(count_of(log.text(), "rebuilding"), 1u) << log.text();
 }
 
 TEST(CorpusCache, GzipCorpusEncodesLikeThePlainOne) {
