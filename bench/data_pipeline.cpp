@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <thread>
 
@@ -24,15 +25,24 @@ using Clock = std::chrono::steady_clock;
 
 static double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// CPU seconds of the whole process (all threads): on a shared machine, tokens per CPU second is the honest
+// "per core" figure, wall time also counts the time other processes held the cores.
+static double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 struct EpochStats {
   int64_t batches = 0, sentences = 0, real = 0, padded = 0;
-  double seconds = 0;
+  double seconds = 0, cpu_seconds = 0;
 };
 
 // Pulls batches until `min_seconds` passed and at least one epoch is done.
 static EpochStats drain(Batcher& batcher, double min_seconds) {
   EpochStats s;
   const auto start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
   for (;;) {
     const Batch b = batcher.next();
     ++s.batches;
@@ -41,6 +51,7 @@ static EpochStats drain(Batcher& batcher, double min_seconds) {
     s.padded += int64_t(b.size) * (b.src_len + b.tgt_len);
     if (batcher.epoch_finished() && (s.seconds = seconds_since(start)) >= min_seconds) break;
   }
+  s.cpu_seconds = process_cpu_seconds() - cpu_start;
   return s;
 }
 
@@ -84,15 +95,17 @@ int main(int argc, char** argv) {
     co.cache_dir = cache_dir;
     co.threads = threads;
     auto start = Clock::now();
+    double cpu_start = process_cpu_seconds();
     auto encoded = EncodedCorpus::open_or_build(co, {&vocab, &vocab});
-    const double build_s = seconds_since(start);
+    const double build_s = seconds_since(start), build_cpu_s = process_cpu_seconds() - cpu_start;
     const int64_t tokens = encoded->total_tokens(0) + encoded->total_tokens(1);
     fmt::print("corpus: {} pairs kept of {} lines, {} tokens ({} bytes/token), cache {}\n", encoded->size(),
                encoded->lines_read(), tokens, encoded->token_bytes(), encoded->cache_path());
-    fmt::print("{}: {:.2f} s, {:.0f} pairs/s, {:.2f} M tokens/s ({} encoding threads)\n",
+    fmt::print("{}: {:.2f} s, {:.0f} pairs/s, {:.2f} M tokens/s wall ({} encoding threads); {:.0f} pairs per CPU "
+               "second\n",
                encoded->from_cache() ? "cache read (existing)" : "first-time encoding", build_s,
                encoded->lines_read() / build_s, tokens / build_s / 1e6,
-               threads > 0 ? threads : int(std::thread::hardware_concurrency()));
+               threads > 0 ? threads : int(std::thread::hardware_concurrency()), encoded->lines_read() / build_cpu_s);
     encoded.reset();
     start = Clock::now();
     encoded = EncodedCorpus::open_or_build(co, {&vocab, &vocab});
@@ -108,10 +121,11 @@ int main(int argc, char** argv) {
       const int64_t planned = batcher.batches_in_epoch(1);
       const double plan_s = seconds_since(start);
       const EpochStats s = drain(batcher, min_seconds);
-      fmt::print("batcher prefetch={}: {} batches ({:.1f} sentences/batch), {:.1f} M real tokens/s, {:.1f} M padded "
-                 "tokens/s, {:.0f} batches/s; planning an epoch {:.3f} s ({} batches)\n",
-                 prefetch, s.batches, double(s.sentences) / s.batches, s.real / s.seconds / 1e6,
-                 s.padded / s.seconds / 1e6, s.batches / s.seconds, plan_s, planned);
+      fmt::print("batcher prefetch={}: {} batches ({:.1f} sentences/batch) in {:.2f} s: {:.1f} M real tokens/s "
+                 "({:.1f} M padded tokens/s, {:.0f} batches/s) wall; {:.1f} M real tokens per CPU second (all "
+                 "threads); planning an epoch {:.3f} s ({} batches)\n",
+                 prefetch, s.batches, double(s.sentences) / s.batches, s.seconds, s.real / s.seconds / 1e6,
+                 s.padded / s.seconds / 1e6, s.batches / s.seconds, s.real / s.cpu_seconds / 1e6, plan_s, planned);
       if (prefetch == 0) fmt::print("padding ratio (padded / real tokens, both sides): {:.3f}\n", double(s.padded) / s.real);
     }
     bo.prefetch = 0;

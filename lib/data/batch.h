@@ -3,6 +3,7 @@
 //   src     [size x src_len]  source ids + eos
 //   tgt_in  [size x tgt_len]  bos + target ids     (decoder input)
 //   tgt_out [size x tgt_len]  target ids + eos     (what the decoder must predict)
+// A monolingual corpus (decoder-only models) fills only the target side: src and src_lengths are empty, src_len 0.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

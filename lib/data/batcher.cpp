@@ -119,15 +119,25 @@ void Batcher::Impl::cut_window(Plan& p, uint64_t begin, uint64_t end) const {
   const uint32_t* tgt = corpus->lengths(tgt_side);
   uint32_t* order = p.order.data();
   if (options.sort_by_length) {
-    // One 64-bit key per sentence: target length, source length, index (ties broken by index: deterministic).
-    std::vector<uint64_t> keys(end - begin);
-    for (uint64_t i = begin; i < end; ++i) {
-      const uint32_t k = order[i];
-      const uint64_t t = std::min<uint32_t>(tgt[k], 0xFFFF), s = src ? std::min<uint32_t>(src[k], 0xFFFF) : 0;
-      keys[i - begin] = (t << 48) | (s << 32) | k;
+    // Stable counting sorts by source length, then by target length: O(n) for the small integer keys, and ties
+    // keep the (seeded) shuffled order, so the result is deterministic.
+    const std::size_t n = end - begin;
+    std::vector<uint32_t> buffer(n), count;
+    auto pass = [&](const uint32_t* len, const uint32_t* from, uint32_t* to) {
+      uint32_t longest = 0;
+      for (std::size_t i = 0; i < n; ++i) longest = std::max(longest, std::min<uint32_t>(len[from[i]], 0xFFFF));
+      count.assign(longest + 2, 0);
+      for (std::size_t i = 0; i < n; ++i) ++count[std::min<uint32_t>(len[from[i]], 0xFFFF) + 1];
+      for (std::size_t l = 1; l < count.size(); ++l) count[l] += count[l - 1];
+      for (std::size_t i = 0; i < n; ++i) to[count[std::min<uint32_t>(len[from[i]], 0xFFFF)]++] = from[i];
+    };
+    if (src) {
+      pass(src, order + begin, buffer.data());
+      pass(tgt, buffer.data(), order + begin);
+    } else {
+      pass(tgt, order + begin, buffer.data());
+      std::copy(buffer.begin(), buffer.end(), order + begin);
     }
-    std::sort(keys.begin(), keys.end());
-    for (uint64_t i = begin; i < end; ++i) order[i] = static_cast<uint32_t>(keys[i - begin]);
   }
   const int64_t budget = options.mini_batch_words;
   uint64_t start = begin;
@@ -159,6 +169,7 @@ void Batcher::Impl::fill(const Plan::Span& span, Batch& b) const {
   for (int r = 0; r < n; ++r) {
     if (src_len) max_src = std::max(max_src, src_len[idx[r]]);
     max_tgt = std::max(max_tgt, tgt_len[idx[r]]);
+    corpus->prefetch_meta(idx[r]);
   }
   b.size = n;
   b.src_len = src_len ? static_cast<int>(max_src) + 1 : 0;
@@ -170,8 +181,11 @@ void Batcher::Impl::fill(const Plan::Span& span, Batch& b) const {
   b.src_lengths.resize(src_len ? n : 0);
   b.tgt_lengths.resize(n);
   b.line_ids.resize(n);
+  constexpr int kAhead = 8;  // rows whose tokens are requested before they are copied (hides memory latency)
+  for (int r = 0; r < std::min(n, kAhead); ++r) corpus->prefetch_tokens(idx[r]);
   for (int r = 0; r < n; ++r) {
     const uint32_t k = idx[r];
+    if (r + kAhead < n) corpus->prefetch_tokens(idx[r + kAhead]);
     if (src_len) {
       int32_t* row = b.src.data() + r * S;
       const uint32_t l = src_len[k];

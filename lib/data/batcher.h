@@ -34,6 +34,7 @@ struct BatcherState {
 
 class EncodedCorpus;  // corpus_cache.h
 
+// Not thread-safe: one thread calls next()/state()/restore(); the prefetch thread is internal.
 class Batcher {
  public:
   Batcher(std::shared_ptr<const EncodedCorpus> corpus, BatcherOptions options);

@@ -140,12 +140,18 @@ void cache_key(const CorpusOptions& options, const std::vector<const Vocab*>& vo
   for (const Vocab* v : vocabs) h.text(v->serialized());
   h.u64(static_cast<uint64_t>(options.max_length));
   h.u64(options.crop ? 1 : 0);
+  h.u64(static_cast<uint64_t>(options.token_bytes));
   h.digest(key);
 }
 
 std::string hex8(uint64_t v) { return fmt::format("{:08x}", static_cast<uint32_t>(v ^ (v >> 32))); }
 
-bool directory_writable(const fs::path& dir) { return ::access(dir.c_str(), W_OK | X_OK) == 0; }
+// A directory without any write permission bit counts as read-only even for root (who could write anyway):
+// shared corpus directories are often marked that way on purpose.
+bool directory_writable(const fs::path& dir) {
+  struct stat st {};
+  return ::stat(dir.c_str(), &st) == 0 && (st.st_mode & 0222) != 0 && ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
 
 // Where the bytes of a cache (or an in-memory corpus) go while it is built.
 class Sink {
@@ -226,6 +232,7 @@ Header encode_corpus(const CorpusOptions& options, const std::vector<const Vocab
   h.token_bytes = 2;
   for (const Vocab* v : vocabs)
     if (v->size() > 65536) h.token_bytes = 4;
+  if (options.token_bytes == 4) h.token_bytes = 4;
   sink.pad_to(kHeaderBytes);  // the header is written last
 
   std::vector<std::vector<uint32_t>> lengths(streams);
@@ -407,6 +414,10 @@ std::shared_ptr<const EncodedCorpus> EncodedCorpus::open_or_build(const CorpusOp
   if (vocabs.size() != options.files.size())
     fail("{} corpus files but {} vocabularies; give one vocabulary per file (--vocabs)", options.files.size(),
          vocabs.size());
+  for (const Vocab* v : vocabs)
+    if (!v) fail("a vocabulary for the corpus is missing; give one per corpus file (--vocabs)");
+  if (options.token_bytes != 0 && options.token_bytes != 2 && options.token_bytes != 4)
+    fail("the corpus token width must be 0 (automatic), 2 or 4 bytes (got {})", options.token_bytes);
   if (options.max_length < 0) fail("--max-length must not be negative (got {})", options.max_length);
   for (const auto& f : options.files) LineReader probe(f);  // names a missing file before anything else
 

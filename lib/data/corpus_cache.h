@@ -26,6 +26,8 @@ struct CorpusOptions {
   std::string cache_dir; // where the cache goes; empty: beside the first corpus file (or the temp dir when that
                          // directory is not writable)
   int threads = 0;       // encoding threads; 0: all cores
+  int token_bytes = 0;   // stored token width: 0 picks the smallest that fits the vocabularies (2 below 65536
+                         // pieces, else 4); 4 forces int32 (to test that path)
 };
 
 class EncodedCorpus {
@@ -56,6 +58,17 @@ class EncodedCorpus {
     }
   }
   std::vector<int32_t> tokens(int side, int64_t pair) const;
+  // Cache hints for the batcher, which reads pairs in random order: first the offset and line number, then (once
+  // the offset is cached) the tokens of all sides.
+  void prefetch_meta(int64_t pair) const {
+    __builtin_prefetch(offsets_ + pair);
+    __builtin_prefetch(lines_ + pair);
+  }
+  void prefetch_tokens(int64_t pair) const {
+    const unsigned char* p = tokens_ + static_cast<std::size_t>(offsets_[pair]) * token_bytes_;
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+  }
   int64_t total_tokens(int side) const { return side_tokens_[side]; }
   int token_bytes() const { return token_bytes_; }  // 2 or 4 bytes per stored token
 

@@ -6,15 +6,14 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <cctype>
 #include <thread>
 #include <unordered_map>
 
-#include <unistd.h>
 
 #include "data/corpus_reader.h"
 #include "data/rng.h"
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace lseq::data {
@@ -77,26 +76,6 @@ std::vector<std::pair<std::string, std::string>> parse_extra_options(const std::
     if (out.back().first.empty()) fail("--sentencepiece-options: cannot read '{}'; write --key=value", word);
   }
   return out;
-}
-
-void write_atomically(const std::string& path, const std::string& bytes) {
-  const fs::path target(path);
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  const fs::path temp = dir / (target.filename().string() + ".tmp." + std::to_string(::getpid()));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("cannot write the vocabulary '{}': the directory '{}' is not writable", path, dir.string());
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) fail("cannot write the vocabulary '{}' (disk full?)", path);
-  }
-  fs::rename(temp, target, ec);
-  if (ec) {
-    fs::remove(temp, ec);
-    fail("cannot move the new vocabulary into place at '{}'", path);
-  }
 }
 
 }  // namespace
@@ -165,7 +144,12 @@ void Vocab::train(const std::vector<std::string>& corpus_files, const std::strin
   if (!status.ok())
     fail("training the vocabulary '{}' failed: {}; check --sentencepiece-options and --dim-vocabs", path,
          status.ToString());
-  write_atomically(path, model);
+  {
+    std::error_code ec;
+    const fs::path parent = fs::path(path).parent_path();
+    if (!parent.empty()) fs::create_directories(parent, ec);
+  }
+  write_file_atomic(path, model);
   const Vocab trained = load(path);
   spdlog::info("vocabulary {}: trained {} pieces in {:.1f} s", path, trained.size(),
                std::chrono::duration<double>(clock::now() - start).count());

@@ -73,7 +73,9 @@ TEST(Batcher, EveryPairOncePerEpochAndNoBatchOverBudget) {
       expect_each_pair_once(lines_of(batches), *corpus);
       for (const auto& batch : batches) {
         const int64_t padded = int64_t(batch.size) * std::max(batch.src_len, batch.tgt_len);
-        if (batch.size > 1) EXPECT_LE(padded, 1000);
+        if (batch.size > 1) {
+          EXPECT_LE(padded, 1000);
+        }
       }
     }
   }
@@ -194,24 +196,42 @@ TEST(Batcher, RanksAreDisjointCompleteAndInStep) {
   auto corpus = sample_corpus();
   for (int world : {2, 3}) {
     std::vector<int64_t> all_lines;
-    std::vector<std::vector<BatcherState>> states(world);
-    std::size_t batches_per_rank = 0;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> states(world);  // (epoch, batch_in_epoch) per step
     for (int rank = 0; rank < world; ++rank) {
       auto o = small_batches(rank % 2 ? 2 : 0);
       o.world_size = world;
       o.rank = rank;
       Batcher b(corpus, o);
-      const auto batches = one_epoch(b);
-      if (rank == 0) batches_per_rank = batches.size();
-      EXPECT_EQ(batches.size(), batches_per_rank) << "world " << world;
+      std::vector<Batch> batches;
+      do {
+        batches.push_back(b.next());
+        states[rank].emplace_back(b.state().epoch, b.state().batch_in_epoch);
+      } while (!b.epoch_finished());
       for (const auto& batch : batches) EXPECT_GT(batch.size, 0);
       const auto lines = lines_of(batches);
       all_lines.insert(all_lines.end(), lines.begin(), lines.end());
-      EXPECT_EQ(b.state().batch_in_epoch, b.batches_in_epoch(1));
       EXPECT_EQ(b.batches_in_epoch(1) % world, 0);
+      EXPECT_EQ(int64_t(batches.size()), b.batches_in_epoch(1) / world);
     }
+    for (int rank = 1; rank < world; ++rank) EXPECT_EQ(states[rank], states[0]) << "world " << world;
     expect_each_pair_once(all_lines, *corpus);
   }
+}
+
+TEST(Batcher, RestoreOnAnotherRankContinuesThatRanksShare) {
+  auto o = small_batches(3);
+  o.world_size = 2;
+  o.rank = 1;
+  Batcher reference(sample_corpus(), o);
+  std::vector<Batch> expected;
+  BatcherState saved;
+  for (int i = 0; i < 30; ++i) {
+    expected.push_back(reference.next());
+    if (i == 11) saved = reference.state();
+  }
+  Batcher resumed(sample_corpus(), o);
+  resumed.restore(saved);
+  for (int i = 12; i < 30; ++i) ASSERT_EQ(resumed.next().line_ids, expected[static_cast<std::size_t>(i)].line_ids);
 }
 
 TEST(Batcher, MiniBatchLimitsSentences) {
@@ -231,7 +251,9 @@ TEST(Batcher, OverlongSentenceFormsItsOwnBatch) {
   int singles = 0;
   for (const auto& batch : batches) {
     if (batch.size == 1 && std::max(batch.src_len, batch.tgt_len) > 20) ++singles;
-    if (batch.size > 1) EXPECT_LE(int64_t(batch.size) * std::max(batch.src_len, batch.tgt_len), 20);
+    if (batch.size > 1) {
+      EXPECT_LE(int64_t(batch.size) * std::max(batch.src_len, batch.tgt_len), 20);
+    }
   }
   EXPECT_GT(singles, 0);
   expect_each_pair_once(lines_of(batches), *sample_corpus());

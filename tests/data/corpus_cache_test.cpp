@@ -4,7 +4,11 @@
 #include <sys/stat.h>
 #include <utime.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
+#include <sstream>
 
 #include "data_test_support.h"
 #include "util/error.h"
@@ -159,6 +163,44 @@ TEST(CorpusCache, EmptySidesAreSkippedAndTheRestKeepTheirLineNumbers) {
   EXPECT_TRUE(EncodedCorpus::open_or_build(o, joint2())->skipped_empty() == 3);
 }
 
+// Captures what the default spdlog logger prints while alive.
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_));
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(CorpusCache, SkippedPairsAndRebuildsAreLoggedOnce) {
+  TempDir d;
+  write_file(d.file("a"), "Hallo Welt\n\nDas Haus\n\n");
+  write_file(d.file("b"), "Hello world\nnothing\nThe house\n\n");
+  CorpusOptions o;
+  o.files = {d.file("a"), d.file("b")};
+  {
+    CapturedLog log;
+    EncodedCorpus::open_or_build(o, joint2());
+    EXPECT_EQ(count_of(log.text(), "skipped 2 pairs with an empty side"), 1u) << log.text();
+  }
+  write_file(d.file("b"), "Hello world\nnothing\nThe home\n\n");
+  CapturedLog log;
+  EXPECT_FALSE(EncodedCorpus::open_or_build(o, joint2())->from_cache());
+  EXPECT_EQ(count_of(log.text(), "rebuilding"), 1u) << log.text();
+}
+
 TEST(CorpusCache, GzipCorpusEncodesLikeThePlainOne) {
   SmallCorpus corpus(300);
   write_gzip(corpus.dir.file("z.de.gz"), read_file(corpus.de));
@@ -190,6 +232,35 @@ TEST(CorpusCache, CacheDirectoryAndInMemoryCorpora) {
   EXPECT_TRUE(m->cache_path().empty());
   EXPECT_FALSE(fs::exists(corpus.dir.file("c.de+c.en.lseq-cache")));
   expect_matches_text(*m, {corpus.de_lines, corpus.en_lines}, joint2());
+}
+
+TEST(CorpusCache, ReadOnlyCorpusDirectoryFallsBackToTheTempDirectory) {
+  SmallCorpus corpus(40);
+  fs::permissions(corpus.dir.path(), fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                  fs::perm_options::remove);
+  auto c = EncodedCorpus::open_or_build(corpus.options(), joint2());
+  fs::permissions(corpus.dir.path(), fs::perms::owner_write, fs::perm_options::add);
+  EXPECT_FALSE(fs::exists(corpus.dir.file("c.de+c.en.lseq-cache")));
+  EXPECT_EQ(fs::path(c->cache_path()).parent_path(), fs::temp_directory_path() / "lseq-cache");
+  auto again = EncodedCorpus::open_or_build(corpus.options(), joint2());
+  EXPECT_TRUE(again->from_cache());
+  EXPECT_EQ(again->cache_path(), c->cache_path());
+  fs::remove(c->cache_path());
+}
+
+TEST(CorpusCache, Int32TokensReadBackLikeUint16Tokens) {
+  SmallCorpus corpus(300);
+  auto narrow = EncodedCorpus::open_or_build(corpus.options(), joint2());
+  auto o = corpus.options();
+  o.token_bytes = 4;
+  auto wide = EncodedCorpus::open_or_build(o, joint2());
+  EXPECT_FALSE(wide->from_cache());  // a different width is a different cache
+  EXPECT_EQ(narrow->token_bytes(), 2);
+  EXPECT_EQ(wide->token_bytes(), 4);
+  ASSERT_EQ(wide->size(), narrow->size());
+  for (int64_t i = 0; i < wide->size(); ++i)
+    for (int s = 0; s < 2; ++s) ASSERT_EQ(wide->tokens(s, i), narrow->tokens(s, i));
+  EXPECT_TRUE(EncodedCorpus::open_or_build(o, joint2())->from_cache());
 }
 
 TEST(CorpusCache, MonolingualCorpus) {

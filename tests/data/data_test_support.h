@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -56,21 +57,34 @@ inline std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-// Joint vocabulary (500 pieces) trained once on the sample's train.de + train.en, and a second, different one
-// (300 pieces, German only) for tests that need another vocabulary.
-struct SharedVocabs {
-  TempDir dir;
-  std::string joint_path = dir.file("joint.spm");
-  std::string other_path = dir.file("other.spm");
-  Vocab joint, other;
-  SharedVocabs() : joint(make(joint_path, {sample("train.de"), sample("train.en")}, 500)),
-                   other(make(other_path, {sample("train.de")}, 300)) {}
-  static Vocab make(const std::string& path, const std::vector<std::string>& files, int size) {
+// Tiny vocabularies shared by the tests. ctest runs every test in its own process, so a vocabulary is trained once
+// per build of the test binary and kept in the temp dir, named by a hash of the training text, the size and the
+// test binary's modification time (a rebuilt binary trains afresh; processes racing to train it are harmless,
+// Vocab::train writes atomically).
+inline Vocab cached_vocab(const std::string& name, const std::vector<std::string>& files, int size) {
+  std::string key_text = std::to_string(size);
+  for (const auto& f : files) key_text += read_file(f);
+  std::error_code ec;
+  const auto built = std::filesystem::last_write_time("/proc/self/exe", ec);
+  if (!ec) key_text += std::to_string(built.time_since_epoch().count());
+  const auto dir = std::filesystem::temp_directory_path() / "lseq-test-vocabs";
+  std::filesystem::create_directories(dir, ec);
+  const std::string path =
+      (dir / (name + "-" + std::to_string(std::hash<std::string>()(key_text)) + ".spm")).string();
+  if (!std::filesystem::exists(path)) {
     VocabTrainOptions o;
     o.vocab_size = size;
     Vocab::train(files, path, o);
-    return Vocab::load(path);
   }
+  return Vocab::load(path);
+}
+
+// Joint vocabulary (500 pieces) of the sample's train.de + train.en, and a different one (300 pieces, German only)
+// for tests that need another vocabulary.
+struct SharedVocabs {
+  Vocab joint = cached_vocab("joint", {sample("train.de"), sample("train.en")}, 500);
+  Vocab other = cached_vocab("other", {sample("train.de")}, 300);
+  std::string joint_path = joint.path();
 };
 
 inline const SharedVocabs& vocabs() {

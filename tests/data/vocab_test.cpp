@@ -110,6 +110,19 @@ TEST(Vocab, SampleOfFewLinesStillTrains) {
   EXPECT_LE(v.size(), 200);
 }
 
+TEST(Vocab, TheSampleDependsOnlyOnTheSeed) {
+  TempDir dir;
+  VocabTrainOptions o;
+  o.vocab_size = 150;
+  o.max_lines = 300;
+  Vocab::train({sample("train.en")}, dir.file("a.spm"), o);
+  Vocab::train({sample("train.en")}, dir.file("b.spm"), o);
+  o.seed += 1;
+  Vocab::train({sample("train.en")}, dir.file("c.spm"), o);
+  EXPECT_EQ(read_file(dir.file("a.spm")), read_file(dir.file("b.spm")));
+  EXPECT_NE(read_file(dir.file("a.spm")), read_file(dir.file("c.spm")));
+}
+
 TEST(Vocab, ModelWithOtherSpecialIdsIsRejected) {
   TempDir dir;
   write_file(dir.file("t.txt"), "a b c\nd e f\n");
