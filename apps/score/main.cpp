@@ -1,2 +1,5 @@
-// placeholder until the options module lands
-int main() { return 0; }
+// lsscore: scores sentence pairs or n-best lists with a trained model. Options: --help.
+#include "core/app_entry.h"
+#include "core/app_main.h"
+
+int main(int argc, char** argv) { return lseq::app_main(lseq::App::score, argc, argv, lseq::run_score); }

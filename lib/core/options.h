@@ -6,12 +6,27 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
 namespace lseq {
 
 enum class App { train, translate, score };
+
+const char* app_name(App app);  // "lstrain", "lstranslate", "lsscore"
+
+// A count in training units, as Marian writes them: "5000u" (updates), "10e" (epochs), "2Mt" (target labels);
+// K, M, G multiply by 10^3, 10^6, 10^9; a bare number counts updates. 0 means "never" / "no limit".
+enum class ScheduleUnit { updates, epochs, labels };
+struct Schedule {
+  int64_t count = 0;
+  ScheduleUnit unit = ScheduleUnit::updates;
+};
+// Parses such a value; `allowed_units` lists the unit letters accepted (e.g. "ut"); throws lseq::Error naming
+// `what` (e.g. "option 'after' in x.yaml line 3") when the text is not such a count.
+Schedule parse_schedule(const std::string& text, const std::string& allowed_units = "uet",
+                        const std::string& what = "value");
 
 class Options {
  public:
@@ -27,6 +42,7 @@ class Options {
   std::vector<std::string> get_strings(const std::string& key) const;
   std::vector<int64_t> get_ints(const std::string& key) const;
   std::vector<double> get_floats(const std::string& key) const;
+  Schedule get_schedule(const std::string& key) const;  // after, disp-freq, save-freq, valid-freq, lr-warmup...
 
   void set(const std::string& key, const YAML::Node& value);  // programmatic override (tests, model config)
   const YAML::Node& yaml() const { return values_; }
@@ -44,7 +60,14 @@ struct ParsedOptions {
   int exit_code = 0;
 };
 
+// Reads argv (argv[0] is the program), the --config files it names and the defaults of `app`. Prints --help,
+// --version or --dump-config to stdout, an error as one "error: ..." line to stderr.
 ParsedOptions parse_options(App app, int argc, const char* const* argv);
+// The same, writing to the given streams (tests).
+ParsedOptions parse_options(App app, int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+// The defaults of every option `app` accepts (what parse_options starts from).
+Options default_options(App app);
 
 // Loads one YAML config file and validates every key against the registry for `app` (used by parse_options,
 // and to read the config stored in a model directory).
