@@ -47,7 +47,8 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
   if (line.empty()) return out;
   size_t bad = find_invalid_utf8(line);
   if (bad != std::string::npos) {
-    spdlog::warn("{}: invalid UTF-8 at byte {}; writing an empty output line for it", where, bad + 1);
+    spdlog::warn("{}: invalid UTF-8 at byte {}; {}", where, bad + 1, options.rejected_note);
+    out.rejected = true;
     return out;
   }
   if (encoder) {
@@ -55,8 +56,9 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
   } else {
     std::string why;
     if (!parse_ids(line, options.vocab_size, out.ids, why)) {
-      spdlog::warn("{}: {}; writing an empty output line for it", where, why);
+      spdlog::warn("{}: {}; {}", where, why, options.rejected_note);
       out.ids.clear();
+      out.rejected = true;
       return out;
     }
   }

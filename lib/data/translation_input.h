@@ -30,6 +30,7 @@ struct TranslationInputOptions {
   int maxi_batch = 100;          // --maxi-batch: window size in mini-batches
   int max_length = 1000;         // --max-length: longer lines are cropped (eos not counted)
   int vocab_size = 0;            // with ids input, ids must be below this (0: not checked)
+  std::string rejected_note = "writing an empty output line for it";  // ends the warning about a rejected line
 };
 
 // Text to ids (a SentencePiece vocabulary's encode, without eos). Empty: the input is ids already
@@ -39,7 +40,8 @@ using TextEncoder = std::function<std::vector<int32_t>(std::string_view)>;
 // An encoded line, or why it yields an empty output.
 struct EncodedLine {
   std::vector<int32_t> ids;  // without eos; cropped to max_length
-  bool decode = false;       // false: write an empty output line for it
+  bool decode = false;       // false: write an empty output line for it (empty or rejected)
+  bool rejected = false;     // invalid UTF-8 or a bad id (a warning was logged)
 };
 
 // Encodes one line as described above; warnings go to spdlog and name `where` ("file line N").
