@@ -136,11 +136,22 @@ std::vector<NBestList> beam_search(StepDecoder& decoder, const data::Batch& batc
           top.offer(ranking + row[eos], base + eos);
           continue;
         }
-        for (int v = 0; v < vocab; ++v) {
-          double r = ranking + row[v] - (v == eos ? 0.0 : options.word_penalty);
-          if (top.full() && !(r > top.threshold())) continue;
-          if (is_blocked_output(v)) continue;
-          top.offer(r, base + v);
+        // Ids below eos (pad, unk, bos) are never produced; eos has no word penalty. Offering in increasing id
+        // order keeps the tie rule of TopCandidates.
+        top.offer(ranking + row[eos], base + eos);
+        const double word_ranking = ranking - options.word_penalty;
+        // Hot loop: a cheap pre-filter on the raw log-prob, slightly loose so that rounding never rejects a
+        // candidate the exact comparison in offer() would keep.
+        auto cutoff = [&]() {
+          if (!top.full()) return -std::numeric_limits<double>::infinity();
+          double c = top.threshold() - word_ranking;
+          return c - 1e-9 * (1.0 + std::fabs(c));
+        };
+        double limit = cutoff();
+        for (int v = eos + 1; v < vocab; ++v) {
+          if (!(static_cast<double>(row[v]) >= limit)) continue;
+          top.offer(word_ranking + row[v], base + v);
+          limit = cutoff();
         }
       }
       for (const Candidate& c : top.sorted()) {
