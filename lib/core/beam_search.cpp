@@ -172,7 +172,7 @@ std::vector<NBestList> beam_search(StepDecoder& decoder, const data::Batch& batc
       begin = end;
     }
     if (next_live.empty()) break;
-    decoder.select(parents, sentence_of);
+    if (!keeps_all(parents, static_cast<int>(live.size()))) decoder.select(parents, sentence_of);
     live.swap(next_live);
     tokens.swap(next_tokens);
   }

@@ -6,7 +6,8 @@
 // hypotheses (its live beam is then empty) and leaves the batch through StepDecoder::select; the search ends when
 // no sentence is live. Finished hypotheses are then ranked by final_score() (length normalisation and word
 // penalty). Once a hypothesis has max_output_tokens() tokens, only eos may follow.
-// beam_size 1 is exactly greedy search: the most probable allowed next token at every step.
+// StepDecoder::select is called only when the live hypotheses change (never while greedy search continues every
+// sentence). beam_size 1 is exactly greedy search: the most probable allowed next token at every step.
 #include <vector>
 
 #include "core/search_types.h"

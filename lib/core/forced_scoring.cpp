@@ -1,5 +1,6 @@
 #include "core/forced_scoring.h"
 
+#include "core/search_types.h"
 #include "data/vocab.h"
 #include "util/error.h"
 
@@ -37,7 +38,7 @@ std::vector<std::vector<float>> forced_word_log_probs(StepDecoder& decoder, cons
       }
     }
     if (next_live.empty()) break;
-    decoder.select(parents, next_live);
+    if (!keeps_all(parents, static_cast<int>(live.size()))) decoder.select(parents, next_live);
     live.swap(next_live);
     tokens.swap(next_tokens);
   }

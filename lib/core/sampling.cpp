@@ -184,7 +184,7 @@ std::vector<NBestList> sample(StepDecoder& decoder, const data::Batch& batch, co
       parents.push_back(static_cast<int32_t>(h));
     }
     if (next_live.empty()) break;
-    decoder.select(parents, next_live);
+    if (!keeps_all(parents, static_cast<int>(live.size()))) decoder.select(parents, next_live);
     live.swap(next_live);
     tokens.swap(next_tokens);
   }

@@ -36,4 +36,13 @@ inline int source_tokens_without_eos(const data::Batch& batch, int sentence) {
   return batch.src_lengths[sentence] > 0 ? batch.src_lengths[sentence] - 1 : 0;
 }
 
+// True when `parents` keeps every live hypothesis where it is (0, 1, ..., live-1): then StepDecoder::select would
+// change nothing and search skips it (greedy decoding never reorders caches until a sentence finishes).
+inline bool keeps_all(const std::vector<int32_t>& parents, int live) {
+  if (static_cast<int>(parents.size()) != live) return false;
+  for (int j = 0; j < live; ++j)
+    if (parents[j] != j) return false;
+  return true;
+}
+
 }  // namespace lseq

@@ -175,6 +175,21 @@ TEST(BeamSearch, TeacherForcedScoreEqualsReportedScore) {
   }
 }
 
+TEST(BeamSearch, SelectOnlyWhenHypothesesChange) {
+  auto sources = random_sources(1, 30, 6, 6, 2);
+  BeamSearchOptions o;
+  o.beam_size = 1;
+  ToyStepDecoder greedy(30, 2, -30.0);  // never ends early: runs to the length limit
+  auto lists = beam_search(greedy, data::make_source_batch(sources, {}), o);
+  EXPECT_EQ(static_cast<int>(lists[0][0].tokens.size()), max_output_tokens(6, o.max_length_factor));
+  EXPECT_GT(greedy.steps, 10);
+  EXPECT_EQ(greedy.selects, 0) << "greedy search of one sentence never reorders";
+  o.beam_size = 3;
+  ToyStepDecoder beam(30, 2, -30.0);
+  beam_search(beam, data::make_source_batch(sources, {}), o);
+  EXPECT_GT(beam.selects, 0);
+}
+
 TEST(BeamSearch, EmptyBatchAndBadBeamSize) {
   ToyStepDecoder decoder(10, 1);
   EXPECT_TRUE(beam_search(decoder, data::Batch{}, BeamSearchOptions{}).empty());

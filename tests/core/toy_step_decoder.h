@@ -43,6 +43,7 @@ class ToyStepDecoder : public StepDecoder {
       next.push_back(hyps_[parents[j]]);
     }
     hyps_.swap(next);
+    ++selects;
   }
 
   void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
@@ -71,7 +72,7 @@ class ToyStepDecoder : public StepDecoder {
     return out;
   }
 
-  int steps = 0, starts = 0;
+  int steps = 0, starts = 0, selects = 0;
   std::vector<int> live_per_step;
 
  private:
