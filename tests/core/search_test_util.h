@@ -40,7 +40,9 @@ struct Reference {
   double log_prob = 0;
 };
 
-inline Reference greedy_reference(const ToyStepDecoder& model, const std::vector<int32_t>& source, double factor) {
+// With a word penalty, every word (not eos) costs `word_penalty`, which shifts the choice towards eos.
+inline Reference greedy_reference(const ToyStepDecoder& model, const std::vector<int32_t>& source, double factor,
+                                  double word_penalty = 0.0) {
   Reference r;
   const int limit = std::max(1, static_cast<int>(std::floor(factor * source.size())));
   while (true) {
@@ -49,7 +51,9 @@ inline Reference greedy_reference(const ToyStepDecoder& model, const std::vector
     if (static_cast<int>(r.tokens.size()) < limit) {
       best = -1;
       for (int v = 0; v < static_cast<int>(row.size()); ++v)
-        if (v != 0 && v != 1 && v != 2 && (best < 0 || row[v] > row[best])) best = v;
+        if (v != 0 && v != 1 && v != 2 &&
+            (best < 0 || row[v] - (v == kEos ? 0 : word_penalty) > row[best] - (best == kEos ? 0 : word_penalty)))
+          best = v;
     }
     r.word_log_probs.push_back(row[best]);
     r.log_prob += row[best];

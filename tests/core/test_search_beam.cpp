@@ -26,18 +26,20 @@ std::vector<int64_t> iota_ids(size_t n) {
 }
 
 TEST(BeamSearch, BeamOneIsGreedy) {
-  for (uint64_t seed : {1u, 2u, 3u}) {
+  for (uint64_t seed : {1u, 2u, 3u, 4u}) {
+    const double word_penalty = seed == 4 ? 0.8 : 0.0;
     ToyStepDecoder model(30, seed, /*eos_bias=*/-1.0);
     auto sources = random_sources(9, 30, 1, 8, seed * 7);
     BeamSearchOptions o;
     o.beam_size = 1;
     o.normalize = 0.6;
     o.max_length_factor = 1.5;
+    o.word_penalty = word_penalty;
     ToyStepDecoder decoder(30, seed, -1.0);
     auto lists = beam_search(decoder, data::make_source_batch(sources, iota_ids(sources.size())), o);
     ASSERT_EQ(lists.size(), sources.size());
     for (size_t i = 0; i < sources.size(); ++i) {
-      auto ref = greedy_reference(model, sources[i], o.max_length_factor);
+      auto ref = greedy_reference(model, sources[i], o.max_length_factor, word_penalty);
       ASSERT_EQ(lists[i].size(), 1u);
       EXPECT_EQ(lists[i][0].tokens, ref.tokens) << "sentence " << i;
       EXPECT_DOUBLE_EQ(lists[i][0].log_prob, ref.log_prob);
