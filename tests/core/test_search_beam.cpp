@@ -120,7 +120,9 @@ TEST(BeamSearch, NBestListsAreSortedCompleteAndConsistent) {
       ASSERT_EQ(static_cast<int>(lists[i].size()), beam);
       for (size_t k = 0; k < lists[i].size(); ++k) {
         const Hypothesis& h = lists[i][k];
-        if (k) EXPECT_GE(lists[i][k - 1].score, h.score);
+        if (k) {
+          EXPECT_GE(lists[i][k - 1].score, h.score);
+        }
         EXPECT_LE(static_cast<int>(h.tokens.size()), limit);
         EXPECT_EQ(h.word_log_probs.size(), h.tokens.size() + 1);
         for (int32_t t : h.tokens) EXPECT_GE(t, 4) << "no special id inside an output";

@@ -209,8 +209,12 @@ TEST(Translator, OutputOrderAndLineCountMatchTheInput) {
     std::ostringstream expected;
     translate_all(d, single, nullptr, settings, expected);
     EXPECT_EQ(output_lines[i] + "\n", expected.str()) << "line " << i;
-    if (input_lines[i].find_first_not_of(' ') == std::string::npos || i == 13) EXPECT_EQ(output_lines[i], "");
-    else EXPECT_NE(output_lines[i], "");
+    const bool blank = input_lines[i].find_first_not_of(' ') == std::string::npos || i == 13;
+    if (blank) {
+      EXPECT_EQ(output_lines[i], "");
+    } else {
+      EXPECT_NE(output_lines[i], "");
+    }
   }
 }
 
