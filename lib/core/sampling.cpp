@@ -141,29 +141,34 @@ std::vector<NBestList> sample(StepDecoder& decoder, const data::Batch& batch, co
           std::nth_element(kept.begin(), kept.begin() + options.top_k, kept.end(), by_log_prob(row));
           kept.resize(options.top_k);
           std::sort(kept.begin(), kept.end(), by_log_prob(row));
-        } else if (options.mode == SamplingOptions::Mode::top_p) {
-          std::sort(kept.begin(), kept.end(), by_log_prob(row));
         }
         double best = -std::numeric_limits<double>::infinity();
         for (int32_t v : kept) best = std::max(best, static_cast<double>(row[v]));
-        weights.clear();
+        auto weight = [&](int32_t v) { return std::exp((row[v] - best) / options.temperature); };
         double total = 0;
-        for (int32_t v : kept) {
-          weights.push_back(std::exp((row[v] - best) / options.temperature));
-          total += weights.back();
-        }
-        if (options.mode == SamplingOptions::Mode::top_p) {
-          // Smallest prefix (most probable first) whose tempered probability reaches top_p.
+        for (int32_t v : kept) total += weight(v);
+        if (options.mode == SamplingOptions::Mode::top_p && !kept.empty()) {
+          // The nucleus: the smallest most-probable-first prefix holding top_p of the tempered mass. Sort only a
+          // growing prefix (the nucleus is usually a small part of the vocabulary).
+          size_t sorted = std::min<size_t>(64, kept.size());
+          while (true) {
+            std::partial_sort(kept.begin(), kept.begin() + sorted, kept.end(), by_log_prob(row));
+            double mass = 0;
+            for (size_t k = 0; k < sorted; ++k) mass += weight(kept[k]);
+            if (mass >= options.top_p * total || sorted == kept.size()) break;
+            sorted = std::min(kept.size(), sorted * 2);
+          }
           double mass = 0;
           size_t n = 0;
-          while (n < kept.size()) {
-            mass += weights[n++];
+          while (n < sorted) {
+            mass += weight(kept[n++]);
             if (mass >= options.top_p * total) break;
           }
           kept.resize(n);
-          weights.resize(n);
           total = mass;
         }
+        weights.clear();
+        for (int32_t v : kept) weights.push_back(weight(v));
         if (!kept.empty()) {
           double target = streams[s].uniform() * total, acc = 0;
           token = kept.back();

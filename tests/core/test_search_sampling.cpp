@@ -80,8 +80,8 @@ TEST(Sampling, ReportedScoresAreTheModelsLogProbs) {
 }
 
 // Every sampled token must be within the allowed set at its prefix.
-void expect_tokens_within(const SamplingOptions& o, const std::function<bool(const std::vector<double>&, int32_t)>& ok) {
-  const int vocab = 40;
+void expect_tokens_within(const SamplingOptions& o, const std::function<bool(const std::vector<double>&, int32_t)>& ok,
+                          int vocab = 40) {
   ToyStepDecoder model(vocab, 5, -1.0);
   auto sources = random_sources(60, vocab, 3, 10, 4);
   auto lists = run(sources, iota_ids(60), o, vocab);
@@ -116,20 +116,38 @@ TEST(Sampling, TopKNeverPicksOutsideTheTopK) {
   }
 }
 
+// Whether `t` is in the nucleus of `row`: the most probable tokens (tempered) until their mass reaches p.
+bool in_nucleus(const std::vector<double>& row, int32_t t, double p, double temperature) {
+  auto ids = ranked(row);
+  double total = 0;
+  for (int32_t v : ids) total += std::exp(row[v] / temperature);
+  double mass = 0;
+  for (int32_t v : ids) {
+    if (v == t) return true;
+    mass += std::exp(row[v] / temperature);
+    if (mass >= p * total) return false;
+  }
+  return false;
+}
+
 TEST(Sampling, TopPPicksOnlyFromTheNucleus) {
-  const double p = 0.3, temperature = 0.7;
-  expect_tokens_within(parse_output_sampling({"topp", "0.3", "0.7"}), [&](const auto& row, int32_t t) {
-    auto ids = ranked(row);
-    double total = 0;
-    for (int32_t v : ids) total += std::exp(row[v] / temperature);
-    double mass = 0;
-    for (int32_t v : ids) {
-      if (v == t) return true;
-      mass += std::exp(row[v] / temperature);
-      if (mass >= p * total) return false;
-    }
-    return false;
-  });
+  expect_tokens_within(parse_output_sampling({"topp", "0.3", "0.7"}),
+                       [](const auto& row, int32_t t) { return in_nucleus(row, t, 0.3, 0.7); });
+}
+
+TEST(Sampling, TopPWithANucleusLargerThanTheFirstSortedPrefix) {
+  // 400 tokens, flattened by temperature 3: the nucleus holds far more than the 64 tokens sorted first.
+  int beyond_64 = 0, total = 0;
+  expect_tokens_within(
+      parse_output_sampling({"topp", "0.9", "3"}),
+      [&](const auto& row, int32_t t) {
+        auto ids = ranked(row);
+        beyond_64 += std::find(ids.begin(), ids.begin() + 64, t) == ids.begin() + 64;
+        ++total;
+        return in_nucleus(row, t, 0.9, 3.0);
+      },
+      400);
+  EXPECT_GT(beyond_64, total / 2) << "most of this nucleus lies beyond the 64 most probable tokens";
 }
 
 TEST(Sampling, FirstTokenFrequenciesFollowTheModel) {
