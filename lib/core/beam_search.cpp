@@ -147,11 +147,11 @@ std::vector<NBestList> beam_search(StepDecoder& decoder, const data::Batch& batc
           double c = top.threshold() - word_ranking;
           return c - 1e-9 * (1.0 + std::fabs(c));
         };
-        double limit = cutoff();
+        double least = cutoff();
         for (int v = eos + 1; v < vocab; ++v) {
-          if (!(static_cast<double>(row[v]) >= limit)) continue;
+          if (!(static_cast<double>(row[v]) >= least)) continue;
           top.offer(word_ranking + row[v], base + v);
-          limit = cutoff();
+          least = cutoff();
         }
       }
       for (const Candidate& c : top.sorted()) {
