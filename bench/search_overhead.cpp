@@ -1,0 +1,84 @@
+// Host-side cost of search itself (top-k over vocab-sized rows, bookkeeping, select), without a model: a
+// StepDecoder that returns precomputed random log-softmax rows. Reports time per step and per hypothesis-step
+// for beam 1 and 4 over a range of batch sizes, vocab 8000 and 32000. Reports; never asserts.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/beam_search.h"
+#include "core/step_decoder.h"
+#include "data/translation_input.h"
+
+namespace {
+
+class TableDecoder : public lseq::StepDecoder {
+ public:
+  TableDecoder(int vocab, int rows) : vocab_(vocab), rows_(rows), table_(static_cast<size_t>(vocab) * rows) {
+    std::mt19937 rng(7);
+    std::normal_distribution<double> normal(0, 3);
+    for (int r = 0; r < rows; ++r) {
+      std::vector<double> x(vocab);
+      double best = -1e300, total = 0;
+      for (auto& v : x) best = std::max(best, v = normal(rng));
+      for (double v : x) total += std::exp(v - best);
+      for (int v = 0; v < vocab; ++v) table_[static_cast<size_t>(r) * vocab + v] = static_cast<float>(x[v] - best - std::log(total));
+      table_[static_cast<size_t>(r) * vocab + 3] = -4.0f;  // eos fairly likely: outputs of a few dozen tokens
+    }
+  }
+  int vocab_size() const override { return vocab_; }
+  void start(const std::vector<int32_t>&, const std::vector<int32_t>&, int sentences, int) override {
+    state_.assign(sentences, 0);
+  }
+  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>&) override {
+    std::vector<uint32_t> next;
+    for (int32_t p : parents) next.push_back(state_[p]);
+    state_.swap(next);
+  }
+  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
+    log_probs.resize(tokens.size() * vocab_);
+    for (size_t h = 0; h < tokens.size(); ++h) {
+      state_[h] = state_[h] * 2654435761u + static_cast<uint32_t>(tokens[h]) + 1;
+      const float* row = table_.data() + static_cast<size_t>(state_[h] % rows_) * vocab_;
+      std::copy(row, row + vocab_, log_probs.data() + h * vocab_);
+    }
+    hypothesis_steps_ += tokens.size();
+    ++steps_;
+  }
+  int live() const override { return static_cast<int>(state_.size()); }
+  long long hypothesis_steps_ = 0, steps_ = 0;
+
+ private:
+  int vocab_, rows_;
+  std::vector<float> table_;
+  std::vector<uint32_t> state_;
+};
+
+}  // namespace
+
+int main() {
+  fmt::print("{:>6} {:>5} {:>6} {:>10} {:>12} {:>14} {:>16}\n", "vocab", "beam", "batch", "sent/s", "steps/batch",
+             "us/step", "ns/hyp-step");
+  for (int vocab : {8000, 32000}) {
+    TableDecoder decoder(vocab, 257);
+    for (int beam : {1, 4}) {
+      for (int batch : {1, 16, 64}) {
+        std::vector<std::vector<int32_t>> sources(batch, std::vector<int32_t>(20, 5));
+        lseq::data::Batch b = lseq::data::make_source_batch(sources, {});
+        lseq::BeamSearchOptions o;
+        o.beam_size = beam;
+        int repeats = std::max(1, 256 / batch);
+        decoder.hypothesis_steps_ = decoder.steps_ = 0;
+        auto begin = std::chrono::steady_clock::now();
+        for (int r = 0; r < repeats; ++r) lseq::beam_search(decoder, b, o);
+        double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        fmt::print("{:>6} {:>5} {:>6} {:>10.1f} {:>12.1f} {:>14.1f} {:>16.1f}\n", vocab, beam, batch,
+                   repeats * batch / seconds, static_cast<double>(decoder.steps_) / repeats,
+                   seconds * 1e6 / decoder.steps_, seconds * 1e9 / decoder.hypothesis_steps_);
+      }
+    }
+  }
+  fmt::print("(includes the table decoder's row copy; the search's own share is the rest)\n");
+}

@@ -1,0 +1,37 @@
+#pragma once
+// What lstranslate and lsscore read from a model directory (written by lstrain):
+//   model.safetensors            weights; its metadata holds the model config
+//   vocab.spm                    one joint SentencePiece vocabulary, or
+//   vocab.src.spm + vocab.tgt.spm  source and target vocabularies
+//   decoder.yml                  optional defaults for decoding options (beam-size, normalize, ...)
+// and the single point where a model becomes a StepDecoder.
+#include <memory>
+#include <string>
+
+#include "core/options.h"
+#include "core/step_decoder.h"
+
+namespace lseq {
+
+struct ModelFiles {
+  std::string dir;
+  std::string weights;         // dir/model.safetensors (must exist)
+  std::string source_vocab;    // empty when the directory has none
+  std::string target_vocab;    // empty when the directory has none
+  std::string decoder_config;  // empty when the directory has no decoder.yml
+};
+
+// Throws lseq::Error naming the directory when it or its model.safetensors is missing, or when it has only one of
+// vocab.src.spm / vocab.tgt.spm.
+ModelFiles find_model_files(const std::string& dir);
+
+// Applies decoder.yml (validated like any lstranslate config file) under the command line: a value from the file
+// is used where the option still has its built-in default. (Options does not record where a value came from, so
+// an option given on the command line with exactly its default value is overridden by decoder.yml too.)
+void apply_decoder_config(Options& options, const std::string& path);
+
+// Loads the model in `files` onto the backend the options choose (--cpu, --devices, --precision, --cpu-threads,
+// --workspace) and returns its incremental decoder.
+std::unique_ptr<StepDecoder> make_step_decoder(const ModelFiles& files, const Options& options);
+
+}  // namespace lseq
