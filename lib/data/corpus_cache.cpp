@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <exception>
 #include <thread>
 
 #include "data/corpus_reader.h"
@@ -241,43 +242,60 @@ Header encode_corpus(const CorpusOptions& options, const std::vector<const Vocab
   const int threads = options.threads > 0
                           ? options.threads
                           : static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  // Chunks of pairs: while the threads encode one chunk, this thread reads the next.
   constexpr std::size_t kChunk = 16384;
-  std::vector<std::vector<std::string>> text(streams, std::vector<std::string>(kChunk));
-  std::vector<std::vector<std::vector<int>>> ids(streams, std::vector<std::vector<int>>(kChunk));
-  std::vector<int64_t> chunk_lines(kChunk);
+  struct Chunk {
+    std::vector<std::vector<std::string>> text;
+    std::vector<int64_t> lines;
+    std::size_t n = 0;
+  };
+  Chunk chunks[2];
+  for (auto& c : chunks) {
+    c.text.assign(streams, std::vector<std::string>(kChunk));
+    c.lines.resize(kChunk);
+  }
   std::vector<std::string_view> sides;
+  auto read_chunk = [&](Chunk& c) {
+    c.n = 0;
+    while (c.n < kChunk && reader.next(sides)) {
+      for (std::size_t s = 0; s < streams; ++s) c.text[s][c.n].assign(sides[s].data(), sides[s].size());
+      c.lines[c.n++] = reader.line_index();
+    }
+  };
+  std::vector<std::vector<std::vector<int32_t>>> ids(streams, std::vector<std::vector<int32_t>>(kChunk));
   std::vector<uint16_t> narrow;
   int64_t written = 0;
   const auto start = clock::now();
   auto last_report = start;
 
-  for (;;) {
-    std::size_t n = 0;
-    while (n < kChunk && reader.next(sides)) {
-      for (std::size_t s = 0; s < streams; ++s) text[s][n].assign(sides[s].data(), sides[s].size());
-      chunk_lines[n++] = reader.line_index();
-    }
-    if (n == 0) break;
-    // Encode the chunk in parallel (SentencePieceProcessor::Encode is const and thread-safe).
-    std::string error;
-    auto encode_range = [&](std::size_t from, std::size_t to) {
+  read_chunk(chunks[0]);
+  for (int current = 0; chunks[current].n > 0; current = 1 - current) {
+    const Chunk& chunk = chunks[current];
+    const std::size_t n = chunk.n;
+    // SentencePieceProcessor::Encode is const and thread-safe.
+    std::vector<std::string> errors(static_cast<std::size_t>(threads));
+    auto encode_range = [&](int t, std::size_t from, std::size_t to) {
       try {
         for (std::size_t s = 0; s < streams; ++s)
-          for (std::size_t i = from; i < to; ++i) {
-            auto v = vocabs[s]->encode(text[s][i]);
-            ids[s][i].assign(v.begin(), v.end());
-          }
+          for (std::size_t i = from; i < to; ++i) ids[s][i] = vocabs[s]->encode(chunk.text[s][i]);
       } catch (const std::exception& e) {
-        error = e.what();
+        errors[static_cast<std::size_t>(t)] = e.what();
       }
     };
     std::vector<std::thread> pool;
     const std::size_t per = (n + threads - 1) / threads;
-    for (int t = 1; t < threads && t * per < n; ++t)
-      pool.emplace_back(encode_range, t * per, std::min(n, (t + 1) * per));
-    encode_range(0, std::min(n, per));
+    for (int t = 0; t < threads && t * per < n; ++t)
+      pool.emplace_back(encode_range, t, t * per, std::min(n, (t + 1) * per));
+    std::exception_ptr read_error;
+    try {
+      read_chunk(chunks[1 - current]);
+    } catch (...) {
+      read_error = std::current_exception();
+    }
     for (auto& t : pool) t.join();
-    if (!error.empty()) throw Error(error);
+    if (read_error) std::rethrow_exception(read_error);
+    for (const auto& e : errors)
+      if (!e.empty()) throw Error(e);
 
     for (std::size_t i = 0; i < n; ++i) {
       bool empty = false, too_long = false;
@@ -299,7 +317,7 @@ Header encode_corpus(const CorpusOptions& options, const std::vector<const Vocab
           if (ids[s][i].size() > static_cast<std::size_t>(options.max_length)) ids[s][i].resize(options.max_length);
       }
       offsets.push_back(written);
-      lines.push_back(chunk_lines[i]);
+      lines.push_back(chunk.lines[i]);
       for (std::size_t s = 0; s < streams; ++s) {
         const auto& v = ids[s][i];
         lengths[s].push_back(static_cast<uint32_t>(v.size()));

@@ -275,6 +275,43 @@ TEST(CorpusCache, MonolingualCorpus) {
   EXPECT_TRUE(EncodedCorpus::open_or_build(o, v)->from_cache());
 }
 
+TEST(CorpusCache, BadInputDeepInALargeCorpusFailsCleanly) {
+  // Past the first chunk of pairs, lines are read while other threads encode: errors must still surface as
+  // lseq::Error naming the file and line, and leave no cache or temporary file behind.
+  TempDir d;
+  std::string good, bad;
+  for (int i = 0; i < 20000; ++i) {
+    good += "Satz " + std::to_string(i) + "\n";
+    bad += i == 18999 ? std::string("kaputt \xC0\x80\n") : "sentence " + std::to_string(i) + "\n";
+  }
+  write_file(d.file("good.de"), good);
+  write_file(d.file("bad.en"), bad);
+  write_file(d.file("short.en"), good.substr(0, good.size() / 2));
+  CorpusOptions o;
+  o.files = {d.file("good.de"), d.file("bad.en")};
+  try {
+    EncodedCorpus::open_or_build(o, joint2());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(m.find("bad.en") != std::string::npos && m.find("line 19000") != std::string::npos) << m;
+  }
+  o.files = {d.file("good.de"), d.file("short.en")};
+  try {
+    EncodedCorpus::open_or_build(o, joint2());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(m.find("short.en") != std::string::npos && m.find("good.de") != std::string::npos) << m;
+  }
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(d.path())) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 3);
+}
+
 TEST(CorpusCache, BadArgumentsAreErrors) {
   SmallCorpus corpus(10);
   auto o = corpus.options();
