@@ -35,14 +35,4 @@ ModelFiles find_model_files(const std::string& dir) {
   return files;
 }
 
-void apply_decoder_config(Options& options, const std::string& path) {
-  YAML::Node file = load_config_file(App::translate, path);
-  const Options defaults = default_options(App::translate);
-  for (const auto& entry : file) {
-    const std::string key = entry.first.Scalar();
-    const bool still_default = YAML::Dump(options.yaml()[key]) == YAML::Dump(defaults.yaml()[key]);
-    if (still_default) options.set(key, entry.second);
-  }
-}
-
 }  // namespace lseq

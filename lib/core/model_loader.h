@@ -3,7 +3,8 @@
 //   model.safetensors            weights; its metadata holds the model config
 //   vocab.spm                    one joint SentencePiece vocabulary, or
 //   vocab.src.spm + vocab.tgt.spm  source and target vocabularies
-//   decoder.yml                  optional defaults for decoding options (beam-size, normalize, ...)
+//   decoder.yml                  optional defaults for decoding options (beam-size, normalize, ...), read by
+//                                parse_options as the lowest config layer
 // and the single point where a model becomes a StepDecoder.
 #include <memory>
 #include <string>
@@ -24,11 +25,6 @@ struct ModelFiles {
 // Throws lseq::Error naming the directory when it or its model.safetensors is missing, or when it has only one of
 // vocab.src.spm / vocab.tgt.spm.
 ModelFiles find_model_files(const std::string& dir);
-
-// Applies decoder.yml (validated like any lstranslate config file) under the command line: a value from the file
-// is used where the option still has its built-in default. (Options does not record where a value came from, so
-// an option given on the command line with exactly its default value is overridden by decoder.yml too.)
-void apply_decoder_config(Options& options, const std::string& path);
 
 // Loads the model in `files` onto the backend the options choose (--cpu, --devices, --precision, --cpu-threads,
 // --workspace) and returns its incremental decoder.

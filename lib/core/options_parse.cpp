@@ -152,9 +152,12 @@ std::string one_line(std::string text) {
   return text;
 }
 
-Options merge_options(App app, const std::vector<GivenOption>& given) {
+// Defaults, then `first_file` (if any), then the --config files in order, then the command line over them.
+Options merge_layers(App app, const std::vector<GivenOption>& given, const std::string& first_file) {
   Options options = default_options(app);
-  // Files first, in order, then the command line over them.
+  if (!first_file.empty()) {
+    for (const auto& entry : load_config_file(app, first_file)) options.set(entry.first.Scalar(), entry.second);
+  }
   for (const auto& option : given) {
     if (option.spec->name != "config") continue;
     for (const auto& path : given_value(option)) {
@@ -164,6 +167,18 @@ Options merge_options(App app, const std::vector<GivenOption>& given) {
   for (const auto& option : given) {
     if (option.spec->name == "help" || option.spec->name == "version") continue;
     options.set(option.spec->name, given_value(option));
+  }
+  return options;
+}
+
+// lstranslate and lsscore read the model directory's decoder.yml (written by lstrain) as the lowest config layer,
+// so its beam size, normalization etc. apply unless a config file or the command line says otherwise.
+Options merge_options(App app, const std::vector<GivenOption>& given) {
+  Options options = merge_layers(app, given, "");
+  if (app != App::train && options.has("model")) {
+    const std::string decoder_config = options.get_string("model") + "/decoder.yml";
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(decoder_config, ec)) options = merge_layers(app, given, decoder_config);
   }
   check_combination(app, options);
   return options;

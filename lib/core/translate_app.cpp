@@ -1,4 +1,4 @@
-// lstranslate: reads the model directory, applies its decoder.yml under the command line, then translates the
+// lstranslate: reads the model directory (its decoder.yml was merged by parse_options), then translates the
 // --input lines to --output (core/translator.h).
 #include <spdlog/spdlog.h>
 
@@ -15,10 +15,8 @@
 
 namespace lseq {
 
-int run_translate(const Options& given) {
-  Options options = given;
+int run_translate(const Options& options) {
   const ModelFiles files = find_model_files(options.get_string("model"));
-  if (!files.decoder_config.empty()) apply_decoder_config(options, files.decoder_config);
 
   TranslateSettings settings;
   settings.beam.beam_size = static_cast<int>(options.get_int("beam-size"));

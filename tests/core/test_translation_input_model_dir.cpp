@@ -1,6 +1,8 @@
 // The model directory's layout and decoder.yml defaults under the command line.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -62,25 +64,29 @@ TEST_F(ModelDir, MissingPiecesAreNamed) {
   EXPECT_NE(expect_error().find("not found"), std::string::npos);
 }
 
-TEST_F(ModelDir, DecoderConfigFillsDefaultsButTheCommandLineWins) {
+// lstranslate reads decoder.yml as the lowest config layer: it overrides built-in defaults, and any value given on
+// the command line wins over it, even one that equals the default.
+TEST_F(ModelDir, DecoderConfigIsTheLowestLayerUnderTheCommandLine) {
   touch("decoder.yml", "beam-size: 6\nnormalize: 1\nmax-length-factor: 2.5\n");
-  Options options = default_options(App::translate);
-  options.set("beam-size", YAML::Node(2));  // as if given on the command line
-  apply_decoder_config(options, (dir_ / "decoder.yml").string());
-  EXPECT_EQ(options.get_int("beam-size"), 2);
-  EXPECT_DOUBLE_EQ(options.get_float("normalize"), 1.0);
-  EXPECT_DOUBLE_EQ(options.get_float("max-length-factor"), 2.5);
+  const std::string dir = dir_.string();
+  const char* argv[] = {"lstranslate", "-m", dir.c_str(), "--beam-size", "4"};
+  std::ostringstream out, err;
+  const ParsedOptions parsed = parse_options(App::translate, 5, argv, out, err);
+  ASSERT_FALSE(parsed.exit_now) << err.str();
+  EXPECT_EQ(parsed.options.get_int("beam-size"), 4);
+  EXPECT_DOUBLE_EQ(parsed.options.get_float("normalize"), 1.0);
+  EXPECT_DOUBLE_EQ(parsed.options.get_float("max-length-factor"), 2.5);
 }
 
 TEST_F(ModelDir, DecoderConfigWithAnUnknownKeyIsAnError) {
   touch("decoder.yml", "beam-size: 6\nbeam-sise: 3\n");
-  Options options = default_options(App::translate);
-  try {
-    apply_decoder_config(options, (dir_ / "decoder.yml").string());
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("beam-sise"), std::string::npos) << e.what();
-  }
+  const std::string dir = dir_.string();
+  const char* argv[] = {"lstranslate", "-m", dir.c_str()};
+  std::ostringstream out, err;
+  const ParsedOptions parsed = parse_options(App::translate, 3, argv, out, err);
+  EXPECT_TRUE(parsed.exit_now);
+  EXPECT_EQ(parsed.exit_code, 1);
+  EXPECT_NE(err.str().find("beam-sise"), std::string::npos) << err.str();
 }
 
 TEST_F(ModelDir, StepDecoderIsNotAvailableYet) {
