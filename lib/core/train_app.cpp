@@ -169,6 +169,21 @@ OptimizerOptions optimizer_options(const Options& options) {
   return o;
 }
 
+// decoder.yml: lstranslate's defaults for this model (Marian writes the same file beside its models). Only
+// lstranslate options: it is validated as an lstranslate config file.
+void write_decoder_config(const ModelDir& dir, const Options& options) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "beam-size" << YAML::Value << 4;
+  out << YAML::Key << "normalize" << YAML::Value << 0.6;
+  out << YAML::Key << "max-length-factor" << YAML::Value << 3;
+  out << YAML::Key << "mini-batch" << YAML::Value << 16;
+  out << YAML::Key << "maxi-batch" << YAML::Value << 100;
+  out << YAML::Key << "max-length" << YAML::Value << options.get_int("max-length");
+  out << YAML::EndMap;
+  write_file_atomic(dir.file("decoder.yml"), std::string(out.c_str()) + "\n");
+}
+
 void clear_training_state(const ModelDir& dir) {
   std::error_code ec;
   fs::remove_all(dir.file("checkpoint"), ec);
@@ -191,6 +206,7 @@ int run_train(const Options& options) {
   if (options.get_bool("overwrite") && fs::exists(dir.path())) clear_training_state(dir);
   dir.create();
   write_file_atomic(dir.file("config.yml"), options.dump());
+  write_decoder_config(dir, options);
 
   const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets);
   const ModelConfig config = model_config_from(options, vocabs);
