@@ -287,17 +287,18 @@ std::vector<OptionSpec> build_registry() {
             .flag('i'),
         Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
             .flag('o'),
-        Opt("beam-size", T::integer, G::translation, kTranslate, def("4"), "Beam size; 1 is greedy search")
+        Opt("beam-size", T::integer, G::translation, kTranslate | kTrain, def("4"),
+            "Beam size; 1 is greedy search (lstrain: for the bleu/chrf validation metrics)")
             .flag('b')
             .at_least(1),
-        Opt("normalize", T::floating, G::translation, XS, def("0.6"),
+        Opt("normalize", T::floating, G::translation, TXS, def("0.6"),
             "Divide scores by length^N (length normalisation); --normalize alone means 1")
             .flag('n')
             .at_least(0)
             .implicit("1")
             .default_in(App::score, def("0")),
-        Opt("word-penalty", T::floating, G::translation, kTranslate, def("0"), "Subtract N per output word"),
-        Opt("max-length-factor", T::floating, G::translation, kTranslate, def("3"),
+        Opt("word-penalty", T::floating, G::translation, kTranslate | kTrain, def("0"), "Subtract N per output word"),
+        Opt("max-length-factor", T::floating, G::translation, kTranslate | kTrain, def("3"),
             "Longest output: N times the input length")
             .at_least(0),
         Opt("n-best", T::boolean, G::translation, XS, def("false"),

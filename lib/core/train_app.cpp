@@ -13,6 +13,7 @@
 #include "core/trainer.h"
 #include "core/validator.h"
 #include "data/corpus_cache.h"
+#include "data/line_reader.h"
 #include "data/vocab.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -257,8 +258,26 @@ int run_train(const Options& options) {
       spdlog::warn("validation: {} sentences longer than {} tokens were cropped (--max-length)", valid->cropped(),
                    valid_options.max_length);
     }
-    validator = std::make_unique<Validator>(valid, options.get_strings("valid-metrics"), max_tokens,
-                                            static_cast<int>(options.get_int("valid-mini-batch")));
+    const std::vector<std::string> metrics = options.get_strings("valid-metrics");
+    TranslationValidation translation;
+    const bool translating = std::any_of(metrics.begin(), metrics.end(), Validator::needs_translation);
+    if (options.has("valid-translation-output") && !translating) {
+      fail("--valid-translation-output needs a translation metric: add bleu or chrf to --valid-metrics");
+    }
+    if (translating) {
+      data::LineReader reader({valid_sets[1]});
+      for (std::string line; reader.next(line);) translation.references.push_back(line);
+      translation.target_vocab = &vocabs.target();
+      translation.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
+      translation.beam.normalize = options.get_float("normalize");
+      translation.beam.word_penalty = options.get_float("word-penalty");
+      translation.beam.max_length_factor = options.get_float("max-length-factor");
+      translation.mini_batch = static_cast<int>(options.get_int("valid-mini-batch"));
+      if (options.has("valid-translation-output")) translation.output_path = options.get_string("valid-translation-output");
+    }
+    validator = std::make_unique<Validator>(valid, metrics, max_tokens,
+                                            static_cast<int>(options.get_int("valid-mini-batch")),
+                                            std::move(translation));
   }
 
   data::BatcherOptions batcher_options;
