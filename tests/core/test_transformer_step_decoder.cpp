@@ -3,8 +3,8 @@
 // of batch padding, and the limits planned at construction.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
