@@ -95,6 +95,32 @@ void AttentionLayer::project_out(const LayerContext& ctx, const void* context, i
   linear_forward(ctx, context, rows, dim_, dim_, w_out_, o);
 }
 
+void AttentionLayer::attend_step(const LayerContext& ctx, const void* q, const void* k, const void* v,
+                                 int64_t slice_stride, const int32_t* kv_index, const int32_t* k_lengths, int rows,
+                                 int k_len, void* context) const {
+  TempScope scope(ctx.memory);
+  const int slices = rows * heads_;
+  void* probs = ctx.temp(static_cast<std::size_t>(slices) * k_len);
+
+  kernels::GemmArgs s = batched(ctx, slices);  // scores = q k^T, one query row per (row, head)
+  s.trans_b = true;
+  s.m = 1, s.n = k_len, s.k = head_dim_;
+  s.a = q, s.lda = head_dim_, s.stride_a = head_dim_;
+  s.b = k, s.ldb = head_dim_, s.stride_b = slice_stride, s.index_b = kv_index;
+  s.c = probs, s.ldc = k_len, s.stride_c = k_len;
+  ctx.backend.gemm(s);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
+  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, rows, heads_, 1, k_len, scale, false, probs);
+
+  // context = probs v, written as [rows][heads][hd]: with one query per row that is already [rows, dim].
+  kernels::GemmArgs c = batched(ctx, slices);
+  c.m = 1, c.n = head_dim_, c.k = k_len;
+  c.a = probs, c.lda = k_len, c.stride_a = k_len;
+  c.b = v, c.ldb = head_dim_, c.stride_b = slice_stride, c.index_b = kv_index;
+  c.c = context, c.ldc = head_dim_, c.stride_c = head_dim_;
+  ctx.backend.gemm(c);
+}
+
 void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths,
                              int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o,
                              Saved& saved) const {

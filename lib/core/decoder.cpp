@@ -80,6 +80,62 @@ void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
   return self_block_.end_backward(ctx, s.self_block, grad);
 }
 
+void DecoderLayer::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
+                                  void* cross_kv) const {
+  cross_attn_.project_kv(ctx, states, sentences, src_len, cross_kv);
+}
+
+const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const DecoderStep& st,
+                               const DecoderLayerCache& cache) const {
+  const int rows = st.rows, heads = config_.heads, hd = config_.head_dim();
+  const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
+  const kernels::Dropout none;
+  const void* h1;
+  {
+    TempScope scope(ctx.memory);
+    ResidualBlock::Saved block;
+    const void* in = self_block_.sublayer_input(ctx, x, rows, block);
+    void* qkv = ctx.temp(3 * count);  // [3][rows][heads][1][hd]
+    self_attn_.project_qkv(ctx, in, rows, 1, qkv);
+    // Append position t's keys and values to every row's cache, then attend over positions 0..t.
+    const int64_t stride = static_cast<int64_t>(st.max_len) * hd;
+    const std::size_t at = static_cast<std::size_t>(st.t) * hd;
+    ctx.backend.gather_rows(ctx.dt, offset_ptr(qkv, count, ctx.dt), hd, nullptr, rows * heads, hd,
+                            offset_ptr(cache.self_k, at, ctx.dt), stride);
+    ctx.backend.gather_rows(ctx.dt, offset_ptr(qkv, 2 * count, ctx.dt), hd, nullptr, rows * heads, hd,
+                            offset_ptr(cache.self_v, at, ctx.dt), stride);
+    void* context = ctx.temp(count);
+    self_attn_.attend_step(ctx, qkv, cache.self_k, cache.self_v, stride, nullptr, nullptr, rows, st.t + 1, context);
+    void* o = ctx.temp(count);
+    self_attn_.project_out(ctx, context, rows, o);
+    h1 = self_block_.output(ctx, x, o, self_attn_.out_bias(), rows, none, block);
+  }
+  const void* h2;
+  {
+    TempScope scope(ctx.memory);
+    ResidualBlock::Saved block;
+    const void* in = cross_block_.sublayer_input(ctx, h1, rows, block);
+    void* q = ctx.temp(count);
+    cross_attn_.project_q(ctx, in, rows, 1, q);
+    // Rows share their sentence's keys/values: slices are picked by st.cross_slices, not copied per hypothesis.
+    const std::size_t memory_count = static_cast<std::size_t>(st.sentences) * st.src_len * config_.dim_emb;
+    void* context = ctx.temp(count);
+    cross_attn_.attend_step(ctx, q, cache.cross_kv, offset_ptr(cache.cross_kv, memory_count, ctx.dt),
+                            static_cast<int64_t>(st.src_len) * hd, st.cross_slices, st.src_lengths, rows, st.src_len,
+                            context);
+    void* o = ctx.temp(count);
+    cross_attn_.project_out(ctx, context, rows, o);
+    h2 = cross_block_.output(ctx, h1, o, cross_attn_.out_bias(), rows, none, block);
+  }
+  TempScope scope(ctx.memory);
+  ResidualBlock::Saved block;
+  FeedForwardLayer::Saved ffn;
+  const void* in = ffn_block_.sublayer_input(ctx, h2, rows, block);
+  void* o = ctx.temp(count);
+  ffn_.forward(ctx, in, rows, none, o, ffn);
+  return ffn_block_.output(ctx, h2, o, ffn_.out_bias(), rows, none, block);
+}
+
 Decoder::Decoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table)
     : config_(config), embedding_(embedding_table, config.dim_emb) {
   for (int i = 0; i < config.dec_depth; ++i) {
@@ -107,6 +163,27 @@ const void* Decoder::forward(const LayerContext& ctx, const int32_t* tokens, con
   if (config_.norm == NormPlacement::post) return h;
   void* out = ctx.keep(count);
   final_norm_.forward(ctx, h, batch * len, out, s.final_norm);
+  return out;
+}
+
+void Decoder::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
+                             const std::vector<DecoderLayerCache>& caches) const {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i].project_memory(ctx, states, sentences, src_len, caches.at(i).cross_kv);
+  }
+}
+
+const void* Decoder::step(const LayerContext& ctx, const int32_t* tokens, const void* position_row,
+                          const DecoderStep& st, const std::vector<DecoderLayerCache>& caches) const {
+  const std::size_t count = static_cast<std::size_t>(st.rows) * config_.dim_emb;
+  void* emb = ctx.keep(count);
+  embedding_.forward(ctx, tokens, st.rows, 1, position_row, kernels::Dropout{}, emb);
+  const void* h = emb;
+  for (std::size_t i = 0; i < layers_.size(); ++i) h = layers_[i].step(ctx, h, st, caches.at(i));
+  if (config_.norm == NormPlacement::post) return h;
+  void* out = ctx.keep(count);
+  LayerNormLayer::Saved saved;
+  final_norm_.forward(ctx, h, st.rows, out, saved);
   return out;
 }
 

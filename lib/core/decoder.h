@@ -20,6 +20,25 @@ struct DecoderMemory {
   int len = 0;                       // src_len
 };
 
+// One incremental decoding step (forward only, no dropout) of `rows` live hypotheses, shared by all layers.
+struct DecoderStep {
+  int rows = 0;                           // live hypotheses
+  int t = 0;                              // position of the fed token; self-attention covers positions 0..t
+  int max_len = 0;                        // positions a self-attention cache holds (its slices are max_len*hd apart)
+  int sentences = 0, src_len = 0;         // shape of the cross-attention keys/values
+  const int32_t* cross_slices = nullptr;  // [rows*heads] device: sentence_of[r]*heads + h, the (r, h) memory slice
+  const int32_t* src_lengths = nullptr;   // [rows] device: source length of row r's sentence
+};
+
+// The caches of one decoder layer (docs/decoding.md):
+//   self_k, self_v  [max_rows][heads][max_len][hd]: keys/values of row r at positions 0..t
+//   cross_kv        [2][sentences][heads][src_len][hd]: the encoder output's keys, then values, per sentence
+struct DecoderLayerCache {
+  void* self_k = nullptr;
+  void* self_v = nullptr;
+  void* cross_kv = nullptr;
+};
+
 class DecoderLayer {
  public:
   struct Saved {
@@ -33,6 +52,13 @@ class DecoderLayer {
                       const DecoderMemory& memory, Saved& saved) const;
   // As EncoderLayer::backward; d_memory += the gradient of the encoder output through cross-attention.
   void* backward(const LayerContext& ctx, const Saved& saved, void* g, void* spare, void* d_memory) const;
+
+  // ---- incremental decoding ----
+  // cross_kv [2][sentences][heads][src_len][hd] from the encoder output [sentences*src_len, dim].
+  void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len, void* cross_kv) const;
+  // x [rows, dim] at position step.t -> the layer output [rows, dim] (kept); appends position t to the caches.
+  const void* step(const LayerContext& ctx, const void* x, const DecoderStep& step,
+                   const DecoderLayerCache& cache) const;
 
  private:
   ModelConfig config_;
@@ -59,6 +85,16 @@ class Decoder {
                       const void* positions, const DecoderMemory& memory, Saved& saved) const;
   // d_out (overwritten) and spare as Encoder::backward; d_memory += gradient of the encoder output.
   void backward(const LayerContext& ctx, const Saved& saved, void* d_out, void* spare, void* d_memory) const;
+
+  // ---- incremental decoding (forward only, no dropout; caches: one per layer) ----
+  int depth() const { return static_cast<int>(layers_.size()); }
+  // Fills every layer's cross_kv from the encoder output [sentences*src_len, dim].
+  void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
+                      const std::vector<DecoderLayerCache>& caches) const;
+  // tokens [rows] (device) at position step.t; position_row: row t of the positions table. Returns the final
+  // decoder states [rows, dim] (kept), the input of the output layer.
+  const void* step(const LayerContext& ctx, const int32_t* tokens, const void* position_row, const DecoderStep& step,
+                   const std::vector<DecoderLayerCache>& caches) const;
 
  private:
   ModelConfig config_;

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "util/error.h"
+
 namespace lseq {
 
 EncoderLayer::EncoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index)
@@ -85,6 +87,27 @@ const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, con
   void* out = ctx.keep(count);
   final_norm_.forward(ctx, h, batch * len, out, s.final_norm);
   return out;
+}
+
+void Encoder::encode(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
+                     const void* positions, void* out) const {
+  if (ctx.train) fail("internal error: Encoder::encode is forward-only and runs without dropout");
+  const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
+  embedding_.forward(ctx, tokens, batch, len, positions, kernels::Dropout{}, out);
+  for (const EncoderLayer& layer : layers_) {
+    const std::size_t mark = ctx.memory.kept();
+    EncoderLayer::Saved saved;
+    const void* h = layer.forward(ctx, out, lengths, batch, len, saved);
+    ctx.backend.copy(out, h, ctx.bytes(count));
+    ctx.memory.release_kept(mark);
+  }
+  if (config_.norm == NormPlacement::post) return;
+  const std::size_t mark = ctx.memory.kept();
+  LayerNormLayer::Saved saved;
+  void* normed = ctx.keep(count);
+  final_norm_.forward(ctx, out, batch * len, normed, saved);
+  ctx.backend.copy(out, normed, ctx.bytes(count));
+  ctx.memory.release_kept(mark);
 }
 
 void Encoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, void* spare) const {

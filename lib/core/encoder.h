@@ -54,6 +54,10 @@ class Encoder {
                       const void* positions, Saved& saved) const;
   // d_out: gradient of the output (overwritten); spare: a free buffer of the same size.
   void backward(const LayerContext& ctx, const Saved& saved, void* d_out, void* spare) const;
+  // Forward only, without dropout or tape (decoding; ctx.train must be false): what each layer keeps is released
+  // once its output is copied into `out` [batch*len, dim] (the caller's buffer), so memory holds one layer's worth.
+  void encode(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
+              const void* positions, void* out) const;
   int depth() const { return static_cast<int>(layers_.size()); }
 
  private:

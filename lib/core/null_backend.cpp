@@ -23,6 +23,7 @@ class NullBackend final : public Backend {
   void cast(DType, const void*, DType, void*, std::size_t) override {}
   void reduce_sum(const float*, std::size_t, float*, bool) override {}
   void dropout(DType, const void*, std::size_t, const Dropout&, void*) override {}
+  void gather_rows(DType, const void*, int64_t, const int32_t*, int, int64_t, void*, int64_t) override {}
   void gemm(const GemmArgs&) override {}
   void embedding_forward(DType, const int32_t*, int, int, const void*, int, float, const void*, const Dropout&,
                          void*) override {}
@@ -46,6 +47,7 @@ class NullBackend final : public Backend {
   void attention_softmax_forward(DType, const void*, const int32_t*, int, int, int, int, float, bool, void*) override {}
   void attention_softmax_backward(DType, const void*, const void*, int, int, float, void*) override {}
   void cross_entropy(DType, const void*, const int32_t*, int, int, float, int, float, float*, float*, void*) override {}
+  void log_softmax(DType, const void*, int, int, float*) override {}
   void grad_norm(const float*, std::size_t, float, float, float*, float*) override {}
   void adam_update(float*, const float*, float*, float*, std::size_t, const AdamArgs&, const float*, DType,
                    void*) override {}

@@ -23,7 +23,12 @@ void* StepMemory::keep(std::size_t bytes) {
   check(size);
   void* p = base_ ? base_ + bottom_ : nullptr;
   bottom_ += size;
+  bottom_peak_ = std::max(bottom_peak_, bottom_);
   return p;
+}
+
+void StepMemory::release_kept(std::size_t mark) {
+  if (mark <= bottom_) bottom_ = mark;
 }
 
 void* StepMemory::temp(std::size_t bytes) {

@@ -30,8 +30,13 @@ class StepMemory {
   std::size_t mark() const { return top_; }
   void rewind(std::size_t mark) { top_ = mark; }
 
+  // Forward-only passes (decoding) give back what a layer kept once its output is copied out:
+  // release_kept(kept()) taken before the layer frees everything it kept.
+  std::size_t kept() const { return bottom_; }
+  void release_kept(std::size_t mark);
+
   // Bytes a workspace needs for what this step took (counting mode: the plan).
-  std::size_t needed() const { return bottom_ + top_peak_; }
+  std::size_t needed() const { return bottom_peak_ + top_peak_; }
 
   static constexpr std::size_t kAlignment = 256;
   static std::size_t align(std::size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
@@ -43,6 +48,7 @@ class StepMemory {
   char* base_ = nullptr;
   std::size_t capacity_ = 0;
   std::size_t bottom_ = 0;  // bytes kept
+  std::size_t bottom_peak_ = 0;
   std::size_t top_ = 0;     // bytes of temporaries in use (from the top end)
   std::size_t top_peak_ = 0;
 };

@@ -76,7 +76,8 @@ void Transformer::check_batch(const data::Batch& b) const {
 }
 
 StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kernels::Workspace* ws, const Run& how,
-                          Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured) const {
+                          Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured,
+                          std::vector<float>* logits) const {
   const int batch = b.size, src_len = b.src_len, tgt_len = b.tgt_len;
   const int src_rows = batch * src_len, tgt_rows = batch * tgt_len;
   const std::size_t dim = static_cast<std::size_t>(config_.dim_emb);
@@ -106,6 +107,10 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   const DecoderMemory mem{encoded, src_lengths, src_len};
   const void* decoded = decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
   output_->forward(ctx, decoded, tgt_rows, tape.output);
+  if (logits) {
+    logits->resize(static_cast<std::size_t>(tgt_rows) * config_.tgt_vocab);
+    backend.copy_to_host(logits->data(), tape.output.logits, logits->size() * sizeof(float));
+  }
   float* row_loss = memory.keep_n<float>(tgt_rows);
   float* row_nll = memory.keep_n<float>(tgt_rows);
   output_->loss(ctx, tape.output, tgt_out, how.backward, how.grad_scale, row_loss, row_nll);
@@ -186,6 +191,13 @@ StepLoss Transformer::forward_loss(const data::Batch& batch, kernels::Workspace&
                                    std::vector<double>* sentence_nll) {
   check_batch(batch);
   return run(batch, backend_, &ws, Run{}, tape_, sentence_nll, nullptr);
+}
+
+std::vector<float> Transformer::forward_logits(const data::Batch& batch, kernels::Workspace& ws) {
+  check_batch(batch);
+  std::vector<float> logits;
+  run(batch, backend_, &ws, Run{}, tape_, nullptr, nullptr, &logits);
+  return logits;
 }
 
 }  // namespace lseq

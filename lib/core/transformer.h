@@ -41,6 +41,10 @@ class Transformer {
   const ParamStore& param_store() const { return *store_; }
   ParamStore& param_store() { return *store_; }
   kernels::Backend& backend() const { return backend_; }
+  // The parts, for incremental decoding (transformer_step_decoder.h), which runs them step by step.
+  const Encoder& encoder() const { return *encoder_; }
+  const Decoder& decoder() const { return *decoder_; }
+  const OutputLayer& output_layer() const { return *output_; }
 
   void init_params(uint64_t seed) { store_->init(seed); }
   void zero_grads() { store_->zero_grads(); }
@@ -57,6 +61,9 @@ class Transformer {
   // Forward only, without dropout (validation, scoring). sentence_nll (if not null) receives one nll sum per
   // sentence of the batch, in batch order.
   StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws, std::vector<double>* sentence_nll = nullptr);
+  // Forward only, without dropout: the output layer's logits [batch.size * tgt_len, tgt_vocab] on the host, padding
+  // positions included (tests of incremental decoding compare against it).
+  std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws);
 
  private:
   struct Tape {
@@ -70,7 +77,7 @@ class Transformer {
     float grad_scale = 1.0f;
   };
   StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
-               std::vector<double>* sentence_nll, std::size_t* measured) const;
+               std::vector<double>* sentence_nll, std::size_t* measured, std::vector<float>* logits = nullptr) const;
   void check_batch(const data::Batch& batch) const;
 
   ModelConfig config_;

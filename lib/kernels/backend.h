@@ -32,7 +32,9 @@ struct Dropout {
 
 // C = alpha * op(A) op(B) + beta * C, row-major, op(X) = X or X^T. A is [m,k] after op, B is [k,n], C is [m,n].
 // A and B have type `ab`, C has type `c` (fp32 C with bf16 A/B gives fp32 weight gradients). batch > 1 runs
-// `batch` independent products whose operands start stride_* elements apart (attention heads).
+// `batch` independent products whose operands start stride_* elements apart (attention heads). With index_b (a
+// device array of `batch` entries) product i reads B at index_b[i] * stride_b instead of i * stride_b, so that
+// many products share one operand (in decoding, the hypotheses of a sentence share its encoder keys/values).
 struct GemmArgs {
   bool trans_a = false, trans_b = false;
   int m = 0, n = 0, k = 0;
@@ -46,6 +48,7 @@ struct GemmArgs {
   DType ab = DType::f32, c_type = DType::f32;
   int batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  const int32_t* index_b = nullptr;
 };
 
 struct AdamArgs {
@@ -81,6 +84,11 @@ class Backend {
   virtual void reduce_sum(const float* x, std::size_t n, float* out, bool accumulate) = 0;
   // y = dropout(x); also the backward (dx = dropout(dy) with the same key)
   virtual void dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) = 0;
+  // dst[r * dst_stride + e] = src[i * src_stride + e] with i = index[r] (index == nullptr: i = r), for r < rows,
+  // e < row_elems: a row gather that also copies between strided layouts (decoding caches: reorder hypotheses,
+  // append a step's keys). Any dtype (a copy). dst must not overlap src.
+  virtual void gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows,
+                           int64_t row_elems, void* dst, int64_t dst_stride) = 0;
 
   // ---- matrix products ----
   virtual void gemm(const GemmArgs& args) = 0;
@@ -152,6 +160,10 @@ class Backend {
   virtual void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab,
                              float label_smoothing, int ignore_index, float grad_scale, float* loss,
                              float* nll, void* dlogits) = 0;
+
+  // out[r, :] = logits[r, :] - log(sum_v exp(logits[r, v])) for logits [rows, cols]; fp32 output whatever dt
+  // (decoding's next-token log-probabilities). out may alias logits when dt is fp32.
+  virtual void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) = 0;
 
   // ---- optimizer over the flat fp32 buffers ----
   // norm[0] = sqrt(sum (pre_scale * g)^2); factor[0] = pre_scale * min(1, max_norm / norm) (max_norm <= 0: no

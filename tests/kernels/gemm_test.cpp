@@ -16,12 +16,13 @@ std::vector<double> reference_gemm(const GemmArgs& g, const std::vector<float>& 
   for (int p = 0; p < g.batch; ++p)
     for (int i = 0; i < g.m; ++i)
       for (int j = 0; j < g.n; ++j) {
+        const int64_t pb = g.index_b ? g.index_b[p] : p;  // which B this product reads
         double s = 0;
         for (int l = 0; l < g.k; ++l) {
           const double av =
               g.trans_a ? a[p * g.stride_a + int64_t(l) * g.lda + i] : a[p * g.stride_a + int64_t(i) * g.lda + l];
           const double bv =
-              g.trans_b ? b[p * g.stride_b + int64_t(j) * g.ldb + l] : b[p * g.stride_b + int64_t(l) * g.ldb + j];
+              g.trans_b ? b[pb * g.stride_b + int64_t(j) * g.ldb + l] : b[pb * g.stride_b + int64_t(l) * g.ldb + j];
           s += av * bv;
         }
         double& out = c[p * g.stride_c + int64_t(i) * g.ldc + j];
@@ -66,6 +67,33 @@ TEST_F(CpuKernels, GemmMatchesDoubleReference) {
             }
           }
         }
+}
+
+// Decoding's shape: one query row per product, products sharing B through index_b (hypotheses of one sentence).
+TEST_F(CpuKernels, GemmWithIndexedBReadsTheNamedOperand) {
+  uint64_t seed = 150;
+  for (int tb = 0; tb < 2; ++tb) {
+    GemmArgs g;
+    g.trans_b = tb;
+    g.m = 1, g.n = 6, g.k = 4, g.batch = 7;
+    g.lda = g.k, g.ldb = tb ? g.k : g.n, g.ldc = g.n;
+    g.stride_a = g.k, g.stride_b = 9 * 4 + 3, g.stride_c = g.n;  // B slices of 3 operands, padded apart
+    const std::vector<int32_t> index = {2, 0, 0, 1, 2, 2, 1};
+    g.index_b = index.data();
+    const auto a = random_floats(g.stride_a * g.batch, ++seed);
+    const auto b = random_floats(g.stride_b * 3, ++seed);
+    auto c = poisoned(g.stride_c * g.batch);
+    const auto ref = reference_gemm(g, a, b, c);
+    g.a = a.data(), g.b = b.data(), g.c = c.data();
+    backend.gemm(g);
+    EXPECT_TRUE(all_close(c, ref, 1e-6, 1e-6)) << "trans_b " << tb;
+  }
+  GemmArgs bad;
+  bad.m = bad.n = bad.k = 1, bad.lda = bad.ldb = bad.ldc = 1, bad.batch = 2;
+  const std::vector<int32_t> negative = {0, -1};
+  std::vector<float> x(4, 1.0f);
+  bad.a = bad.b = x.data(), bad.c = x.data() + 2, bad.stride_c = 1, bad.index_b = negative.data();
+  EXPECT_THROW(backend.gemm(bad), lseq::Error);
 }
 
 TEST_F(CpuKernels, GemmWithEmptyInnerDimensionScalesC) {

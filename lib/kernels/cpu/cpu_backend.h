@@ -27,6 +27,8 @@ class CpuBackend : public Backend {
   void cast(DType src_dt, const void* src, DType dst_dt, void* dst, std::size_t n) override;
   void reduce_sum(const float* x, std::size_t n, float* out, bool accumulate) override;
   void dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) override;
+  void gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows, int64_t row_elems,
+                   void* dst, int64_t dst_stride) override;
 
   void gemm(const GemmArgs& args) override;
 
@@ -63,6 +65,8 @@ class CpuBackend : public Backend {
 
   void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab, float label_smoothing,
                      int ignore_index, float grad_scale, float* loss, float* nll, void* dlogits) override;
+
+  void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) override;
 
   void grad_norm(const float* grads, std::size_t n, float pre_scale, float max_norm, float* norm,
                  float* factor) override;

@@ -1,4 +1,5 @@
-// GEMM of the CPU backend: OpenBLAS sgemm, row-major; a batched product is a loop over its batch.
+// GEMM of the CPU backend: OpenBLAS sgemm, row-major; a batched product is a loop over its batch (B optionally
+// indexed per product).
 #include <cblas.h>
 
 #include <algorithm>
@@ -27,7 +28,11 @@ void CpuBackend::gemm(const GemmArgs& g) {
   auto* c = static_cast<float*>(g.c);
   const CBLAS_TRANSPOSE ta = g.trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = g.trans_b ? CblasTrans : CblasNoTrans;
+  if (g.index_b)
+    for (int i = 0; i < g.batch; ++i)
+      if (g.index_b[i] < 0) fail("gemm: index_b[{}] = {} is negative", i, g.index_b[i]);
   for (int i = 0; i < g.batch; ++i) {
+    const int64_t bi = g.index_b ? g.index_b[i] : i;
     float* ci = c + i * g.stride_c;
     if (g.k == 0) {  // an empty sum: C = beta * C (and BLAS may skip the call altogether)
       for (int r = 0; r < g.m; ++r)
@@ -37,7 +42,7 @@ void CpuBackend::gemm(const GemmArgs& g) {
         }
       continue;
     }
-    cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, g.alpha, a + i * g.stride_a, g.lda, b + i * g.stride_b, g.ldb,
+    cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, g.alpha, a + i * g.stride_a, g.lda, b + bi * g.stride_b, g.ldb,
                 g.beta, ci, g.ldc);
   }
 }

@@ -1,0 +1,241 @@
+#include "core/transformer_step_decoder.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "core/embedding_layer.h"
+#include "core/layer_context.h"
+#include "core/null_backend.h"
+#include "util/error.h"
+
+namespace lseq {
+
+namespace {
+
+constexpr kernels::DType kDt = kernels::DType::f32;  // activations (the model computes in fp32 for now)
+
+std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
+  return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * static_cast<std::size_t>(c) *
+         static_cast<std::size_t>(d);
+}
+
+}  // namespace
+
+TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max_hypotheses, int max_src_len,
+                                               int max_tgt_len, int max_sentences)
+    : model_(model), backend_(model.backend()) {
+  if (max_hypotheses < 1 || max_src_len < 1 || max_tgt_len < 1 || max_sentences < 0 ||
+      max_sentences > max_hypotheses) {
+    fail(
+        "cannot plan decoding for {} hypotheses, {} sentences, sources of {} and targets of {} tokens; every limit "
+        "must be positive and sentences at most hypotheses (check --mini-batch, --beam-size and --max-length)",
+        max_hypotheses, max_sentences, max_src_len, max_tgt_len);
+  }
+  const ModelConfig& config = model.config();
+  max_hyps_ = max_hypotheses, max_src_ = max_src_len, max_tgt_ = max_tgt_len;
+  max_sent_ = max_sentences > 0 ? max_sentences : max_hypotheses;
+  dim_ = config.dim_emb, heads_ = config.heads, head_dim_ = config.head_dim();
+  vocab_ = config.tgt_vocab, src_vocab_ = config.src_vocab;
+
+  // Persistent state: count the bytes, allocate one block, lay it out again for real.
+  caches_.resize(model.decoder().depth());
+  std::size_t state_bytes = 0;
+  lay_out_state([&](std::size_t bytes) -> void* {
+    state_bytes += StepMemory::align(bytes);
+    return nullptr;
+  });
+  state_ = std::make_unique<kernels::Workspace>(backend_, state_bytes,
+                                                "internal error: the decoder's state outgrew its plan");
+  lay_out_state([&](std::size_t bytes) { return state_->take(bytes); });
+  const std::vector<float> positions = sinusoidal_positions(std::max(max_src_, max_tgt_), dim_);
+  backend_.copy_to_device(positions_, positions.data(), positions.size() * sizeof(float));
+
+  // Scratch: run start and step at their largest shapes over a no-op backend, counting what they take.
+  auto null = make_null_backend();
+  StepMemory start_plan(nullptr), step_plan(nullptr);
+  encode_sources(*null, start_plan, max_sent_, max_src_);
+  forward_step(*null, step_plan, max_hyps_, max_tgt_ - 1, max_sent_, max_src_);
+  scratch_ = std::make_unique<kernels::Workspace>(backend_, std::max(start_plan.needed(), step_plan.needed()),
+                                                  "internal error: a decoding step outgrew its plan");
+
+  staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, 2 * heads_ + 1)}));
+  src_lengths_.reserve(max_sent_);
+  sentence_of_.reserve(max_hyps_);
+}
+
+TransformerStepDecoder::~TransformerStepDecoder() = default;
+
+template <typename Take>
+void TransformerStepDecoder::lay_out_state(Take&& take) {
+  const std::size_t f = kernels::dtype_size(kDt), i32 = sizeof(int32_t);
+  positions_ = take(elems(std::max(max_src_, max_tgt_), dim_) * sizeof(float));
+  // Self-attention caches: K and V of every layer, plus one spare of the same size that select() gathers into
+  // before swapping it in (gathering in place would overwrite rows still to be read).
+  const std::size_t self_bytes = elems(max_hyps_, heads_, max_tgt_, head_dim_) * f;
+  for (DecoderLayerCache& cache : caches_) {
+    cache.self_k = take(self_bytes);
+    cache.self_v = take(self_bytes);
+    cache.cross_kv = take(2 * elems(max_sent_, max_src_, dim_) * f);
+  }
+  spare_ = take(self_bytes);
+  dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + max_sent_) * i32));
+  dev_tokens_ = static_cast<int32_t*>(take(elems(max_hyps_) * i32));
+  dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, 2 * heads_ + 1) * i32));
+  dev_log_probs_ = static_cast<float*>(take(elems(max_hyps_, vocab_) * sizeof(float)));
+}
+
+void TransformerStepDecoder::encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences,
+                                            int src_len) {
+  const LayerContext ctx{backend, memory, model_.param_store(), kDt, false, 0, 0};
+  // The encoder output lives in the scratch only until the cross-attention keys/values are projected from it.
+  void* encoded = ctx.keep(elems(sentences, src_len, dim_));
+  const int32_t* lengths = dev_src_ + elems(sentences, src_len);
+  model_.encoder().encode(ctx, dev_src_, lengths, sentences, src_len, positions_, encoded);
+  model_.decoder().project_memory(ctx, encoded, sentences, src_len, caches_);
+}
+
+void TransformerStepDecoder::forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t,
+                                          int sentences, int src_len) {
+  const LayerContext ctx{backend, memory, model_.param_store(), kDt, false, 0, 0};
+  DecoderStep st;
+  st.rows = rows, st.t = t, st.max_len = max_tgt_;
+  st.sentences = sentences, st.src_len = src_len;
+  st.cross_slices = dev_cross_slices_;
+  st.src_lengths = dev_row_src_lengths_;
+  const void* position = offset_ptr(positions_, elems(t, dim_), kDt);
+  const void* states = model_.decoder().step(ctx, dev_tokens_, position, st, caches_);
+  OutputLayer::Saved out;
+  model_.output_layer().forward(ctx, states, rows, out);
+  backend.log_softmax(kDt, out.logits, rows, vocab_, dev_log_probs_);
+}
+
+void TransformerStepDecoder::upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of) {
+  // One upload, packed for the current count n: [n*heads] parent slices | [n*heads] sentence slices | [n] lengths.
+  const int n = static_cast<int>(sentence_of.size());
+  staging_.clear();
+  for (int j = 0; j < n; ++j)
+    for (int h = 0; h < heads_; ++h) staging_.push_back((parents ? (*parents)[j] : j) * heads_ + h);
+  for (int j = 0; j < n; ++j)
+    for (int h = 0; h < heads_; ++h) staging_.push_back(sentence_of[j] * heads_ + h);
+  for (int j = 0; j < n; ++j) staging_.push_back(src_lengths_[sentence_of[j]]);
+  backend_.copy_to_device(dev_rows_, staging_.data(), staging_.size() * sizeof(int32_t));
+  dev_gather_ = dev_rows_;
+  dev_cross_slices_ = dev_rows_ + elems(n, heads_);
+  dev_row_src_lengths_ = dev_rows_ + 2 * elems(n, heads_);
+}
+
+void TransformerStepDecoder::start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
+                                   int sentences, int src_len) {
+  if (sentences < 1 || src_len < 1) fail("internal error: start() needs sentences, got {} x {}", sentences, src_len);
+  if (sentences > max_sent_) {
+    fail(
+        "decoding was planned for at most {} sentences at a time but got {}; lower --mini-batch or build the "
+        "decoder with a larger limit",
+        max_sent_, sentences);
+  }
+  if (src_len > max_src_) {
+    fail(
+        "a source sentence of {} tokens (eos included) is longer than the {} the decoder was planned for; filter "
+        "or split longer inputs, or raise --max-length",
+        src_len, max_src_);
+  }
+  if (src.size() != elems(sentences, src_len) || src_lengths.size() != static_cast<std::size_t>(sentences)) {
+    fail("internal error: start() got {} ids and {} lengths for {} sentences of {} tokens", src.size(),
+         src_lengths.size(), sentences, src_len);
+  }
+  for (int s = 0; s < sentences; ++s) {
+    if (src_lengths[s] < 1 || src_lengths[s] > src_len) {
+      fail("internal error: source sentence {} has length {} outside 1..{}", s, src_lengths[s], src_len);
+    }
+  }
+  for (int32_t id : src) {
+    if (id < 0 || id >= src_vocab_) {
+      fail("source token id {} is outside the model's source vocabulary ({} entries); the vocabulary files do not "
+           "match the model",
+           id, src_vocab_);
+    }
+  }
+  staging_.assign(src.begin(), src.end());
+  staging_.insert(staging_.end(), src_lengths.begin(), src_lengths.end());
+  backend_.copy_to_device(dev_src_, staging_.data(), staging_.size() * sizeof(int32_t));
+  scratch_->reset();
+  StepMemory memory(scratch_.get());
+  encode_sources(backend_, memory, sentences, src_len);
+
+  started_ = true;
+  sentences_ = sentences, src_len_ = src_len, t_ = 0;
+  src_lengths_.assign(src_lengths.begin(), src_lengths.end());
+  sentence_of_.clear();
+  for (int s = 0; s < sentences; ++s) sentence_of_.push_back(s);
+  live_ = sentences;
+  upload_rows(nullptr, sentence_of_);
+}
+
+void TransformerStepDecoder::select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) {
+  if (!started_) fail("internal error: select() before start()");
+  if (parents.size() != sentence_of.size()) {
+    fail("internal error: select() got {} parents but {} sentence indices", parents.size(), sentence_of.size());
+  }
+  const int n = static_cast<int>(parents.size());
+  if (n > max_hyps_) {
+    fail(
+        "the search asks for {} hypotheses but decoding was planned for at most {} (sentences x beam size); lower "
+        "--beam-size or --mini-batch, or build the decoder with a larger limit",
+        n, max_hyps_);
+  }
+  for (int j = 0; j < n; ++j) {
+    if (parents[j] < 0 || parents[j] >= live_) {
+      fail("internal error: select() names parent {} of {} live hypotheses", parents[j], live_);
+    }
+    if (sentence_of[j] != sentence_of_[parents[j]]) {
+      fail("internal error: select() puts hypothesis {} into sentence {} but its parent belongs to sentence {}", j,
+           sentence_of[j], sentence_of_[parents[j]]);
+    }
+  }
+  upload_rows(&parents, sentence_of);
+  if (t_ > 0 && n > 0) {
+    // Every cache slice (hypothesis, head) continues its parent's: gather positions 0..t-1 into the spare buffer
+    // and swap it in; the buffer given up becomes the next spare.
+    const int64_t stride = elems(max_tgt_, head_dim_);
+    for (DecoderLayerCache& cache : caches_) {
+      for (void** buffer : {&cache.self_k, &cache.self_v}) {
+        backend_.gather_rows(kDt, *buffer, stride, dev_gather_, n * heads_, elems(t_, head_dim_), spare_, stride);
+        std::swap(*buffer, spare_);
+      }
+    }
+  }
+  live_ = n;
+  sentence_of_.assign(sentence_of.begin(), sentence_of.end());
+}
+
+void TransformerStepDecoder::step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) {
+  if (!started_) fail("internal error: step() before start()");
+  if (tokens.size() != static_cast<std::size_t>(live_)) {
+    fail("internal error: step() got {} tokens for {} live hypotheses", tokens.size(), live_);
+  }
+  if (t_ >= max_tgt_) {
+    fail(
+        "decoding step {} goes past the {} target tokens (bos included) the decoder was planned for; the search "
+        "must stop at its maximum output length (--max-length)",
+        t_ + 1, max_tgt_);
+  }
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= vocab_) fail("internal error: step() got token id {} outside the target vocabulary", id);
+  }
+  log_probs.resize(elems(live_, vocab_));
+  if (live_ > 0) {
+    backend_.copy_to_device(dev_tokens_, tokens.data(), tokens.size() * sizeof(int32_t));
+    scratch_->reset();
+    StepMemory memory(scratch_.get());
+    forward_step(backend_, memory, live_, t_, sentences_, src_len_);
+    backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
+  }
+  ++t_;
+}
+
+std::unique_ptr<StepDecoder> make_transformer_step_decoder(const Transformer& model, int max_hypotheses,
+                                                           int max_src_len, int max_tgt_len, int max_sentences) {
+  return std::make_unique<TransformerStepDecoder>(model, max_hypotheses, max_src_len, max_tgt_len, max_sentences);
+}
+
+}  // namespace lseq

@@ -1,0 +1,84 @@
+#pragma once
+// Incremental decoding for the encoder-decoder Transformer: the StepDecoder that search (beam, greedy, sampling)
+// runs over. start() encodes the sources and projects every decoder layer's cross-attention keys/values once per
+// sentence; step() feeds one token per live hypothesis through the decoder with q_len 1, appending its
+// self-attention keys/values to per-hypothesis caches; select() re-indexes those caches. All device memory is
+// planned and allocated at construction from the limits; start/select/step allocate nothing. Cache layout:
+// docs/decoding.md.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/decoder.h"
+#include "core/step_decoder.h"
+#include "core/step_memory.h"
+#include "core/transformer.h"
+#include "kernels/workspace.h"
+
+namespace lseq {
+
+class TransformerStepDecoder : public StepDecoder {
+ public:
+  // Limits: at most max_hypotheses live hypotheses (sentences x beam size), source batches of at most
+  // max_src_len tokens per sentence (eos included), at most max_tgt_len steps after each start (bos included: a
+  // search that allows n output tokens before eos needs n + 1), and at most max_sentences sentences per start
+  // (0: max_hypotheses). Reads the model's parameters through its ParamStore views; the model must outlive the
+  // decoder. Going past a limit throws lseq::Error.
+  TransformerStepDecoder(const Transformer& model, int max_hypotheses, int max_src_len, int max_tgt_len,
+                         int max_sentences = 0);
+  ~TransformerStepDecoder() override;
+  TransformerStepDecoder(const TransformerStepDecoder&) = delete;
+  TransformerStepDecoder& operator=(const TransformerStepDecoder&) = delete;
+
+  int vocab_size() const override { return vocab_; }
+  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override;
+  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override;
+  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override;
+  int live() const override { return live_; }
+
+  int steps() const { return t_; }  // tokens fed since start (the position of the next one)
+  // Device bytes planned at construction: caches and other state, and the scratch of start/step.
+  std::size_t state_bytes() const { return state_->capacity(); }
+  std::size_t scratch_bytes() const { return scratch_->capacity(); }
+
+ private:
+  // Lays out the persistent state through take(bytes) (a counting pass returns nullptr, then the real one).
+  template <typename Take>
+  void lay_out_state(Take&& take);
+  // The encoder and the cross-attention projections of `sentences` x `src_len` sources already on the device.
+  void encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences, int src_len);
+  // One step of `rows` hypotheses at position t: log-probabilities into dev_log_probs_.
+  void forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t, int sentences, int src_len);
+  // Uploads the per-hypothesis indices of sentence_of (and, with parents, the cache gather index).
+  void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
+
+  const Transformer& model_;
+  kernels::Backend& backend_;
+  int max_hyps_ = 0, max_src_ = 0, max_tgt_ = 0, max_sent_ = 0;
+  int dim_ = 0, heads_ = 0, head_dim_ = 0, vocab_ = 0, src_vocab_ = 0;
+
+  std::unique_ptr<kernels::Workspace> state_;    // positions, caches, indices, log-probs (lives with the decoder)
+  std::unique_ptr<kernels::Workspace> scratch_;  // activations of one start or step (reset by each)
+  void* positions_ = nullptr;                    // sinusoidal [max(max_src, max_tgt), dim]
+  std::vector<DecoderLayerCache> caches_;        // per decoder layer
+  void* spare_ = nullptr;                        // a self-attention cache buffer not in use (select's target)
+  int32_t* dev_src_ = nullptr;                   // source ids [sentences*src_len], then lengths [sentences]
+  int32_t* dev_tokens_ = nullptr;                // [max_hyps]
+  int32_t* dev_rows_ = nullptr;                  // per-hypothesis indices, see upload_rows
+  const int32_t* dev_gather_ = nullptr;          // [live*heads] parent slices (select)
+  const int32_t* dev_cross_slices_ = nullptr;    // [live*heads] sentence slices of the cross-attention memory
+  const int32_t* dev_row_src_lengths_ = nullptr; // [live] source length of each hypothesis' sentence
+  float* dev_log_probs_ = nullptr;               // [max_hyps, vocab]
+  std::vector<int32_t> staging_;                 // host side of the uploads (reserved at construction)
+
+  bool started_ = false;
+  int sentences_ = 0, src_len_ = 0, live_ = 0, t_ = 0;
+  std::vector<int32_t> src_lengths_, sentence_of_;
+};
+
+// What the apps call (lstranslate, lsscore): a TransformerStepDecoder with these limits.
+std::unique_ptr<StepDecoder> make_transformer_step_decoder(const Transformer& model, int max_hypotheses,
+                                                           int max_src_len, int max_tgt_len, int max_sentences = 0);
+
+}  // namespace lseq

@@ -1,0 +1,47 @@
+// Ops of incremental decoding: the strided row gather that maintains the caches and the fp32 log-softmax of the
+// next-token logits.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_common.h"
+#include "util/error.h"
+
+namespace lseq::kernels {
+
+using cpu::f32;
+
+void CpuBackend::gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows,
+                             int64_t row_elems, void* dst, int64_t dst_stride) {
+  if (rows < 0 || row_elems < 0 || src_stride < row_elems || dst_stride < row_elems)
+    fail("gather_rows: invalid shape rows={} row_elems={} src_stride={} dst_stride={}", rows, row_elems, src_stride,
+         dst_stride);
+  if (index)
+    for (int r = 0; r < rows; ++r)
+      if (index[r] < 0) fail("gather_rows: index[{}] = {} is negative", r, index[r]);
+  const std::size_t size = dtype_size(dt);
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+  cpu::parallel_for(threads_, rows, row_elems, [&](int64_t r) {
+    const int64_t i = index ? index[r] : r;
+    std::memcpy(d + r * dst_stride * size, s + i * src_stride * size, static_cast<std::size_t>(row_elems) * size);
+  });
+}
+
+void CpuBackend::log_softmax(DType dt, const void* logits, int rows, int cols, float* out) {
+  cpu::require_f32(dt, "log_softmax");
+  if (rows < 0 || cols < 1) fail("log_softmax: invalid shape rows={} cols={}", rows, cols);
+  const float* px = f32(logits);
+  cpu::parallel_for(threads_, rows, cols * 2, [&](int64_t r) {
+    const float* x = px + r * cols;
+    float* y = out + r * cols;
+    const float max = *std::max_element(x, x + cols);
+    double sum_exp = 0.0;
+    for (int v = 0; v < cols; ++v) sum_exp += std::exp(x[v] - max);  // fp32 exp of a value <= 0, summed in double
+    const double lse = max + std::log(sum_exp);
+    for (int v = 0; v < cols; ++v) y[v] = static_cast<float>(x[v] - lse);  // out may alias logits in fp32
+  });
+}
+
+}  // namespace lseq::kernels

@@ -1,0 +1,86 @@
+// Ops of incremental decoding: the strided row gather and the fp32 log-softmax.
+#include <tuple>
+
+#include "kernels_test_util.h"
+
+namespace lseq::kernels::test {
+namespace {
+
+TEST_F(CpuKernels, GatherRowsCopiesTheIndexedRowsBetweenStridedLayouts) {
+  uint64_t seed = 3100;
+  struct Case {
+    int rows, src_rows;
+    int64_t row_elems, src_stride, dst_stride;
+    bool indexed;
+  };
+  for (const Case& c : std::vector<Case>{{1, 1, 1, 1, 1, true},
+                                         {5, 3, 4, 4, 4, true},
+                                         {6, 4, 3, 10, 7, true},
+                                         {4, 4, 2, 2, 9, false},
+                                         {40000, 40000, 1, 1, 1, true},  // large enough to run on two threads
+                                         {0, 2, 3, 3, 3, true}}) {
+    const auto src = random_floats(std::size_t(c.src_rows) * c.src_stride, ++seed);
+    const auto index = random_ints(c.rows, ++seed, 0, c.src_rows - 1);
+    auto dst = random_floats(std::size_t(c.rows) * c.dst_stride, ++seed);
+    std::vector<double> expected(dst.begin(), dst.end());  // the gaps between rows stay as they were
+    for (int r = 0; r < c.rows; ++r) {
+      const int64_t i = c.indexed ? index[r] : r;
+      for (int64_t e = 0; e < c.row_elems; ++e) expected[r * c.dst_stride + e] = src[i * c.src_stride + e];
+    }
+    backend.gather_rows(DType::f32, src.data(), c.src_stride, c.indexed ? index.data() : nullptr, c.rows, c.row_elems,
+                        dst.data(), c.dst_stride);
+    EXPECT_TRUE(all_close(dst, expected, 0, 0)) << c.rows << " rows of " << c.row_elems;
+  }
+}
+
+TEST_F(CpuKernels, GatherRowsCopiesHalfPrecisionBitsAndRejectsBadArguments) {
+  const std::vector<uint16_t> src = {1, 2, 3, 4, 5, 6};
+  const std::vector<int32_t> index = {2, 0};
+  std::vector<uint16_t> dst(4, 0);
+  backend.gather_rows(DType::bf16, src.data(), 2, index.data(), 2, 2, dst.data(), 2);
+  EXPECT_EQ(dst, (std::vector<uint16_t>{5, 6, 1, 2}));
+  const std::vector<int32_t> negative = {-1};
+  EXPECT_THROW(backend.gather_rows(DType::bf16, src.data(), 2, negative.data(), 1, 2, dst.data(), 2), lseq::Error);
+  EXPECT_THROW(backend.gather_rows(DType::bf16, src.data(), 1, nullptr, 1, 2, dst.data(), 2), lseq::Error);
+}
+
+std::vector<double> ref_log_softmax(const std::vector<float>& x, int rows, int cols) {
+  std::vector<double> y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x.data() + std::size_t(r) * cols;
+    double max = row[0];
+    for (int v = 1; v < cols; ++v) max = std::max(max, double(row[v]));
+    double sum = 0;
+    for (int v = 0; v < cols; ++v) sum += std::exp(row[v] - max);
+    for (int v = 0; v < cols; ++v) y[std::size_t(r) * cols + v] = row[v] - max - std::log(sum);
+  }
+  return y;
+}
+
+TEST_F(CpuKernels, LogSoftmaxMatchesDoubleReference) {
+  uint64_t seed = 3200;
+  for (auto [rows, cols, range] : std::vector<std::tuple<int, int, float>>{
+           {1, 1, 1.0f}, {3, 7, 5.0f}, {17, 1000, 10.0f}, {2, 50, 1000.0f}}) {  // huge logits must not overflow
+    const auto x = random_floats(std::size_t(rows) * cols, ++seed, -range, range);
+    auto y = poisoned(x.size());
+    backend.log_softmax(DType::f32, x.data(), rows, cols, y.data());
+    EXPECT_TRUE(all_close(y, ref_log_softmax(x, rows, cols), 1e-6, 1e-5)) << rows << " x " << cols;
+    for (int r = 0; r < rows; ++r) {  // probabilities sum to one
+      double sum = 0;
+      for (int v = 0; v < cols; ++v) sum += std::exp(double(y[std::size_t(r) * cols + v]));
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+  }
+}
+
+TEST_F(CpuKernels, LogSoftmaxMayOverwriteItsInputAndRejectsOtherTypes) {
+  auto x = random_floats(3 * 11, 3300, -4.0f, 4.0f);
+  const auto expected = ref_log_softmax(x, 3, 11);
+  backend.log_softmax(DType::f32, x.data(), 3, 11, x.data());
+  EXPECT_TRUE(all_close(x, expected, 1e-6, 1e-5));
+  EXPECT_THROW(backend.log_softmax(DType::f16, x.data(), 3, 11, x.data()), lseq::Error);
+  EXPECT_THROW(backend.log_softmax(DType::f32, x.data(), 3, 0, x.data()), lseq::Error);
+}
+
+}  // namespace
+}  // namespace lseq::kernels::test
