@@ -308,9 +308,9 @@ std::vector<OptionSpec> build_registry() {
             "Sample instead of beam search: full, topk 10, topp 0.9, temperature 0.7 (combinable)")
             .words(),
         Opt("no-spm-encode", T::boolean, G::translation, XS, def("false"),
-            "Input is already SentencePiece pieces, separated by spaces"),
+            "Input is token ids of the source vocabulary, separated by spaces (no SentencePiece encoding)"),
         Opt("no-spm-decode", T::boolean, G::translation, XS, def("false"),
-            "Print SentencePiece pieces instead of detokenised text"),
+            "Print token ids of the target vocabulary instead of decoded text"),
         Opt("summary", T::boolean, G::translation, kScore, def("false"),
             "Print only the total cross-entropy and perplexity"),
         Opt("n-best-feature", T::string, G::translation, kScore, def("Score"),
