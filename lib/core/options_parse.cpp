@@ -171,11 +171,11 @@ Options merge_layers(App app, const std::vector<GivenOption>& given, const std::
   return options;
 }
 
-// lstranslate and lsscore read the model directory's decoder.yml (written by lstrain) as the lowest config layer,
+// lstranslate reads the model directory's decoder.yml (written by lstrain) as the lowest config layer,
 // so its beam size, normalization etc. apply unless a config file or the command line says otherwise.
 Options merge_options(App app, const std::vector<GivenOption>& given) {
   Options options = merge_layers(app, given, "");
-  if (app != App::train && options.has("model")) {
+  if (app == App::translate && options.has("model")) {
     const std::string decoder_config = options.get_string("model") + "/decoder.yml";
     std::error_code ec;
     if (std::filesystem::is_regular_file(decoder_config, ec)) options = merge_layers(app, given, decoder_config);

@@ -287,17 +287,18 @@ std::vector<OptionSpec> build_registry() {
             .flag('i'),
         Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
             .flag('o'),
-        Opt("beam-size", T::integer, G::translation, kTranslate, def("4"), "Beam size; 1 is greedy search")
+        Opt("beam-size", T::integer, G::translation, kTranslate | kTrain, def("4"),
+            "Beam size; 1 is greedy search (lstrain: for the bleu/chrf validation metrics)")
             .flag('b')
             .at_least(1),
-        Opt("normalize", T::floating, G::translation, XS, def("0.6"),
+        Opt("normalize", T::floating, G::translation, TXS, def("0.6"),
             "Divide scores by length^N (length normalisation); --normalize alone means 1")
             .flag('n')
             .at_least(0)
             .implicit("1")
             .default_in(App::score, def("0")),
-        Opt("word-penalty", T::floating, G::translation, kTranslate, def("0"), "Subtract N per output word"),
-        Opt("max-length-factor", T::floating, G::translation, kTranslate, def("3"),
+        Opt("word-penalty", T::floating, G::translation, kTranslate | kTrain, def("0"), "Subtract N per output word"),
+        Opt("max-length-factor", T::floating, G::translation, kTranslate | kTrain, def("3"),
             "Longest output: N times the input length")
             .at_least(0),
         Opt("n-best", T::boolean, G::translation, XS, def("false"),
@@ -307,9 +308,9 @@ std::vector<OptionSpec> build_registry() {
             "Sample instead of beam search: full, topk 10, topp 0.9, temperature 0.7 (combinable)")
             .words(),
         Opt("no-spm-encode", T::boolean, G::translation, XS, def("false"),
-            "Input is already SentencePiece pieces, separated by spaces"),
+            "Input is token ids of the source vocabulary, separated by spaces (no SentencePiece encoding)"),
         Opt("no-spm-decode", T::boolean, G::translation, XS, def("false"),
-            "Print SentencePiece pieces instead of detokenised text"),
+            "Print token ids of the target vocabulary instead of decoded text"),
         Opt("summary", T::boolean, G::translation, kScore, def("false"),
             "Print only the total cross-entropy and perplexity"),
         Opt("n-best-feature", T::string, G::translation, kScore, def("Score"),

@@ -13,6 +13,7 @@
 #include "core/trainer.h"
 #include "core/validator.h"
 #include "data/corpus_cache.h"
+#include "data/line_reader.h"
 #include "data/vocab.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -169,6 +170,21 @@ OptimizerOptions optimizer_options(const Options& options) {
   return o;
 }
 
+// decoder.yml: lstranslate's defaults for this model (Marian writes the same file beside its models). Only
+// lstranslate options: it is validated as an lstranslate config file.
+void write_decoder_config(const ModelDir& dir, const Options& options) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "beam-size" << YAML::Value << 4;
+  out << YAML::Key << "normalize" << YAML::Value << 0.6;
+  out << YAML::Key << "max-length-factor" << YAML::Value << 3;
+  out << YAML::Key << "mini-batch" << YAML::Value << 16;
+  out << YAML::Key << "maxi-batch" << YAML::Value << 100;
+  out << YAML::Key << "max-length" << YAML::Value << options.get_int("max-length");
+  out << YAML::EndMap;
+  write_file_atomic(dir.file("decoder.yml"), std::string(out.c_str()) + "\n");
+}
+
 void clear_training_state(const ModelDir& dir) {
   std::error_code ec;
   fs::remove_all(dir.file("checkpoint"), ec);
@@ -191,6 +207,7 @@ int run_train(const Options& options) {
   if (options.get_bool("overwrite") && fs::exists(dir.path())) clear_training_state(dir);
   dir.create();
   write_file_atomic(dir.file("config.yml"), options.dump());
+  write_decoder_config(dir, options);
 
   const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets);
   const ModelConfig config = model_config_from(options, vocabs);
@@ -241,8 +258,26 @@ int run_train(const Options& options) {
       spdlog::warn("validation: {} sentences longer than {} tokens were cropped (--max-length)", valid->cropped(),
                    valid_options.max_length);
     }
-    validator = std::make_unique<Validator>(valid, options.get_strings("valid-metrics"), max_tokens,
-                                            static_cast<int>(options.get_int("valid-mini-batch")));
+    const std::vector<std::string> metrics = options.get_strings("valid-metrics");
+    TranslationValidation translation;
+    const bool translating = std::any_of(metrics.begin(), metrics.end(), Validator::needs_translation);
+    if (options.has("valid-translation-output") && !translating) {
+      fail("--valid-translation-output needs a translation metric: add bleu or chrf to --valid-metrics");
+    }
+    if (translating) {
+      data::LineReader reader({valid_sets[1]});
+      for (std::string line; reader.next(line);) translation.references.push_back(line);
+      translation.target_vocab = &vocabs.target();
+      translation.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
+      translation.beam.normalize = options.get_float("normalize");
+      translation.beam.word_penalty = options.get_float("word-penalty");
+      translation.beam.max_length_factor = options.get_float("max-length-factor");
+      translation.mini_batch = static_cast<int>(options.get_int("valid-mini-batch"));
+      if (options.has("valid-translation-output")) translation.output_path = options.get_string("valid-translation-output");
+    }
+    validator = std::make_unique<Validator>(valid, metrics, max_tokens,
+                                            static_cast<int>(options.get_int("valid-mini-batch")),
+                                            std::move(translation));
   }
 
   data::BatcherOptions batcher_options;

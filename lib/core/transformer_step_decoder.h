@@ -20,9 +20,10 @@ namespace lseq {
 class TransformerStepDecoder : public StepDecoder {
  public:
   // Limits: at most max_hypotheses live hypotheses (sentences x beam size), source batches of at most
-  // max_src_len tokens per sentence (eos included), at most max_tgt_len steps after each start (bos included), and
-  // at most max_sentences sentences per start (0: max_hypotheses). Reads the model's parameters through its
-  // ParamStore views; the model must outlive the decoder. Going past a limit throws lseq::Error.
+  // max_src_len tokens per sentence (eos included), at most max_tgt_len steps after each start (bos included: a
+  // search that allows n output tokens before eos needs n + 1), and at most max_sentences sentences per start
+  // (0: max_hypotheses). Reads the model's parameters through its ParamStore views; the model must outlive the
+  // decoder. Going past a limit throws lseq::Error.
   TransformerStepDecoder(const Transformer& model, int max_hypotheses, int max_src_len, int max_tgt_len,
                          int max_sentences = 0);
   ~TransformerStepDecoder() override;

@@ -3,8 +3,8 @@
 // of batch padding, and the limits planned at construction.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -326,6 +326,25 @@ TEST(TransformerStepDecoder, LimitsAreErrorsNotCrashes) {
   }
   EXPECT_THROW(TransformerStepDecoder(model, 0, 6, 3), Error);
   EXPECT_THROW(TransformerStepDecoder(model, 2, 6, 3, 3), Error);
+}
+
+// The encoder runs one layer's worth of memory at a time: its depth does not change the planned scratch, and the
+// caches grow with the decoder's depth only.
+TEST(TransformerStepDecoder, EncoderDepthDoesNotGrowTheScratch) {
+  auto backend = kernels::make_cpu_backend(1);
+  ModelConfig c = tiny_config(kVariants[1]);
+  c.dec_depth = 1;
+  c.enc_depth = 1;
+  Transformer shallow(c, *backend);
+  c.enc_depth = 6;
+  Transformer deep(c, *backend);
+  // Long sources and few steps, so that start() (the encoder) sets the scratch.
+  TransformerStepDecoder a(shallow, 4, 16, 2), b(deep, 4, 16, 2);
+  EXPECT_EQ(a.scratch_bytes(), b.scratch_bytes());
+  EXPECT_EQ(a.state_bytes(), b.state_bytes());
+  c.dec_depth = 3;
+  Transformer deeper_decoder(c, *backend);
+  EXPECT_GT(TransformerStepDecoder(deeper_decoder, 4, 16, 2).state_bytes(), b.state_bytes());
 }
 
 // Finished sentences leave the batch; with none left, steps return nothing.

@@ -89,10 +89,6 @@ TEST_F(ModelDir, DecoderConfigWithAnUnknownKeyIsAnError) {
   EXPECT_NE(err.str().find("beam-sise"), std::string::npos) << err.str();
 }
 
-TEST_F(ModelDir, StepDecoderIsNotAvailableYet) {
-  touch("model.safetensors");
-  EXPECT_THROW(make_step_decoder(find_model_files(dir_.string()), default_options(App::translate)), Error);
-}
 
 }  // namespace
 }  // namespace lseq

@@ -1,4 +1,6 @@
 // Ops of incremental decoding: the strided row gather and the fp32 log-softmax.
+#include <tuple>
+
 #include "kernels_test_util.h"
 
 namespace lseq::kernels::test {
