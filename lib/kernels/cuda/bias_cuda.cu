@@ -31,8 +31,8 @@ __global__ void bias_residual_forward_kernel(const T* x, const T* bias, const T*
                                              DeviceMask mask, T* y) {
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = (to_f32(x[i]) + (bias ? to_f32(bias[i % cols]) : 0.0f)) * mask(i);
-    y[i] = from_f32<T>(to_f32(residual[i]) + v);
+    const float v = __fmul_rn(to_f32(x[i]) + (bias ? to_f32(bias[i % cols]) : 0.0f), mask(i));
+    y[i] = from_f32<T>(__fadd_rn(to_f32(residual[i]), v));  // no fused multiply-add: the CPU's rounding
   }
 }
 

@@ -19,8 +19,10 @@ __global__ void embedding_forward_kernel(const int32_t* tokens, int64_t rows, in
     const int64_t row = i / dim;
     const int d = static_cast<int>(i % dim);
     const int t = static_cast<int>(row % len);
-    float v = to_f32(table[static_cast<int64_t>(tokens[row]) * dim + d]) * scale;
-    if (positions) v += to_f32(positions[static_cast<int64_t>(t) * dim + d]);
+    // Rounded product (no fused multiply-add), as the CPU computes it: a position cancelling the token's
+    // embedding then leaves the CPU's value, not a differently rounded one.
+    float v = __fmul_rn(to_f32(table[static_cast<int64_t>(tokens[row]) * dim + d]), scale);
+    if (positions) v = __fadd_rn(v, to_f32(positions[static_cast<int64_t>(t) * dim + d]));
     out[i] = from_f32<T>(v * mask(i));
   }
 }
