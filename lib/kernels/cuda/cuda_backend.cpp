@@ -45,6 +45,9 @@ void CudaBackend::release_resources() noexcept {
 
 void CudaBackend::bind() const { LSEQ_CUDA_CHECK(cudaSetDevice(device_)); }
 
-void CudaBackend::check_launch(const char* op) const { cuda::check_cuda(cudaGetLastError(), op); }
+void CudaBackend::check_launch(const char* op) const {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) cuda::check_cuda(status, fmt::format("{} (kernel launch on {})", op, name_).c_str());
+}
 
 }  // namespace lseq::kernels
