@@ -11,14 +11,13 @@ namespace {
 
 constexpr int kRowsPerBlock = 4;  // softmax: one warp per row
 
-template <typename T>
-__global__ void split_heads_kernel(const T* qkv, const T* bias, int batch, int len, int heads, int head_dim, int parts,
-                                   T* out) {
-  const int64_t n = static_cast<int64_t>(parts) * batch * heads * len * head_dim;
+template <typename T, typename I>
+__global__ void split_heads_kernel(const T* qkv, const T* bias, I n, int batch, int len, int heads, int head_dim,
+                                   int parts, T* out) {
   const int width = parts * heads * head_dim;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
     const int d = static_cast<int>(i % head_dim);
-    int64_t rest = i / head_dim;
+    I rest = i / head_dim;
     const int t = static_cast<int>(rest % len);
     rest /= len;
     const int h = static_cast<int>(rest % heads);
@@ -103,9 +102,12 @@ void CudaBackend::split_heads(DType dt, const void* qkv, const void* bias, int b
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    split_heads_kernel<T><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(qkv),
-                                                                 static_cast<const T*>(bias), batch, len, heads,
-                                                                 head_dim, parts, static_cast<T*>(out));
+    dispatch_index(n, [&](auto index) {
+      using I = decltype(index);
+      split_heads_kernel<T, I><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(qkv),
+                                                                       static_cast<const T*>(bias), I(n), batch, len,
+                                                                       heads, head_dim, parts, static_cast<T*>(out));
+    });
   });
   check_launch("split_heads");
 }

@@ -9,28 +9,25 @@ namespace lseq::kernels {
 namespace cuda {
 namespace {
 
-template <typename T>
-__global__ void add_bias_kernel(const T* x, const T* bias, int64_t rows, int cols, T* y) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+template <typename T, typename I>
+__global__ void add_bias_kernel(const T* x, const T* bias, I n, I cols, T* y) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x)
     y[i] = from_f32<T>(to_f32(x[i]) + to_f32(bias[i % cols]));
 }
 
-template <typename T>
-__global__ void bias_act_forward_kernel(const T* x, const T* bias, int64_t rows, int cols, Activation act,
-                                        DeviceMask mask, T* y) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+template <typename T, typename I>
+__global__ void bias_act_forward_kernel(const T* x, const T* bias, I n, I cols, Activation act, DeviceMask mask,
+                                        T* y) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
     const float z = to_f32(x[i]) + (bias ? to_f32(bias[i % cols]) : 0.0f);
     y[i] = from_f32<T>(activate(act, z) * mask(i));
   }
 }
 
-template <typename T>
-__global__ void bias_residual_forward_kernel(const T* x, const T* bias, const T* residual, int64_t rows, int cols,
+template <typename T, typename I>
+__global__ void bias_residual_forward_kernel(const T* x, const T* bias, const T* residual, I n, I cols,
                                              DeviceMask mask, T* y) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
     const float v = __fmul_rn(to_f32(x[i]) + (bias ? to_f32(bias[i % cols]) : 0.0f), mask(i));
     y[i] = from_f32<T>(__fadd_rn(to_f32(residual[i]), v));  // no fused multiply-add: the CPU's rounding
   }
@@ -89,8 +86,12 @@ void CudaBackend::add_bias(DType dt, const void* x, const void* bias, int rows, 
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    add_bias_kernel<T><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(x), static_cast<const T*>(bias),
-                                                              rows, cols, static_cast<T*>(y));
+    dispatch_index(n, [&](auto index) {
+      using I = decltype(index);
+      add_bias_kernel<T, I><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(x),
+                                                                   static_cast<const T*>(bias), I(n), I(cols),
+                                                                   static_cast<T*>(y));
+    });
   });
   check_launch("add_bias");
 }
@@ -118,8 +119,11 @@ void CudaBackend::bias_activation_dropout_forward(DType dt, const void* x, const
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    bias_act_forward_kernel<T><<<grid_for(n), kThreads, 0, stream_>>>(
-        static_cast<const T*>(x), static_cast<const T*>(bias), rows, cols, act, mask, static_cast<T*>(y));
+    dispatch_index(n, [&](auto index) {
+      using I = decltype(index);
+      bias_act_forward_kernel<T, I><<<grid_for(n), kThreads, 0, stream_>>>(
+          static_cast<const T*>(x), static_cast<const T*>(bias), I(n), I(cols), act, mask, static_cast<T*>(y));
+    });
   });
   check_launch("bias_activation_dropout_forward");
 }
@@ -154,9 +158,12 @@ void CudaBackend::bias_dropout_residual_forward(DType dt, const void* x, const v
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    bias_residual_forward_kernel<T><<<grid_for(n), kThreads, 0, stream_>>>(
-        static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<const T*>(residual), rows, cols, mask,
-        static_cast<T*>(y));
+    dispatch_index(n, [&](auto index) {
+      using I = decltype(index);
+      bias_residual_forward_kernel<T, I><<<grid_for(n), kThreads, 0, stream_>>>(
+          static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<const T*>(residual), I(n), I(cols), mask,
+          static_cast<T*>(y));
+    });
   });
   check_launch("bias_dropout_residual_forward");
 }

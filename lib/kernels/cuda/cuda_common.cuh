@@ -48,6 +48,17 @@ inline unsigned grid_for(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, 65536)));
 }
 
+// f(I{}) with I = int32_t when every index of a grid-stride loop over n elements fits with room for the stride
+// (32-bit division is several times cheaper than 64-bit in the index arithmetic of elementwise kernels), else
+// int64_t.
+template <typename F>
+void dispatch_index(int64_t n, F&& f) {
+  if (n < (int64_t(1) << 30))
+    f(int32_t{});
+  else
+    f(int64_t{});
+}
+
 // ---- reductions (fixed order: deterministic for a given launch shape) ----
 template <typename V>
 __device__ __forceinline__ V warp_sum(V v) {

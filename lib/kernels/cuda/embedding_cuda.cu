@@ -11,12 +11,11 @@ namespace lseq::kernels {
 namespace cuda {
 namespace {
 
-template <typename T>
-__global__ void embedding_forward_kernel(const int32_t* tokens, int64_t rows, int len, const T* table, int dim,
-                                         float scale, const T* positions, DeviceMask mask, T* out) {
-  const int64_t n = rows * dim;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i / dim;
+template <typename T, typename I>
+__global__ void embedding_forward_kernel(const int32_t* tokens, I n, I len, const T* table, I dim, float scale,
+                                         const T* positions, DeviceMask mask, T* out) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
+    const I row = i / dim;
     const int d = static_cast<int>(i % dim);
     const int t = static_cast<int>(row % len);
     // Rounded product (no fused multiply-add), as the CPU computes it: a position cancelling the token's
@@ -27,12 +26,11 @@ __global__ void embedding_forward_kernel(const int32_t* tokens, int64_t rows, in
   }
 }
 
-template <typename T>
-__global__ void embedding_table_grad_kernel(const int32_t* tokens, int64_t rows, int dim, float scale, DeviceMask mask,
+template <typename T, typename I>
+__global__ void embedding_table_grad_kernel(const int32_t* tokens, I n, I dim, float scale, DeviceMask mask,
                                             const T* dout, float* dtable) {
-  const int64_t n = rows * dim;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i / dim;
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
+    const I row = i / dim;
     const int d = static_cast<int>(i % dim);
     const float v = to_f32(dout[i]) * mask(i);
     atomicAdd(dtable + static_cast<int64_t>(tokens[row]) * dim + d, scale * v);
@@ -67,9 +65,12 @@ void CudaBackend::embedding_forward(DType dt, const int32_t* tokens, int batch, 
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    embedding_forward_kernel<T><<<grid_for(rows * dim), kThreads, 0, stream_>>>(
-        tokens, rows, len, static_cast<const T*>(table), dim, scale, static_cast<const T*>(positions), mask,
-        static_cast<T*>(out));
+    dispatch_index(rows * dim, [&](auto index) {
+      using I = decltype(index);
+      embedding_forward_kernel<T, I><<<grid_for(rows * dim), kThreads, 0, stream_>>>(
+          tokens, I(rows * dim), I(len), static_cast<const T*>(table), I(dim), scale, static_cast<const T*>(positions),
+          mask, static_cast<T*>(out));
+    });
   });
   check_launch("embedding_forward");
 }
@@ -87,8 +88,11 @@ void CudaBackend::embedding_backward(DType dt, const int32_t* tokens, int batch,
     using T = decltype(tag);
     const T* g = static_cast<const T*>(dout);
     if (dparam_table)
-      embedding_table_grad_kernel<T><<<grid_for(rows * dim), kThreads, 0, stream_>>>(tokens, rows, dim, scale, mask, g,
-                                                                                     dparam_table);
+      dispatch_index(rows * dim, [&](auto index) {
+        using I = decltype(index);
+        embedding_table_grad_kernel<T, I><<<grid_for(rows * dim), kThreads, 0, stream_>>>(
+            tokens, I(rows * dim), I(dim), scale, mask, g, dparam_table);
+      });
     if (dparam_positions)
       embedding_position_grad_kernel<T><<<grid_for(static_cast<int64_t>(len) * dim), kThreads, 0, stream_>>>(
           batch, len, dim, mask, g, dparam_positions);
