@@ -91,7 +91,8 @@ int main(int argc, char** argv) try {
     return 0;
   }
   const int device = arg(argc, argv, "--device", 0), reps = std::max(1, arg(argc, argv, "--reps", 20));
-  const int B = arg(argc, argv, "--batch", 256), L = arg(argc, argv, "--len", 32), V = arg(argc, argv, "--vocab", 32000);
+  const int B = arg(argc, argv, "--batch", 256), L = arg(argc, argv, "--len", 32),
+            V = arg(argc, argv, "--vocab", 32000);
   const DType dt = flag(argc, argv, "--fp32") ? DType::f32 : DType::bf16;
   const int D = 512, F = 2048, H = 8, HD = D / H, T = B * L;
   const std::size_t params = std::size_t(60) << 20;  // ~transformer-base
@@ -153,10 +154,10 @@ int main(int argc, char** argv) try {
     args.lda = ta ? mm : k, args.ldb = tb ? k : n, args.ldc = n;
     args.stride_a = int64_t(mm) * k, args.stride_b = int64_t(k) * n, args.stride_c = int64_t(mm) * n;
     const double ms = time_ms([&] { be.gemm(args); });
-    results.push_back({name, ms, 2.0 * mm * n * k * batch,
-                       double(es) * batch * (double(mm) * k + double(k) * n) +
-                           double(dtype_size(c_type)) * batch * double(mm) * n,
-                       true});
+    results.push_back(
+        {name, ms, 2.0 * mm * n * k * batch,
+         double(es) * batch * (double(mm) * k + double(k) * n) + double(dtype_size(c_type)) * batch * double(mm) * n,
+         true});
   };
   auto memory_op = [&](const char* name, double bytes, const std::function<void()>& f) {
     results.push_back({name, time_ms(f), 0.0, bytes, false});
@@ -180,9 +181,8 @@ int main(int argc, char** argv) try {
             [&] { be.embedding_backward(dt, tokens, B, L, D, 22.6f, drop, y, dparam, nullptr); });
   memory_op("layer_norm_forward", 2 * TD,
             [&] { be.layer_norm_forward(dt, x, gamma, beta, T, D, 1e-6f, y, stats, stats + T); });
-  memory_op("layer_norm_backward", 3 * TD, [&] {
-    be.layer_norm_backward(dt, x, gamma, stats, stats + T, y, T, D, z, dparam, dparam + D);
-  });
+  memory_op("layer_norm_backward", 3 * TD,
+            [&] { be.layer_norm_backward(dt, x, gamma, stats, stats + T, y, T, D, z, dparam, dparam + D); });
   memory_op("split_heads qkv (+bias)", 2 * 3 * TD, [&] { be.split_heads(dt, qkv, bias, B, L, H, HD, 3, heads); });
   memory_op("merge_heads", 2 * TD, [&] { be.merge_heads(dt, heads, B, L, H, HD, 1, y, nullptr); });
   memory_op("attention_softmax_forward", 2 * S,
@@ -191,19 +191,16 @@ int main(int argc, char** argv) try {
             [&] { be.attention_softmax_backward(dt, dscores, scores, B * H * L, L, 0.125f, y); });
   memory_op("bias_gelu_dropout_forward", 2 * TF,
             [&] { be.bias_activation_dropout_forward(dt, x, bias, T, F, Activation::gelu, drop, y); });
-  memory_op("bias_gelu_dropout_backward", 3 * TF, [&] {
-    be.bias_activation_dropout_backward(dt, x, bias, y, T, F, Activation::gelu, drop, z, dparam);
-  });
+  memory_op("bias_gelu_dropout_backward", 3 * TF,
+            [&] { be.bias_activation_dropout_backward(dt, x, bias, y, T, F, Activation::gelu, drop, z, dparam); });
   memory_op("bias_relu_dropout_forward", 2 * TF,
             [&] { be.bias_activation_dropout_forward(dt, x, bias, T, F, Activation::relu, drop, y); });
   memory_op("bias_dropout_residual_forward", 3 * TD,
             [&] { be.bias_dropout_residual_forward(dt, x, bias, z, T, D, drop, y); });
   memory_op("bias_grad", TD, [&] { be.bias_grad(dt, x, T, D, dparam); });
-  memory_op("cross_entropy (+grad)", 2 * TV, [&] {
-    be.cross_entropy(dt, logits, tokens, T, V, 0.1f, -1, 1.0f, loss, loss + T, dlogits);
-  });
-  memory_op("log_softmax (fp32 out)", TV + double(T) * V * 4,
-            [&] { be.log_softmax(dt, logits, T, V, logprobs); });
+  memory_op("cross_entropy (+grad)", 2 * TV,
+            [&] { be.cross_entropy(dt, logits, tokens, T, V, 0.1f, -1, 1.0f, loss, loss + T, dlogits); });
+  memory_op("log_softmax (fp32 out)", TV + double(T) * V * 4, [&] { be.log_softmax(dt, logits, T, V, logprobs); });
   memory_op("grad_norm 60M", params * 4.0, [&] { be.grad_norm(g, params, 1.0f, 1.0f, scalars, scalars + 1); });
   memory_op("adam_update 60M (+working copy)", params * 4.0 * 7 + params * double(es), [&] {
     AdamArgs a;

@@ -45,8 +45,8 @@ TEST_F(GpuKernels, SplitAndMergeHeadsMatchCpu) {
 struct SoftmaxCase {
   int batch, heads, q_len, k_len;
 };
-const std::vector<SoftmaxCase> kSoftmax = {{1, 1, 1, 1}, {2, 3, 7, 9}, {3, 2, 1, 1024}, {4, 8, 250, 250},
-                                           {2, 4, 31, 70}};
+const std::vector<SoftmaxCase> kSoftmax = {
+    {1, 1, 1, 1}, {2, 3, 7, 9}, {3, 2, 1, 1024}, {4, 8, 250, 250}, {2, 4, 31, 70}};
 
 TEST_F(GpuKernels, AttentionSoftmaxForwardMatchesCpu) {
   uint64_t seed = 9800;

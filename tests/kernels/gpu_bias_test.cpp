@@ -51,8 +51,8 @@ TEST_F(GpuKernels, BiasActivationDropoutMatchesCpuForwardAndBackward) {
             const auto dy = quantize(random_floats(n, ++seed), dt);
             const Dropout drop{p, dropout_key(7, seed, 4)};
             const void* hb = with_bias ? bias.data() : nullptr;
-            const std::string what = label(dt) + " act " + std::to_string(int(act)) + " p " + std::to_string(p) +
-                                     " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+            const std::string what = label(dt) + " act " + std::to_string(int(act)) + " p " + std::to_string(p) + " " +
+                                     std::to_string(s.rows) + "x" + std::to_string(s.cols) +
                                      (with_bias ? "" : " no bias");
             std::vector<float> ref(n), ref_dx(n);
             auto ref_db = random_floats(s.cols, ++seed);
@@ -65,8 +65,8 @@ TEST_F(GpuKernels, BiasActivationDropoutMatchesCpuForwardAndBackward) {
             y.poison();
             dgrad.poison();
             gpu().bias_activation_dropout_forward(dt, dx.get(), gb, s.rows, s.cols, act, drop, y.get());
-            gpu().bias_activation_dropout_backward(dt, dx.get(), gb, ddy.get(), s.rows, s.cols, act, drop,
-                                                   dgrad.get(), ddb.f32());
+            gpu().bias_activation_dropout_backward(dt, dx.get(), gb, ddy.get(), s.rows, s.cols, act, drop, dgrad.get(),
+                                                   ddb.f32());
             const auto got = y.download();
             // act' of GELU and swish crosses zero: fp32 rounding differences (library tanh/exp, fused multiply-add)
             // are absolute there, ~1e-7 of the terms.
@@ -76,8 +76,8 @@ TEST_F(GpuKernels, BiasActivationDropoutMatchesCpuForwardAndBackward) {
             EXPECT_TRUE(within(ddb.download(), ref_db, column_sum_bound(s.rows))) << what << " dbias";
             // without a bias gradient
             dgrad.poison();
-            gpu().bias_activation_dropout_backward(dt, dx.get(), gb, ddy.get(), s.rows, s.cols, act, drop,
-                                                   dgrad.get(), nullptr);
+            gpu().bias_activation_dropout_backward(dt, dx.get(), gb, ddy.get(), s.rows, s.cols, act, drop, dgrad.get(),
+                                                   nullptr);
             EXPECT_TRUE(within(dgrad.download(), ref_dx, bound_for(dt, 1.0))) << what << " dx, no dbias";
           }
 }
@@ -99,12 +99,11 @@ TEST_F(GpuKernels, BiasDropoutResidualMatchesCpuForwardAndBackward) {
           std::vector<float> ref(n), ref_dx(n);
           auto ref_db = random_floats(s.cols, ++seed);
           DeviceBuffer ddb(gpu(), DType::f32, ref_db);  // before the CPU accumulates into ref_db
-          cpu.bias_dropout_residual_forward(DType::f32, x.data(), with_bias ? bias.data() : nullptr, res.data(),
-                                            s.rows, s.cols, drop, ref.data());
-          cpu.bias_dropout_residual_backward(DType::f32, dy.data(), s.rows, s.cols, drop, ref_dx.data(),
-                                             ref_db.data());
-          DeviceBuffer dx(gpu(), dt, x), db(gpu(), dt, bias), dres(gpu(), dt, res), ddy(gpu(), dt, dy),
-              y(gpu(), dt, n), dgrad(gpu(), dt, n);
+          cpu.bias_dropout_residual_forward(DType::f32, x.data(), with_bias ? bias.data() : nullptr, res.data(), s.rows,
+                                            s.cols, drop, ref.data());
+          cpu.bias_dropout_residual_backward(DType::f32, dy.data(), s.rows, s.cols, drop, ref_dx.data(), ref_db.data());
+          DeviceBuffer dx(gpu(), dt, x), db(gpu(), dt, bias), dres(gpu(), dt, res), ddy(gpu(), dt, dy), y(gpu(), dt, n),
+              dgrad(gpu(), dt, n);
           y.poison();
           dgrad.poison();
           gpu().bias_dropout_residual_forward(dt, dx.get(), with_bias ? db.get() : nullptr, dres.get(), s.rows, s.cols,

@@ -54,10 +54,26 @@ TEST_F(GpuKernels, AddAndScaleMatchCpu) {
 // fp32 values that exercise rounding: ties, overflow to infinity, fp16 subnormals, NaN, infinities, zeros.
 std::vector<float> special_floats() {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> v = {0.0f,   -0.0f,      inf,         -inf,        std::numeric_limits<float>::quiet_NaN(),
-                          65504.0f, 65519.99f, 65520.0f,   -65520.0f,   1e-8f,
-                          3e-8f,  5.960464477539063e-08f, 2.9802322387695312e-08f, 6.1035156e-05f, 6.0975552e-05f,
-                          3.4e38f, -3.4e38f,  1.0f + 1.0f / 256, 1.0f + 3.0f / 512, 1.0f + 1.0f / 2048};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          inf,
+                          -inf,
+                          std::numeric_limits<float>::quiet_NaN(),
+                          65504.0f,
+                          65519.99f,
+                          65520.0f,
+                          -65520.0f,
+                          1e-8f,
+                          3e-8f,
+                          5.960464477539063e-08f,
+                          2.9802322387695312e-08f,
+                          6.1035156e-05f,
+                          6.0975552e-05f,
+                          3.4e38f,
+                          -3.4e38f,
+                          1.0f + 1.0f / 256,
+                          1.0f + 3.0f / 512,
+                          1.0f + 1.0f / 2048};
   const auto r = random_floats(4000, 7400, -1, 1);
   for (std::size_t i = 0; i < r.size(); ++i) v.push_back(r[i] * std::ldexp(1.0f, static_cast<int>(i % 80) - 40));
   return v;
@@ -155,8 +171,8 @@ TEST_F(GpuKernels, GatherRowsCopiesIndexedStridedRows) {
     int64_t row_elems, src_stride, dst_stride;
     bool indexed;
   };
-  const std::vector<Case> cases = {{1, 1, 1, 1, 1, true}, {5, 8, 33, 40, 35, true}, {6, 6, 512, 512, 512, false},
-                                   {300, 70000, 3, 7, 3, true}};
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1, 1, true}, {5, 8, 33, 40, 35, true}, {6, 6, 512, 512, 512, false}, {300, 70000, 3, 7, 3, true}};
   for (DType dt : dtypes())
     for (const auto& c : cases) {
       const auto src = quantize(random_floats(c.src_rows * c.src_stride, ++seed), dt);

@@ -13,8 +13,8 @@ namespace {
 struct EmbCase {
   int batch, len, dim, vocab;
 };
-const std::vector<EmbCase> kCases = {{1, 1, 1, 5}, {3, 7, 33, 50}, {2, 256, 512, 300}, {8, 40, 64, 32000},
-                                     {64, 50, 40, 3}};
+const std::vector<EmbCase> kCases = {
+    {1, 1, 1, 5}, {3, 7, 33, 50}, {2, 256, 512, 300}, {8, 40, 64, 32000}, {64, 50, 40, 3}};
 
 TEST_F(GpuKernels, EmbeddingForwardMatchesCpu) {
   uint64_t seed = 9000;
@@ -31,7 +31,8 @@ TEST_F(GpuKernels, EmbeddingForwardMatchesCpu) {
           std::vector<float> ref(std::size_t(rows) * c.dim);
           cpu.embedding_forward(DType::f32, tokens.data(), c.batch, c.len, table.data(), c.dim, scale,
                                 with_positions ? positions.data() : nullptr, drop, ref.data());
-          DeviceBuffer dtok(gpu(), tokens), dtab(gpu(), dt, table), dpos(gpu(), dt, positions), out(gpu(), dt, ref.size());
+          DeviceBuffer dtok(gpu(), tokens), dtab(gpu(), dt, table), dpos(gpu(), dt, positions),
+              out(gpu(), dt, ref.size());
           out.poison();
           gpu().embedding_forward(dt, dtok.i32(), c.batch, c.len, dtab.get(), c.dim, scale,
                                   with_positions ? dpos.get() : nullptr, drop, out.get());

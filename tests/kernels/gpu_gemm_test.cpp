@@ -70,16 +70,16 @@ void run_case(Backend& gpu, CpuBackend& cpu, DType ab, DType ct, const GemmCase&
   const double scale = std::sqrt(std::max(1, c.k)) * (std::abs(c.alpha) + std::abs(c.beta));
   const Bound bound = ct == DType::f32 && ab != DType::f32 ? Bound{1e-4, 1e-5 * scale} : bound_for(ct, scale);
   EXPECT_TRUE(within(dc.download(), ref, bound))
-      << "ab " << dtype_name(ab) << " c " << dtype_name(ct) << " ta " << c.ta << " tb " << c.tb << " m " << c.m
-      << " n " << c.n << " k " << c.k << " batch " << c.batch << " pad " << c.pad << " beta " << c.beta
-      << " indexed " << c.indexed;
+      << "ab " << dtype_name(ab) << " c " << dtype_name(ct) << " ta " << c.ta << " tb " << c.tb << " m " << c.m << " n "
+      << c.n << " k " << c.k << " batch " << c.batch << " pad " << c.pad << " beta " << c.beta << " indexed "
+      << c.indexed;
 }
 
 const std::vector<GemmCase> kCases = {
-    {false, false, 1, 1, 1, 1, 0, 1.0f, 0.0f, false},     {false, true, 7, 13, 5, 1, 0, 1.0f, 0.0f, false},
-    {true, false, 13, 7, 9, 1, 3, 0.5f, 0.0f, false},     {true, true, 33, 17, 65, 1, 1, 1.0f, 1.0f, false},
-    {false, false, 64, 96, 512, 1, 0, 1.0f, 0.0f, false}, {false, true, 5, 32000, 64, 1, 0, 1.0f, 0.0f, false},
-    {true, false, 512, 64, 300, 1, 0, 1.0f, 1.0f, false},  // weight gradient, accumulated
+    {false, false, 1, 1, 1, 1, 0, 1.0f, 0.0f, false},      {false, true, 7, 13, 5, 1, 0, 1.0f, 0.0f, false},
+    {true, false, 13, 7, 9, 1, 3, 0.5f, 0.0f, false},      {true, true, 33, 17, 65, 1, 1, 1.0f, 1.0f, false},
+    {false, false, 64, 96, 512, 1, 0, 1.0f, 0.0f, false},  {false, true, 5, 32000, 64, 1, 0, 1.0f, 0.0f, false},
+    {true, false, 512, 64, 300, 1, 0, 1.0f, 1.0f, false},   // weight gradient, accumulated
     {false, true, 11, 11, 64, 24, 0, 0.125f, 0.0f, false},  // attention scores of 24 heads
     {false, false, 11, 64, 11, 24, 2, 1.0f, 0.0f, false},   // probs x V
     {false, true, 1, 9, 32, 12, 0, 1.0f, 0.0f, true},       // decoding: hypotheses share encoder keys

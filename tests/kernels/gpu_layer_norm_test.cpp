@@ -55,16 +55,16 @@ TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
                                mean.data(), rstd.data());
         auto ref_dg = random_floats(s.cols, ++seed), ref_db = random_floats(s.cols, ++seed);
         DeviceBuffer dx(gpu(), dt, x), dg(gpu(), dt, gamma), dmean(gpu(), DType::f32, mean),
-            drstd(gpu(), DType::f32, rstd), ddy(gpu(), dt, dy), dgrad(gpu(), dt, n),
-            dgamma(gpu(), DType::f32, ref_dg), dbeta(gpu(), DType::f32, ref_db);
-        cpu.layer_norm_backward(DType::f32, x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(), s.rows,
-                                s.cols, ref_dx.data(), ref_dg.data(), ref_db.data());
+            drstd(gpu(), DType::f32, rstd), ddy(gpu(), dt, dy), dgrad(gpu(), dt, n), dgamma(gpu(), DType::f32, ref_dg),
+            dbeta(gpu(), DType::f32, ref_db);
+        cpu.layer_norm_backward(DType::f32, x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(), s.rows, s.cols,
+                                ref_dx.data(), ref_dg.data(), ref_db.data());
         dgrad.poison();
         void* out = in_place ? ddy.get() : dgrad.get();
         gpu().layer_norm_backward(dt, dx.get(), dg.get(), dmean.f32(), drstd.f32(), ddy.get(), s.rows, s.cols, out,
                                   dgamma.f32(), dbeta.f32());
-        const std::string what = label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
-                                 (in_place ? " in place" : "");
+        const std::string what =
+            label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + (in_place ? " in place" : "");
         // dx of one column is rstd * (g - g - 0) = 0 up to rounding; bounds relative to rstd there.
         const double magnitude = s.cols == 1 ? 1e3 : 10.0;
         EXPECT_TRUE(within((in_place ? ddy : dgrad).download(), ref_dx, bound_for(dt, magnitude))) << what << " dx";

@@ -45,8 +45,8 @@ TEST_F(GpuKernels, AdamUpdateMatchesCpuAndWritesTheWorkingCopy) {
   for (DType working_dt : dtypes())
     for (std::size_t n : kSizes)
       for (bool with_factor : {true, false}) {
-        auto params = random_floats(n, ++seed), grads = random_floats(n, ++seed), m = random_floats(n, ++seed, -0.1f, 0.1f),
-             v = random_floats(n, ++seed, 0.0f, 0.01f);
+        auto params = random_floats(n, ++seed), grads = random_floats(n, ++seed),
+             m = random_floats(n, ++seed, -0.1f, 0.1f), v = random_floats(n, ++seed, 0.0f, 0.01f);
         const float factor = 0.7f;
         DeviceBuffer dp(gpu(), DType::f32, params), dg(gpu(), DType::f32, grads), dm(gpu(), DType::f32, m),
             dv(gpu(), DType::f32, v), df(gpu(), DType::f32, std::vector<float>{factor}), work(gpu(), working_dt, n);

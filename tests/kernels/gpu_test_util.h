@@ -37,7 +37,8 @@ class DeviceBuffer {
  public:
   DeviceBuffer(Backend& backend, DType dt, std::size_t n)
       : backend_(&backend), dt_(dt), n_(n), p_(backend.allocate(n * dtype_size(dt))) {}
-  DeviceBuffer(Backend& backend, DType dt, const std::vector<float>& values) : DeviceBuffer(backend, dt, values.size()) {
+  DeviceBuffer(Backend& backend, DType dt, const std::vector<float>& values)
+      : DeviceBuffer(backend, dt, values.size()) {
     upload(values);
   }
   DeviceBuffer(Backend& backend, const std::vector<int32_t>& values)

@@ -105,8 +105,8 @@ void CudaBackend::split_heads(DType dt, const void* qkv, const void* bias, int b
     dispatch_index(n, [&](auto index) {
       using I = decltype(index);
       split_heads_kernel<T, I><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(qkv),
-                                                                       static_cast<const T*>(bias), I(n), batch, len,
-                                                                       heads, head_dim, parts, static_cast<T*>(out));
+                                                                      static_cast<const T*>(bias), I(n), batch, len,
+                                                                      heads, head_dim, parts, static_cast<T*>(out));
     });
   });
   check_launch("split_heads");

@@ -16,8 +16,7 @@ __global__ void add_bias_kernel(const T* x, const T* bias, I n, I cols, T* y) {
 }
 
 template <typename T, typename I>
-__global__ void bias_act_forward_kernel(const T* x, const T* bias, I n, I cols, Activation act, DeviceMask mask,
-                                        T* y) {
+__global__ void bias_act_forward_kernel(const T* x, const T* bias, I n, I cols, Activation act, DeviceMask mask, T* y) {
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
     const float z = to_f32(x[i]) + (bias ? to_f32(bias[i % cols]) : 0.0f);
     y[i] = from_f32<T>(activate(act, z) * mask(i));
@@ -25,8 +24,8 @@ __global__ void bias_act_forward_kernel(const T* x, const T* bias, I n, I cols, 
 }
 
 template <typename T, typename I>
-__global__ void bias_residual_forward_kernel(const T* x, const T* bias, const T* residual, I n, I cols,
-                                             DeviceMask mask, T* y) {
+__global__ void bias_residual_forward_kernel(const T* x, const T* bias, const T* residual, I n, I cols, DeviceMask mask,
+                                             T* y) {
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
     const float v = __fmul_rn(to_f32(x[i]) + (bias ? to_f32(bias[i % cols]) : 0.0f), mask(i));
     y[i] = from_f32<T>(__fadd_rn(to_f32(residual[i]), v));  // no fused multiply-add: the CPU's rounding
@@ -88,9 +87,8 @@ void CudaBackend::add_bias(DType dt, const void* x, const void* bias, int rows, 
     using T = decltype(tag);
     dispatch_index(n, [&](auto index) {
       using I = decltype(index);
-      add_bias_kernel<T, I><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(x),
-                                                                   static_cast<const T*>(bias), I(n), I(cols),
-                                                                   static_cast<T*>(y));
+      add_bias_kernel<T, I><<<grid_for(n), kThreads, 0, stream_>>>(
+          static_cast<const T*>(x), static_cast<const T*>(bias), I(n), I(cols), static_cast<T*>(y));
     });
   });
   check_launch("add_bias");
@@ -139,8 +137,12 @@ void CudaBackend::bias_activation_dropout_backward(DType dt, const void* x, cons
   float* partials = dparam_bias ? scratch_floats() : nullptr;
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    const BiasActBackward<T> op{static_cast<const T*>(x), static_cast<const T*>(bias), static_cast<const T*>(dy),
-                                static_cast<T*>(dx),      cols,                        act,
+    const BiasActBackward<T> op{static_cast<const T*>(x),
+                                static_cast<const T*>(bias),
+                                static_cast<const T*>(dy),
+                                static_cast<T*>(dx),
+                                cols,
+                                act,
                                 mask};
     column_kernel<<<column_grid(cols, plan), column_block(), 0, stream_>>>(op, rows, cols, plan.rows_per_chunk,
                                                                            partials);

@@ -22,11 +22,17 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162flo
 template <typename T>
 __device__ __forceinline__ T from_f32(float x);
 template <>
-__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_f32<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 // f(T{}) for the storage type of dt.
 template <typename F>
@@ -153,10 +159,6 @@ __device__ __forceinline__ void write_column_partial(float sum, float* shared, f
   }
 }
 
-}  // namespace lseq::kernels::cuda
-
-namespace lseq::kernels::cuda {
-
 // ---- deterministic sums over n values (reduce_sum, grad_norm) ----
 // Stage 1: `blocks` blocks each sum a contiguous range in double and write one partial; stage 2: one block adds
 // the partials in a fixed order. The split depends on n only.
@@ -164,7 +166,8 @@ constexpr int kSumMaxBlocks = 1024;
 
 inline int sum_blocks(std::size_t n) {
   const std::size_t per_block = 8 * kThreads;
-  return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(kSumMaxBlocks, (n + per_block - 1) / per_block)));
+  return static_cast<int>(
+      std::max<std::size_t>(1, std::min<std::size_t>(kSumMaxBlocks, (n + per_block - 1) / per_block)));
 }
 
 template <typename Value>
@@ -188,10 +191,6 @@ __global__ void sum_finish_kernel(const double* partials, int count, Finish fini
   s = block_sum(s, shared);
   if (threadIdx.x == 0) finish(s);
 }
-
-}  // namespace lseq::kernels::cuda
-
-namespace lseq::kernels::cuda {
 
 // Stage 1 of the column sums for an elementwise op over [rows, cols]: op(r, c) computes (and may store) the element
 // and returns the value to sum. partials may be null (the op's elementwise part only).

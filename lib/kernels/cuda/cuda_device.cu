@@ -23,9 +23,10 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index) {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
     cudaGetLastError();
-    fail("GPU device {} requested, but no CUDA GPU is visible ({}); check the driver and CUDA_VISIBLE_DEVICES, or "
-         "run on the CPU with --cpu",
-         device_index, status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
+    fail(
+        "GPU device {} requested, but no CUDA GPU is visible ({}); check the driver and CUDA_VISIBLE_DEVICES, or "
+        "run on the CPU with --cpu",
+        device_index, status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
   }
   if (device_index < 0 || device_index >= count)
     fail("--devices {}: no such GPU; this machine has {} GPU{} (valid indices 0 to {}), or use --cpu", device_index,

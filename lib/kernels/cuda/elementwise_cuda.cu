@@ -73,7 +73,8 @@ __global__ void gather_rows_kernel(const U* src, int64_t src_stride, const int32
     const int64_t i = index ? index[r] : r;
     const U* s = src + i * src_stride;
     U* d = dst + r * dst_stride;
-    for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < row_elems; e += int64_t(gridDim.x) * blockDim.x)
+    for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < row_elems;
+         e += int64_t(gridDim.x) * blockDim.x)
       d[e] = s[e];
   }
 }
@@ -163,13 +164,11 @@ void CudaBackend::gather_rows(DType dt, const void* src, int64_t src_stride, con
   const unsigned gx = static_cast<unsigned>(std::min<int64_t>((row_elems + kThreads - 1) / kThreads, 1024));
   const dim3 grid(gx, static_cast<unsigned>(std::min(rows, 65535)));
   if (dtype_size(dt) == 4)
-    gather_rows_kernel<uint32_t><<<grid, kThreads, 0, stream_>>>(static_cast<const uint32_t*>(src), src_stride, index,
-                                                                 rows, row_elems, static_cast<uint32_t*>(dst),
-                                                                 dst_stride);
+    gather_rows_kernel<uint32_t><<<grid, kThreads, 0, stream_>>>(
+        static_cast<const uint32_t*>(src), src_stride, index, rows, row_elems, static_cast<uint32_t*>(dst), dst_stride);
   else
-    gather_rows_kernel<uint16_t><<<grid, kThreads, 0, stream_>>>(static_cast<const uint16_t*>(src), src_stride, index,
-                                                                 rows, row_elems, static_cast<uint16_t*>(dst),
-                                                                 dst_stride);
+    gather_rows_kernel<uint16_t><<<grid, kThreads, 0, stream_>>>(
+        static_cast<const uint16_t*>(src), src_stride, index, rows, row_elems, static_cast<uint16_t*>(dst), dst_stride);
   check_launch("gather_rows");
 }
 

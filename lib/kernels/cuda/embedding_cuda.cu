@@ -125,8 +125,8 @@ void CudaBackend::embedding_backward(DType dt, const int32_t* tokens, int batch,
     const std::size_t ids = align256(static_cast<std::size_t>(n) * sizeof(int32_t));
     std::size_t temp_bytes = 0;
     check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, static_cast<int32_t*>(nullptr),
-                                               static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
-                                               n, 0, 31, stream_),
+                                               static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n,
+                                               0, 31, stream_),
                "embedding_backward (sort size)");
     if (3 * ids + temp_bytes <= kScratchBytes) {
       char* base = static_cast<char*>(scratch_);
@@ -145,14 +145,14 @@ void CudaBackend::embedding_backward(DType dt, const int32_t* tokens, int batch,
     using T = decltype(tag);
     const T* g = static_cast<const T*>(dout);
     if (dparam_table && sorted)
-      embedding_table_grad_sorted_kernel<T><<<static_cast<unsigned>(rows), std::min(256, (dim + 31) / 32 * 32), 0,
-                                              stream_>>>(sorted_tokens, sorted_rows, static_cast<int>(rows), dim,
-                                                         scale, mask, g, dparam_table);
+      embedding_table_grad_sorted_kernel<T>
+          <<<static_cast<unsigned>(rows), std::min(256, (dim + 31) / 32 * 32), 0, stream_>>>(
+              sorted_tokens, sorted_rows, static_cast<int>(rows), dim, scale, mask, g, dparam_table);
     else if (dparam_table)
       dispatch_index(rows * dim, [&](auto index) {
         using I = decltype(index);
-        embedding_table_grad_kernel<T, I><<<grid_for(rows * dim), kThreads, 0, stream_>>>(
-            tokens, I(rows * dim), I(dim), scale, mask, g, dparam_table);
+        embedding_table_grad_kernel<T, I><<<grid_for(rows * dim), kThreads, 0, stream_>>>(tokens, I(rows * dim), I(dim),
+                                                                                          scale, mask, g, dparam_table);
       });
     if (dparam_positions)
       embedding_position_grad_kernel<T><<<grid_for(static_cast<int64_t>(len) * dim), kThreads, 0, stream_>>>(

@@ -12,7 +12,9 @@ __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-__device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 
 __device__ __forceinline__ uint16_t f32_to_f16_bits(float f) {
   const uint32_t u = __float_as_uint(f);

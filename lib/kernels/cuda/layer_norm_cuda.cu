@@ -124,10 +124,9 @@ void CudaBackend::layer_norm_backward(DType dt, const void* x, const void* gamma
     }
     if (dparam_gamma) finish_column_sums(gamma_partials, plan.chunks, cols, dparam_gamma, "layer_norm_backward");
     if (dparam_beta) finish_column_sums(beta_partials, plan.chunks, cols, dparam_beta, "layer_norm_backward");
-    layer_norm_dx_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(static_cast<const T*>(x),
-                                                                     static_cast<const T*>(gamma), mean, rstd,
-                                                                     static_cast<const T*>(dy), cols,
-                                                                     static_cast<T*>(dx));
+    layer_norm_dx_kernel<T>
+        <<<rows, row_threads(cols), 0, stream_>>>(static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
+                                                  static_cast<const T*>(dy), cols, static_cast<T*>(dx));
   });
   check_launch("layer_norm_backward");
 }

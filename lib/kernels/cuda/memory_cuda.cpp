@@ -16,10 +16,11 @@ void* CudaBackend::allocate(std::size_t bytes) {
     std::size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     cudaGetLastError();
-    fail("cannot allocate {} bytes ({:.2f} GiB) on {} ({}; {:.2f} GiB free of {:.2f} GiB); lower the batch or model "
-         "size",
-         bytes, static_cast<double>(bytes) / (1u << 30), name_, cudaGetErrorString(status),
-         static_cast<double>(free_bytes) / (1u << 30), static_cast<double>(total_bytes) / (1u << 30));
+    fail(
+        "cannot allocate {} bytes ({:.2f} GiB) on {} ({}; {:.2f} GiB free of {:.2f} GiB); lower the batch or model "
+        "size",
+        bytes, static_cast<double>(bytes) / (1u << 30), name_, cudaGetErrorString(status),
+        static_cast<double>(free_bytes) / (1u << 30), static_cast<double>(total_bytes) / (1u << 30));
   }
   return p;
 }

@@ -83,8 +83,8 @@ void CudaBackend::adam_update(float* params, const float* grads, float* m, float
   bind();
   // The host computes the reciprocals exactly as the CPU backend does.
   const float inv_bc1 = 1.0f / args.bias_correction1, inv_bc2 = 1.0f / args.bias_correction2;
-  adam_kernel<<<grid_for(n), kThreads, 0, stream_>>>(params, grads, m, v, n, args, inv_bc1, inv_bc2, factor,
-                                                     working_dt, working);
+  adam_kernel<<<grid_for(n), kThreads, 0, stream_>>>(params, grads, m, v, n, args, inv_bc1, inv_bc2, factor, working_dt,
+                                                     working);
   check_launch("adam_update");
 }
 
