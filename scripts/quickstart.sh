@@ -11,6 +11,7 @@ bin=${LSEQ_BUILD_DIR:-$root/build}/apps
 sample=$root/data/sample-de-en
 model=${LSEQ_QUICKSTART_MODEL:-$PWD/quickstart-model}
 
+rm -f "$model.train.log" "$model.translate.log"
 "$bin/train/lstrain" --config "$root/configs/tiny.yaml" --model "$model" --overwrite \
   --train-sets "$sample/train.de" "$sample/train.en" \
   --valid-sets "$sample/valid.de" "$sample/valid.en" \
