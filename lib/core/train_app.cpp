@@ -188,7 +188,9 @@ void write_decoder_config(const ModelDir& dir, const Options& options) {
 void clear_training_state(const ModelDir& dir) {
   std::error_code ec;
   fs::remove_all(dir.file("checkpoint"), ec);
-  for (const char* name : {"model.safetensors", "config.yml"}) fs::remove(dir.file(name), ec);
+  for (const char* name : {"model.safetensors", "config.yml", "decoder.yml", "vocab.spm", "vocab.src.spm", "vocab.tgt.spm"}) {
+    fs::remove(dir.file(name), ec);
+  }
   for (const auto& entry : fs::directory_iterator(dir.path(), ec)) {
     if (entry.path().filename().string().rfind("model.best-", 0) == 0) fs::remove(entry.path(), ec);
   }

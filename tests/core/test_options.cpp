@@ -184,7 +184,7 @@ TEST(Options, HelpAndVersion) {
   for (const char* part : {"General options:", "Model options:", "Training options:", "Validation options:",
                            "--dim-emb", "(default: 1234)", "-m, --model"})
     EXPECT_NE(help.out.find(part), std::string::npos) << part;
-  EXPECT_EQ(help.out.find("--beam-size"), std::string::npos);
+  EXPECT_EQ(help.out.find("--output-sampling"), std::string::npos);
 
   // Help wins over anything else on the line, even a mistake.
   auto translate_help = run_parse(App::translate, {"--nonsense", "-h"});

@@ -122,8 +122,8 @@ TEST(OptionErrors, OutOfRangeNamesTheAllowedValues) {
 TEST(OptionErrors, AnOptionOfAnotherAppIsRejectedClearly) {
   expect_parts(error_of(App::translate, {"-m", "m", "--learn-rate", "0.1"}),
                {"'--learn-rate' on the command line is not accepted by lstranslate (it is an option of lstrain)"});
-  expect_parts(error_of(App::train, {"-m", "m", "-b", "4"}), {"'--beam-size'", "not accepted by lstrain",
-                                                              "lstranslate"});
+  expect_parts(error_of(App::train, {"-m", "m", "--output-sampling", "topk", "4"}),
+               {"'--output-sampling'", "not accepted by lstrain", "lstranslate"});
   expect_parts(error_of(App::translate, {"-m", "m", "--summary"}), {"not accepted by lstranslate", "lsscore"});
   TempDir dir("apps");
   std::string file = dir.write("train.yaml", "dim-emb: 512\nlearn-rate: 0.1\n");
