@@ -1,5 +1,5 @@
-// LayerNorm of the CUDA backend: one block per row (two-pass statistics in fp32 from the row, which stays in L1),
-// saved mean/rstd in fp32; the backward computes dx per row and the gamma/beta gradients as two-stage column sums.
+// LayerNorm of the CUDA backend: one block per row (two-pass statistics summed in double like the CPU's, from the
+// row, which stays in L1), saved mean/rstd in fp32; the backward computes dx per row and the gamma/beta gradients as two-stage column sums.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -14,18 +14,19 @@ int row_threads(int cols) { return cols <= 128 ? 32 : cols <= 512 ? 128 : 256; }
 template <typename T>
 __global__ void layer_norm_forward_kernel(const T* x, const T* gamma, const T* beta, int cols, float eps, T* y,
                                           float* mean, float* rstd) {
-  __shared__ float shared[32];
+  __shared__ double shared[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * cols;
-  float s = 0.0f;
+  double s = 0.0;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) s += to_f32(xr[c]);
-  const float mu = block_sum(s, shared) / cols;
-  float sq = 0.0f;
+  const double mean_d = block_sum(s, shared) / cols;
+  double sq = 0.0;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float d = to_f32(xr[c]) - mu;
+    const double d = to_f32(xr[c]) - mean_d;
     sq += d * d;
   }
-  const float rs = 1.0f / sqrtf(block_sum(sq, shared) / cols + eps);
+  const float mu = static_cast<float>(mean_d);
+  const float rs = static_cast<float>(1.0 / sqrt(block_sum(sq, shared) / cols + eps));
   T* yr = y + row * cols;
   for (int c = threadIdx.x; c < cols; c += blockDim.x)
     yr[c] = from_f32<T>((to_f32(xr[c]) - mu) * rs * to_f32(gamma[c]) + to_f32(beta[c]));
@@ -40,19 +41,19 @@ __global__ void layer_norm_forward_kernel(const T* x, const T* gamma, const T* b
 template <typename T>
 __global__ void layer_norm_dx_kernel(const T* x, const T* gamma, const float* mean, const float* rstd, const T* dy,
                                      int cols, T* dx) {
-  __shared__ float shared[32];
+  __shared__ double shared[32];
   const int64_t row = blockIdx.x;
   const T* xr = x + row * cols;
   const T* dyr = dy + row * cols;
   const float mu = mean[row], rs = rstd[row];
-  float sg = 0.0f, sgx = 0.0f;
+  double sg = 0.0, sgx = 0.0;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) {
     const float g = to_f32(dyr[c]) * to_f32(gamma[c]);
     sg += g;
     sgx += g * (to_f32(xr[c]) - mu) * rs;
   }
-  const float mean_g = block_sum(sg, shared) / cols;
-  const float mean_gx = block_sum(sgx, shared) / cols;
+  const float mean_g = static_cast<float>(block_sum(sg, shared) / cols);
+  const float mean_gx = static_cast<float>(block_sum(sgx, shared) / cols);
   T* dxr = dx + row * cols;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) {
     const float g = to_f32(dyr[c]) * to_f32(gamma[c]);
