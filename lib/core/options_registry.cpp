@@ -227,11 +227,11 @@ std::vector<OptionSpec> build_registry() {
             .at_least(1),
         Opt("learn-rate", T::floating, G::training, kTrain, def("0.0003"), "Peak learning rate").at_least(0),
         Opt("lr-warmup", T::string, G::training, kTrain, def("0"),
-            "Raise the learning rate linearly over N updates (u) or target labels (t)")
-            .schedule("ut"),
+            "Raise the learning rate linearly over N updates (u)")
+            .schedule("u"),
         Opt("lr-decay-inv-sqrt", T::string, G::training, kTrain, def("0"),
-            "Decay the learning rate after N updates (u) or labels (t) by lr-schedule; 0: no decay")
-            .schedule("ut"),
+            "Decay the learning rate as 1/sqrt(update) after N updates (u); 0: no decay")
+            .schedule("u"),
         Opt("lr-schedule", T::string, G::training, kTrain, def("inv-sqrt"),
             "Decay after warm-up: inv-sqrt (1/sqrt(step)), cosine (to 0 at --after) or constant")
             .one_of({"inv-sqrt", "cosine", "constant"}),
@@ -246,7 +246,7 @@ std::vector<OptionSpec> build_registry() {
             "Stop after this many consecutive non-finite losses (those updates are skipped)")
             .at_least(0),
         Opt("overwrite", T::boolean, G::training, kTrain, def("false"),
-            "Overwrite the checkpoint instead of keeping one per save"),
+            "Start anew: discard the model directory's checkpoint, weights and the vocabularies lstrain created there"),
         Opt("no-restore-corpus", T::boolean, G::training, kTrain, def("false"),
             "On resume, start the corpus from the beginning instead of where it stopped"),
     };
@@ -272,7 +272,7 @@ std::vector<OptionSpec> build_registry() {
         Opt("valid-translation-output", T::string, G::validation, kTrain, none(),
             "Write the validation translations to this file"),
         Opt("keep-best", T::boolean, G::validation, kTrain, def("false"),
-            "Also keep the checkpoint that scored best on the first metric"),
+            "Also keep the weights that scored best on each metric (model.best-<metric>.safetensors)"),
         Opt("early-stopping", T::integer, G::validation, kTrain, def("10"),
             "Stop after this many validations without improvement; 0: never")
             .at_least(0),

@@ -262,7 +262,7 @@ TEST(Options, AccessorsAndSet) {
   std::string dumped = options.dump();
   EXPECT_NE(dumped.find("zz-extra: x"), std::string::npos);
   EXPECT_GT(dumped.find("zz-extra"), dumped.find("early-stopping"));
-  Schedule warmup = Options(YAML::Load("{lr-warmup: 8000t}")).get_schedule("lr-warmup");
+  Schedule warmup = Options(YAML::Load("{disp-freq: 8000t}")).get_schedule("disp-freq");
   EXPECT_EQ(warmup.count, 8000);
   EXPECT_EQ(warmup.unit, ScheduleUnit::labels);
 }
