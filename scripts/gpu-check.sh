@@ -26,15 +26,16 @@ nvidia-smi >>"$out/device.txt" 2>&1 || true
 # ctest's "N% tests passed, F tests failed out of T" plus the number of skipped tests, from a log.
 ctest_counts() {
   local log=$1 line total failed_n skipped
-  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -n 1)
-  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
-  failed_n=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
-  skipped=$(grep -cE "\*\*\*Skipped|Not Run.*Disabled" "$log" || true)
+  line=$(grep -E "tests passed.* out of [0-9]+" "$log" | tail -n 1)
   if [ -z "$line" ]; then
     echo "no ctest summary"
-  else
-    echo "$((total - failed_n - skipped)) passed, $failed_n failed, $skipped skipped of $total"
+    return
   fi
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  failed_n=0
+  grep -qE "[0-9]+ tests? failed" <<<"$line" && failed_n=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  skipped=$(grep -cE "\*\*\*Skipped|Not Run.*Disabled" "$log" || true)
+  echo "$((total - failed_n - skipped)) passed, $failed_n failed, $skipped skipped of $total"
 }
 
 step() {  # step NAME LOGFILE COMMAND...: runs the command with its output in the log and on stdout
