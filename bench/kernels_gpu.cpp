@@ -1,0 +1,227 @@
+// Times the CUDA backend's ops at the shapes of one Transformer-base layer (d=512, ffn 2048, 8 heads) plus the
+// output layer and the optimizer, in bf16 storage (fp32 with --fp32), and reports GEMM throughput (TFLOP/s)
+// against the memory-bound ops (GB/s of their minimal traffic). Each row is the mean of `reps` back-to-back
+// launches between two stream synchronisations, after a warm-up. Reports only; asserts nothing.
+//   bench_kernels_gpu [--device N] [--batch B] [--len L] [--vocab V] [--reps R] [--fp32]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "util/error.h"
+
+using namespace lseq::kernels;
+
+namespace {
+
+struct Result {
+  std::string op;
+  double ms, flops, bytes;
+  bool gemm;
+};
+
+int arg(int argc, char** argv, const char* name, int fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
+  return fallback;
+}
+
+bool flag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return true;
+  return false;
+}
+
+// Device buffers of one backend, released at the end; filled with random values (never zeros).
+class Buffers {
+ public:
+  explicit Buffers(Backend& be) : be_(be) {
+    std::mt19937 rng(1234);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> host(kStage);
+    for (auto& x : host) x = dist(rng);
+    stage_ = be_.allocate(kStage * 4);
+    be_.copy_to_device(stage_, host.data(), kStage * 4);
+  }
+  ~Buffers() {
+    for (void* p : owned_) be_.release(p);
+    be_.release(stage_);
+  }
+  void* random(DType dt, std::size_t n) {
+    void* p = be_.allocate(n * dtype_size(dt));
+    owned_.push_back(p);
+    for (std::size_t done = 0; done < n; done += kStage) {
+      const std::size_t count = std::min(kStage, n - done);
+      be_.cast(DType::f32, stage_, dt, static_cast<char*>(p) + done * dtype_size(dt), count);
+    }
+    return p;
+  }
+  void* filled(DType dt, std::size_t n, float value) {
+    void* p = be_.allocate(n * dtype_size(dt));
+    owned_.push_back(p);
+    be_.fill(dt, p, n, value);
+    return p;
+  }
+  void* ints(const std::vector<int32_t>& v) {
+    void* p = be_.allocate(v.size() * 4);
+    owned_.push_back(p);
+    be_.copy_to_device(p, v.data(), v.size() * 4);
+    return p;
+  }
+
+ private:
+  static constexpr std::size_t kStage = std::size_t(1) << 22;
+  Backend& be_;
+  void* stage_ = nullptr;
+  std::vector<void*> owned_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (!cuda_backend_available()) {
+    std::printf("bench_kernels_gpu: no CUDA GPU visible (or a build without CUDA); nothing to measure\n");
+    return 0;
+  }
+  const int device = arg(argc, argv, "--device", 0), reps = std::max(1, arg(argc, argv, "--reps", 20));
+  const int B = arg(argc, argv, "--batch", 256), L = arg(argc, argv, "--len", 32),
+            V = arg(argc, argv, "--vocab", 32000);
+  const DType dt = flag(argc, argv, "--fp32") ? DType::f32 : DType::bf16;
+  const int D = 512, F = 2048, H = 8, HD = D / H, T = B * L;
+  const std::size_t params = std::size_t(60) << 20;  // ~transformer-base
+  auto be_owner = make_cuda_backend(device);
+  Backend& be = *be_owner;
+  std::printf("lseq CUDA kernels, %s, %s, tokens %d (batch %d x len %d), d %d, ffn %d, heads %d, vocab %d\n",
+              be.name().c_str(), dtype_name(dt), T, B, L, D, F, H, V);
+
+  Buffers buf(be);
+  const std::size_t es = dtype_size(dt);
+  void* x = buf.random(dt, std::size_t(T) * F);
+  void* y = buf.random(dt, std::size_t(T) * F);
+  void* z = buf.random(dt, std::size_t(T) * F);
+  void* w = buf.random(dt, std::size_t(D) * F);
+  void* bias = buf.random(dt, F);
+  void* gamma = buf.random(dt, D);
+  void* beta = buf.random(dt, D);
+  auto* stats = static_cast<float*>(buf.filled(DType::f32, 2 * std::size_t(T), 1.0f));
+  void* qkv = buf.random(dt, std::size_t(T) * 3 * D);
+  void* heads = buf.random(dt, std::size_t(T) * 3 * D);
+  void* scores = buf.random(dt, std::size_t(B) * H * L * L);
+  void* dscores = buf.random(dt, std::size_t(B) * H * L * L);
+  void* logits = buf.random(dt, std::size_t(T) * V);
+  void* dlogits = buf.random(dt, std::size_t(T) * V);
+  auto* logprobs = static_cast<float*>(buf.filled(DType::f32, std::size_t(T) * V, 0.0f));
+  void* table = buf.random(dt, std::size_t(V) * D);
+  void* out_w = buf.random(dt, std::size_t(V) * D);
+  auto* dparam = static_cast<float*>(buf.filled(DType::f32, std::size_t(V) * D, 0.0f));
+  auto* p = static_cast<float*>(buf.random(DType::f32, params));
+  auto* g = static_cast<float*>(buf.random(DType::f32, params));
+  auto* m = static_cast<float*>(buf.random(DType::f32, params));
+  auto* v2 = static_cast<float*>(buf.filled(DType::f32, params, 1e-4f));
+  void* working = buf.filled(dt, params, 0.0f);
+  std::vector<int32_t> host_tokens(T), host_lengths(B, L);
+  for (int i = 0; i < T; ++i) host_tokens[i] = (i * 7919) % V;
+  const auto* tokens = static_cast<const int32_t*>(buf.ints(host_tokens));
+  const auto* lengths = static_cast<const int32_t*>(buf.ints(host_lengths));
+  auto* scalars = static_cast<float*>(buf.filled(DType::f32, 4, 1.0f));
+  auto* loss = static_cast<float*>(buf.filled(DType::f32, 2 * std::size_t(T), 0.0f));
+  const Dropout drop{0.1f, 42};
+  be.synchronize();
+
+  auto time_ms = [&](const std::function<void()>& f) {
+    f();
+    be.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) f();
+    be.synchronize();
+    const auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::milli>(t1 - t0).count() / reps;
+  };
+
+  std::vector<Result> results;
+  auto gemm = [&](const char* name, int mm, int n, int k, bool ta, bool tb, const void* a, const void* b, void* c,
+                  int batch = 1, DType c_type = DType::f32) {
+    GemmArgs args;
+    args.m = mm, args.n = n, args.k = k, args.trans_a = ta, args.trans_b = tb, args.batch = batch;
+    args.a = a, args.b = b, args.c = c, args.ab = dt, args.c_type = c_type;
+    args.lda = ta ? mm : k, args.ldb = tb ? k : n, args.ldc = n;
+    args.stride_a = int64_t(mm) * k, args.stride_b = int64_t(k) * n, args.stride_c = int64_t(mm) * n;
+    const double ms = time_ms([&] { be.gemm(args); });
+    results.push_back(
+        {name, ms, 2.0 * mm * n * k * batch,
+         double(es) * batch * (double(mm) * k + double(k) * n) + double(dtype_size(c_type)) * batch * double(mm) * n,
+         true});
+  };
+  auto memory_op = [&](const char* name, double bytes, const std::function<void()>& f) {
+    results.push_back({name, time_ms(f), 0.0, bytes, false});
+  };
+
+  gemm("gemm qkv [T,D]x[D,3D]", T, 3 * D, D, false, false, x, w, y, 1, dt);
+  gemm("gemm attn out [T,D]x[D,D]", T, D, D, false, false, x, w, y, 1, dt);
+  gemm("gemm ffn1 [T,D]x[D,F]", T, F, D, false, false, x, w, y, 1, dt);
+  gemm("gemm ffn2 [T,F]x[F,D]", T, D, F, false, false, x, w, y, 1, dt);
+  gemm("gemm ffn1 dW [D,T]x[T,F] (fp32 C)", D, F, T, true, false, x, y, dparam, 1, DType::f32);
+  gemm("gemm ffn1 dX [T,F]x[F,D]^T", T, D, F, false, true, y, w, x, 1, dt);
+  gemm("gemm scores (B*H)[L,HD]x[HD,L]", L, L, HD, false, true, qkv, heads, scores, B * H, dt);
+  gemm("gemm context (B*H)[L,L]x[L,HD]", L, HD, L, false, false, scores, heads, qkv, B * H, dt);
+  gemm("gemm output [T,D]x[V,D]^T", T, V, D, false, true, x, out_w, logits, 1, dt);
+
+  const double TD = double(T) * D * es, TF = double(T) * F * es, S = double(B) * H * L * L * es,
+               TV = double(T) * V * es;
+  memory_op("embedding_forward", 2 * TD,
+            [&] { be.embedding_forward(dt, tokens, B, L, table, D, 22.6f, nullptr, drop, y); });
+  memory_op("embedding_backward", TD + double(T) * D * 8,
+            [&] { be.embedding_backward(dt, tokens, B, L, D, 22.6f, drop, y, dparam, nullptr); });
+  memory_op("layer_norm_forward", 2 * TD,
+            [&] { be.layer_norm_forward(dt, x, gamma, beta, T, D, 1e-6f, y, stats, stats + T); });
+  memory_op("layer_norm_backward", 3 * TD,
+            [&] { be.layer_norm_backward(dt, x, gamma, stats, stats + T, y, T, D, z, dparam, dparam + D); });
+  memory_op("split_heads qkv (+bias)", 2 * 3 * TD, [&] { be.split_heads(dt, qkv, bias, B, L, H, HD, 3, heads); });
+  memory_op("merge_heads", 2 * TD, [&] { be.merge_heads(dt, heads, B, L, H, HD, 1, y, nullptr); });
+  memory_op("attention_softmax_forward", 2 * S,
+            [&] { be.attention_softmax_forward(dt, scores, lengths, B, H, L, L, 0.125f, false, dscores); });
+  memory_op("attention_softmax_backward", 3 * S,
+            [&] { be.attention_softmax_backward(dt, dscores, scores, B * H * L, L, 0.125f, y); });
+  memory_op("bias_gelu_dropout_forward", 2 * TF,
+            [&] { be.bias_activation_dropout_forward(dt, x, bias, T, F, Activation::gelu, drop, y); });
+  memory_op("bias_gelu_dropout_backward", 3 * TF,
+            [&] { be.bias_activation_dropout_backward(dt, x, bias, y, T, F, Activation::gelu, drop, z, dparam); });
+  memory_op("bias_relu_dropout_forward", 2 * TF,
+            [&] { be.bias_activation_dropout_forward(dt, x, bias, T, F, Activation::relu, drop, y); });
+  memory_op("bias_dropout_residual_forward", 3 * TD,
+            [&] { be.bias_dropout_residual_forward(dt, x, bias, z, T, D, drop, y); });
+  memory_op("bias_grad", TD, [&] { be.bias_grad(dt, x, T, D, dparam); });
+  memory_op("cross_entropy (+grad)", 2 * TV,
+            [&] { be.cross_entropy(dt, logits, tokens, T, V, 0.1f, -1, 1.0f, loss, loss + T, dlogits); });
+  memory_op("log_softmax (fp32 out)", TV + double(T) * V * 4, [&] { be.log_softmax(dt, logits, T, V, logprobs); });
+  memory_op("grad_norm 60M", params * 4.0, [&] { be.grad_norm(g, params, 1.0f, 1.0f, scalars, scalars + 1); });
+  memory_op("adam_update 60M (+working copy)", params * 4.0 * 7 + params * double(es), [&] {
+    AdamArgs a;
+    a.lr = 1e-9f;
+    be.adam_update(p, g, m, v2, params, a, scalars + 2, dt, working);
+  });
+  memory_op("cast fp32->working 60M", params * (4.0 + es), [&] { be.cast(DType::f32, p, dt, working, params); });
+  memory_op("reduce_sum 60M", params * 4.0, [&] { be.reduce_sum(g, params, scalars + 3, false); });
+
+  double gemm_ms = 0, other_ms = 0;
+  std::printf("%-40s %10s %10s %10s\n", "op", "ms", "TFLOP/s", "GB/s");
+  for (const auto& r : results) {
+    (r.gemm ? gemm_ms : other_ms) += r.ms;
+    if (r.gemm)
+      std::printf("%-40s %10.4f %10.1f %10.1f\n", r.op.c_str(), r.ms, r.flops / r.ms / 1e9, r.bytes / r.ms / 1e6);
+    else
+      std::printf("%-40s %10.4f %10s %10.1f\n", r.op.c_str(), r.ms, "", r.bytes / r.ms / 1e6);
+  }
+  std::printf("sum of the rows above: gemm %.2f ms, other ops %.2f ms\n", gemm_ms, other_ms);
+  return 0;
+} catch (const lseq::Error& e) {
+  std::fprintf(stderr, "bench_kernels_gpu: %s\n", e.what());
+  return 1;
+}

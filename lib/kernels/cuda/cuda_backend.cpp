@@ -1,0 +1,53 @@
+// Construction of the CUDA backend: device, stream, cuBLAS handle with its workspace, and the op scratch, all
+// made once here (no op allocates).
+#include "kernels/cuda/cuda_backend.h"
+
+#include "kernels/cuda/cuda_check.h"
+#include "util/error.h"
+
+namespace lseq::kernels {
+
+CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_tf32_(allow_tf32) {
+  LSEQ_CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  LSEQ_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  name_ = fmt::format("cuda:{} {}", device_, prop.name);
+  try {
+    LSEQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    LSEQ_CUBLAS_CHECK(cublasCreate(&cublas_));
+    LSEQ_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    LSEQ_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
+    LSEQ_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
+    // Pointers to alpha/beta come from the host; TF32 only when asked (CUBLAS_COMPUTE_32F stays exact fp32 then).
+    LSEQ_CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
+    LSEQ_CUBLAS_CHECK(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    LSEQ_CUDA_CHECK(cudaMalloc(&scratch_, kScratchBytes));
+  } catch (...) {
+    release_resources();  // a constructor that throws runs no destructor
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() { release_resources(); }
+
+void CudaBackend::release_resources() noexcept {
+  // No throwing here: a failing GPU at shutdown must not turn into std::terminate.
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_workspace_) cudaFree(cublas_workspace_);
+  if (scratch_) cudaFree(scratch_);
+  if (stream_) cudaStreamDestroy(stream_);
+  cublas_ = nullptr;
+  cublas_workspace_ = scratch_ = nullptr;
+  stream_ = nullptr;
+}
+
+void CudaBackend::bind() const { LSEQ_CUDA_CHECK(cudaSetDevice(device_)); }
+
+void CudaBackend::check_launch(const char* op) const {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) cuda::check_cuda(status, fmt::format("{} (kernel launch on {})", op, name_).c_str());
+}
+
+}  // namespace lseq::kernels

@@ -1,0 +1,112 @@
+#pragma once
+// The CUDA backend: the kernel API on one GPU, in fp32, fp16 or bf16 storage with fp32 math. Every op runs in the
+// backend's own stream; cuBLAS and the backend's scratch (reduction partials, batched-GEMM pointer arrays) are
+// created once here, so no op allocates. The ops are defined by family in the *_cuda.cu/.cpp files beside this
+// header, each checking its launches (an error names the op and CUDA's message).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace lseq::kernels {
+
+class CudaBackend : public Backend {
+ public:
+  // allow_tf32: let fp32 GEMMs use TF32 tensor cores (faster, ~1e-3 relative error); off keeps fp32 parity with
+  // the CPU backend.
+  explicit CudaBackend(int device, bool allow_tf32 = false);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+
+  DeviceKind kind() const override { return DeviceKind::cuda; }
+  std::string name() const override { return name_; }
+
+  void* allocate(std::size_t bytes) override;
+  void release(void* p) override;
+  void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+  void synchronize() override;
+
+  void fill(DType dt, void* x, std::size_t n, float value) override;
+  void add(DType dt, const void* a, const void* b, std::size_t n, void* y) override;
+  void scale(DType dt, const void* x, std::size_t n, float alpha, void* y) override;
+  void cast(DType src_dt, const void* src, DType dst_dt, void* dst, std::size_t n) override;
+  void reduce_sum(const float* x, std::size_t n, float* out, bool accumulate) override;
+  void dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) override;
+  void gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows, int64_t row_elems,
+                   void* dst, int64_t dst_stride) override;
+
+  void gemm(const GemmArgs& args) override;
+
+  void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
+                         const void* positions, const Dropout& drop, void* out) override;
+  void embedding_backward(DType dt, const int32_t* tokens, int batch, int len, int dim, float scale,
+                          const Dropout& drop, const void* dout, float* dparam_table, float* dparam_positions) override;
+
+  void add_bias(DType dt, const void* x, const void* bias, int rows, int cols, void* y) override;
+  void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias) override;
+  void bias_activation_dropout_forward(DType dt, const void* x, const void* bias, int rows, int cols, Activation act,
+                                       const Dropout& drop, void* y) override;
+  void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows, int cols,
+                                        Activation act, const Dropout& drop, void* dx, float* dparam_bias) override;
+  void bias_dropout_residual_forward(DType dt, const void* x, const void* bias, const void* residual, int rows,
+                                     int cols, const Dropout& drop, void* y) override;
+  void bias_dropout_residual_backward(DType dt, const void* dy, int rows, int cols, const Dropout& drop, void* dx,
+                                      float* dparam_bias) override;
+
+  void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows, int cols, float eps,
+                          void* y, float* mean, float* rstd) override;
+  void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
+                           const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
+                           float* dparam_beta) override;
+
+  void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads, int head_dim, int parts,
+                   void* out) override;
+  void merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts, void* out,
+                   float* dparam_bias) override;
+  void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
+                                 int q_len, int k_len, float scale, bool causal, void* probs) override;
+  void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, float scale,
+                                  void* dscores) override;
+
+  void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab, float label_smoothing,
+                     int ignore_index, float grad_scale, float* loss, float* nll, void* dlogits) override;
+  void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) override;
+
+  void grad_norm(const float* grads, std::size_t n, float pre_scale, float max_norm, float* norm,
+                 float* factor) override;
+  void adam_update(float* params, const float* grads, float* m, float* v, std::size_t n, const AdamArgs& args,
+                   const float* factor, DType working_dt, void* working) override;
+
+  // Bytes of the backend's own scratch: reduction partials and the pointer arrays of indexed batched GEMMs.
+  static constexpr std::size_t kScratchBytes = std::size_t(16) << 20;
+  static constexpr std::size_t kCublasWorkspaceBytes = std::size_t(32) << 20;
+
+ private:
+  void release_resources() noexcept;
+  void bind() const;  // makes this backend's GPU current for the calling thread
+  // Throws naming the op when the last launch failed.
+  void check_launch(const char* op) const;
+  float* scratch_floats() const { return static_cast<float*>(scratch_); }
+  std::size_t scratch_float_count() const { return kScratchBytes / sizeof(float); }
+  // acc[c] += sum over rows of the partials [chunks, cols] written by a column-reduction kernel (fixed order).
+  void finish_column_sums(const float* partials, int chunks, int cols, float* acc, const char* op);
+
+  int device_ = 0;
+  bool allow_tf32_ = false;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  void* scratch_ = nullptr;
+};
+
+}  // namespace lseq::kernels

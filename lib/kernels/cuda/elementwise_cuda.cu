@@ -1,0 +1,175 @@
+// Elementwise ops of the CUDA backend: fill, add, scale, cast (bit-exact with the CPU), sum, dropout, and the
+// strided row gather of decoding.
+#include "kernels/cpu/float_convert.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/float_convert.cuh"
+
+namespace lseq::kernels {
+
+namespace cuda {
+namespace {
+
+template <typename U>
+__global__ void fill_kernel(U* x, std::size_t n, U value) {
+  for (std::size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    x[i] = value;
+}
+
+template <typename T>
+__global__ void add_kernel(const T* a, const T* b, std::size_t n, T* y) {
+  for (std::size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+}
+
+template <typename T>
+__global__ void scale_kernel(const T* x, std::size_t n, float alpha, T* y) {
+  for (std::size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(alpha * to_f32(x[i]));
+}
+
+__device__ __forceinline__ float load_any(DType dt, const void* p, std::size_t i) {
+  switch (dt) {
+    case DType::f16: return f16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::bf16: return bf16_bits_to_f32(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// Widen to fp32 (exact), then narrow once with the CPU's rounding: every pair, fp16 <-> bf16 included.
+__global__ void cast_kernel(DType src_dt, const void* src, DType dst_dt, void* dst, std::size_t n) {
+  for (std::size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float v = load_any(src_dt, src, i);
+    switch (dst_dt) {
+      case DType::f32: static_cast<float*>(dst)[i] = v; break;
+      case DType::f16: static_cast<uint16_t*>(dst)[i] = f32_to_f16_bits(v); break;
+      case DType::bf16: static_cast<uint16_t*>(dst)[i] = f32_to_bf16_bits(v); break;
+    }
+  }
+}
+
+template <typename T>
+__global__ void dropout_kernel(const T* x, std::size_t n, DeviceMask mask, T* y) {
+  for (std::size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    y[i] = from_f32<T>(to_f32(x[i]) * mask(static_cast<int64_t>(i)));
+}
+
+struct LoadValue {
+  const float* x;
+  __device__ double operator()(std::size_t i) const { return static_cast<double>(x[i]); }
+};
+
+struct StoreSum {
+  float* out;
+  bool accumulate;
+  __device__ void operator()(double s) const { out[0] = static_cast<float>(accumulate ? out[0] + s : s); }
+};
+
+template <typename U>
+__global__ void gather_rows_kernel(const U* src, int64_t src_stride, const int32_t* index, int rows, int64_t row_elems,
+                                   U* dst, int64_t dst_stride) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int64_t i = index ? index[r] : r;
+    const U* s = src + i * src_stride;
+    U* d = dst + r * dst_stride;
+    for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < row_elems;
+         e += int64_t(gridDim.x) * blockDim.x)
+      d[e] = s[e];
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+
+using namespace cuda;
+
+void CudaBackend::fill(DType dt, void* x, std::size_t n, float value) {
+  if (n == 0) return;
+  bind();
+  if (dt == DType::f32) {
+    fill_kernel<float><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<float*>(x), n, value);
+  } else {
+    const uint16_t bits = dt == DType::f16 ? float_to_f16(value) : float_to_bf16(value);  // the CPU's rounding
+    fill_kernel<uint16_t><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<uint16_t*>(x), n, bits);
+  }
+  check_launch("fill");
+}
+
+void CudaBackend::add(DType dt, const void* a, const void* b, std::size_t n, void* y) {
+  if (n == 0) return;
+  bind();
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    add_kernel<T><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(a), static_cast<const T*>(b), n,
+                                                         static_cast<T*>(y));
+  });
+  check_launch("add");
+}
+
+void CudaBackend::scale(DType dt, const void* x, std::size_t n, float alpha, void* y) {
+  if (n == 0) return;
+  bind();
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    scale_kernel<T><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(x), n, alpha, static_cast<T*>(y));
+  });
+  check_launch("scale");
+}
+
+void CudaBackend::cast(DType src_dt, const void* src, DType dst_dt, void* dst, std::size_t n) {
+  if (n == 0) return;
+  if (src_dt == dst_dt) {
+    copy(dst, src, n * dtype_size(src_dt));
+    return;
+  }
+  bind();
+  cast_kernel<<<grid_for(n), kThreads, 0, stream_>>>(src_dt, src, dst_dt, dst, n);
+  check_launch("cast");
+}
+
+void CudaBackend::reduce_sum(const float* x, std::size_t n, float* out, bool accumulate) {
+  bind();
+  const int blocks = sum_blocks(n);
+  auto* partials = static_cast<double*>(scratch_);
+  sum_partials_kernel<<<blocks, kThreads, 0, stream_>>>(LoadValue{x}, n, partials);
+  check_launch("reduce_sum");
+  sum_finish_kernel<<<1, 1024, 0, stream_>>>(partials, blocks, StoreSum{out, accumulate});
+  check_launch("reduce_sum");
+}
+
+void CudaBackend::dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) {
+  const DeviceMask mask = make_mask(drop, "dropout");
+  if (drop.p == 0.0f) {
+    copy(y, x, n * dtype_size(dt));
+    return;
+  }
+  if (n == 0) return;
+  bind();
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    dropout_kernel<T><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<const T*>(x), n, mask, static_cast<T*>(y));
+  });
+  check_launch("dropout");
+}
+
+// Indices live on the device: they are not validated here (that would need a host round-trip).
+void CudaBackend::gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows,
+                              int64_t row_elems, void* dst, int64_t dst_stride) {
+  if (rows < 0 || row_elems < 0 || src_stride < row_elems || dst_stride < row_elems)
+    fail("gather_rows: invalid shape rows={} row_elems={} src_stride={} dst_stride={}", rows, row_elems, src_stride,
+         dst_stride);
+  if (rows == 0 || row_elems == 0) return;
+  bind();
+  const unsigned gx = static_cast<unsigned>(std::min<int64_t>((row_elems + kThreads - 1) / kThreads, 1024));
+  const dim3 grid(gx, static_cast<unsigned>(std::min(rows, 65535)));
+  if (dtype_size(dt) == 4)
+    gather_rows_kernel<uint32_t><<<grid, kThreads, 0, stream_>>>(
+        static_cast<const uint32_t*>(src), src_stride, index, rows, row_elems, static_cast<uint32_t*>(dst), dst_stride);
+  else
+    gather_rows_kernel<uint16_t><<<grid, kThreads, 0, stream_>>>(
+        static_cast<const uint16_t*>(src), src_stride, index, rows, row_elems, static_cast<uint16_t*>(dst), dst_stride);
+  check_launch("gather_rows");
+}
+
+}  // namespace lseq::kernels

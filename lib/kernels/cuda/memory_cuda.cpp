@@ -1,0 +1,59 @@
+// Device memory and copies of the CUDA backend. Copies from and to the host wait for completion (the host buffer
+// may be reused as soon as the call returns); device-to-device copies stay in stream order.
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "util/error.h"
+
+namespace lseq::kernels {
+
+void* CudaBackend::allocate(std::size_t bytes) {
+  bind();
+  void* p = nullptr;
+  // A zero-byte request still gets a valid, distinct block (as on the CPU). cudaMalloc aligns to 256 bytes.
+  const cudaError_t status = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    std::size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    cudaGetLastError();
+    fail(
+        "cannot allocate {} bytes ({:.2f} GiB) on {} ({}; {:.2f} GiB free of {:.2f} GiB); lower the batch or model "
+        "size",
+        bytes, static_cast<double>(bytes) / (1u << 30), name_, cudaGetErrorString(status),
+        static_cast<double>(free_bytes) / (1u << 30), static_cast<double>(total_bytes) / (1u << 30));
+  }
+  return p;
+}
+
+void CudaBackend::release(void* p) {
+  if (!p) return;
+  bind();
+  LSEQ_CUDA_CHECK(cudaFree(p));
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
+  if (!bytes) return;
+  bind();
+  LSEQ_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  LSEQ_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  if (!bytes) return;
+  bind();
+  LSEQ_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  LSEQ_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
+  if (!bytes || dst == src) return;
+  bind();
+  LSEQ_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::synchronize() {
+  bind();
+  LSEQ_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace lseq::kernels

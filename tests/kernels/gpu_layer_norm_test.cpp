@@ -1,0 +1,78 @@
+// LayerNorm on the device against the CPU backend: outputs and saved statistics, then the backward (dx, and the
+// gamma/beta gradients accumulated) from the CPU's statistics; one column, odd widths, wide rows; dx aliasing dy.
+#include "gpu_test_util.h"
+
+namespace lseq::kernels::test {
+namespace {
+
+struct Shape {
+  int rows, cols;
+};
+const std::vector<Shape> kShapes = {{1, 1}, {3, 7}, {1, 512}, {64, 512}, {1000, 1024}, {2, 5000}};
+
+TEST_F(GpuKernels, LayerNormForwardMatchesCpu) {
+  uint64_t seed = 9500;
+  for (DType dt : dtypes())
+    for (auto s : kShapes) {
+      const std::size_t n = std::size_t(s.rows) * s.cols;
+      const auto x = quantize(random_floats(n, ++seed, -2, 3), dt);
+      const auto gamma = quantize(random_floats(s.cols, ++seed, 0.5f, 1.5f), dt);
+      const auto beta = quantize(random_floats(s.cols, ++seed), dt);
+      std::vector<float> ref(n), ref_mean(s.rows), ref_rstd(s.rows);
+      cpu.layer_norm_forward(DType::f32, x.data(), gamma.data(), beta.data(), s.rows, s.cols, 1e-5f, ref.data(),
+                             ref_mean.data(), ref_rstd.data());
+      DeviceBuffer dx(gpu(), dt, x), dg(gpu(), dt, gamma), db(gpu(), dt, beta), y(gpu(), dt, n),
+          mean(gpu(), DType::f32, s.rows), rstd(gpu(), DType::f32, s.rows);
+      y.poison();
+      mean.poison();
+      rstd.poison();
+      gpu().layer_norm_forward(dt, dx.get(), dg.get(), db.get(), s.rows, s.cols, 1e-5f, y.get(), mean.f32(),
+                               rstd.f32());
+      const std::string what = label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      // cols == 1: x - mean is exactly 0, rstd = 1/sqrt(eps) ~ 316
+      EXPECT_TRUE(within(y.download(), ref, bound_for(dt, 10.0))) << what << " y";
+      EXPECT_TRUE(within(mean.download(), ref_mean, Bound{1e-5, 1e-6})) << what << " mean";
+      EXPECT_TRUE(within(rstd.download(), ref_rstd, Bound{1e-5, 1e-6})) << what << " rstd";
+      // statistics are optional
+      y.poison();
+      gpu().layer_norm_forward(dt, dx.get(), dg.get(), db.get(), s.rows, s.cols, 1e-5f, y.get(), nullptr, nullptr);
+      EXPECT_TRUE(within(y.download(), ref, bound_for(dt, 10.0))) << what << " y without statistics";
+    }
+}
+
+TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
+  uint64_t seed = 9600;
+  for (DType dt : dtypes())
+    for (auto s : kShapes)
+      for (bool in_place : {false, true}) {
+        const std::size_t n = std::size_t(s.rows) * s.cols;
+        const auto x = quantize(random_floats(n, ++seed, -2, 3), dt);
+        const auto gamma = quantize(random_floats(s.cols, ++seed, 0.5f, 1.5f), dt);
+        const auto beta = quantize(random_floats(s.cols, ++seed), dt);
+        const auto dy = quantize(random_floats(n, ++seed), dt);
+        std::vector<float> y(n), mean(s.rows), rstd(s.rows), ref_dx(n);
+        cpu.layer_norm_forward(DType::f32, x.data(), gamma.data(), beta.data(), s.rows, s.cols, 1e-5f, y.data(),
+                               mean.data(), rstd.data());
+        auto ref_dg = random_floats(s.cols, ++seed), ref_db = random_floats(s.cols, ++seed);
+        DeviceBuffer dx(gpu(), dt, x), dg(gpu(), dt, gamma), dmean(gpu(), DType::f32, mean),
+            drstd(gpu(), DType::f32, rstd), ddy(gpu(), dt, dy), dgrad(gpu(), dt, n), dgamma(gpu(), DType::f32, ref_dg),
+            dbeta(gpu(), DType::f32, ref_db);
+        cpu.layer_norm_backward(DType::f32, x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(), s.rows, s.cols,
+                                ref_dx.data(), ref_dg.data(), ref_db.data());
+        dgrad.poison();
+        void* out = in_place ? ddy.get() : dgrad.get();
+        gpu().layer_norm_backward(dt, dx.get(), dg.get(), dmean.f32(), drstd.f32(), ddy.get(), s.rows, s.cols, out,
+                                  dgamma.f32(), dbeta.f32());
+        const std::string what =
+            label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + (in_place ? " in place" : "");
+        // dx of one column is rstd * (g - g - 0) = 0 up to rounding; bounds relative to rstd there.
+        const double magnitude = s.cols == 1 ? 1e3 : 10.0;
+        EXPECT_TRUE(within((in_place ? ddy : dgrad).download(), ref_dx, bound_for(dt, magnitude))) << what << " dx";
+        const Bound sums{1e-5, 1e-6 * s.rows + 1e-5};
+        EXPECT_TRUE(within(dgamma.download(), ref_dg, sums)) << what << " dgamma";
+        EXPECT_TRUE(within(dbeta.download(), ref_db, sums)) << what << " dbeta";
+      }
+}
+
+}  // namespace
+}  // namespace lseq::kernels::test
