@@ -110,8 +110,9 @@ void Trainer::update() {
     }
   }
   if (skipped) {
-    // The --max-nan-steps rule: a non-finite loss always counts; an fp16 overflow counts only once the scale has
-    // fallen below 1 (scaling no longer explains it: the gradients themselves blow up).
+    // The --max-nan-steps rule: a non-finite loss always counts, and so does a non-finite gradient in fp32/bf16;
+    // an fp16 overflow counts only when the lowered scale is below 1 (it overflowed at S <= 1: scaling no longer
+    // explains it, the gradients themselves blow up). Uncounted overflows leave the run of NaN steps as it is.
     if (overflow && scaler_.scale() >= 1.0) {
       ++overflow_steps_total_;
       return;

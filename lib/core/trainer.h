@@ -28,7 +28,7 @@ struct TrainerOptions {
   int early_stopping = 10;      // validations without improvement of the first metric
   bool keep_best = false;
   // Consecutive non-finite updates before giving up. In fp16 an update skipped for a gradient overflow lowers the
-  // loss scale instead and does not count, unless the scale has fallen below 1 (then it is real divergence);
+  // loss scale instead and does not count, unless the lowered scale is below 1 (then it is real divergence);
   // a non-finite loss always counts.
   int max_nan_steps = 10;
   kernels::DType precision = kernels::DType::f32;  // --precision: fp16 turns on dynamic loss scaling

@@ -8,12 +8,14 @@
 #include <random>
 #include <vector>
 
+#include "core/backend_select.h"
 #include "core/checkpoint.h"
 #include "core/loss_scaler.h"
 #include "core/optimizer.h"
 #include "core/params.h"
 #include "core/transformer.h"
 #include "model_test_util.h"
+#include "options_test_util.h"
 #include "util/error.h"
 
 namespace lseq {
@@ -229,6 +231,23 @@ TEST(MixedPrecisionModel, WorkspacePlanShrinksWithTheDtype) {
   EXPECT_GT(half, full / 2);
   EXPECT_EQ(fp16.workspace_bytes(1000, 40), half);
   EXPECT_EQ(bf16.num_params(), fp32.num_params());
+}
+
+// ---------------------------------------------------------------- --precision
+
+TEST(Precision, OptionNamesTheDtypeAndTheCpuRefuses16Bits) {
+  const std::pair<const char*, DType> cases[] = {
+      {"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}, {"bfloat16", DType::bf16}};
+  for (const auto& [word, dt] : cases) {
+    const auto run = testing::run_parse(App::translate, {"--model", "m", "--cpu", "--precision", word});
+    ASSERT_TRUE(run.err.empty()) << run.err;
+    EXPECT_EQ(precision_dtype(run.parsed.options), dt) << word;
+    if (dt == DType::f32) {
+      EXPECT_NE(select_backend(run.parsed.options), nullptr);
+    } else {
+      EXPECT_THROW(select_backend(run.parsed.options), Error) << word;
+    }
+  }
 }
 
 }  // namespace
