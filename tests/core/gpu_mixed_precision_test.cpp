@@ -135,6 +135,7 @@ std::vector<double> train(Transformer& model, const data::Batch& b, int updates,
     const bool overflow = optimizer.last_step_skipped();
     scaler.update(overflow);
     if (overflow) {
+      optimizer.uncount_skipped_step();
       ++*skipped;
       continue;
     }
