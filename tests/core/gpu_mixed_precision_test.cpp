@@ -53,11 +53,11 @@ struct Oracle {
   }
 };
 
-struct GpuModel {
+struct OnGpu {
   std::unique_ptr<kernels::Backend> backend = kernels::make_cuda_backend(0);
   std::unique_ptr<Transformer> model;
 
-  GpuModel(const std::vector<float>& params, DType dt) {
+  OnGpu(const std::vector<float>& params, DType dt) {
     model = std::make_unique<Transformer>(small_config(), *backend, dt);
     model->load_params(params);
   }
@@ -102,14 +102,14 @@ TEST(GpuModel, OneTrainingStepMatchesTheCpu) {
   const StepResult want = one_step(cpu.model, b, 1.0f);
   ASSERT_TRUE(std::isfinite(want.loss) && want.grad_norm > 0);
 
-  GpuModel fp32(cpu.params, DType::f32);
+  OnGpu fp32(cpu.params, DType::f32);
   const StepResult got = one_step(*fp32.model, b, 1.0f);
   EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
   EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
 
   // 16 bits against the fp32 CPU; fp16 with a loss scale (its gradients then carry it, divided out above).
   for (auto [dt, scale] : {std::pair{DType::bf16, 1.0f}, std::pair{DType::f16, 1024.0f}}) {
-    GpuModel half(cpu.params, dt);
+    OnGpu half(cpu.params, dt);
     const StepResult h = one_step(*half.model, b, scale);
     EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
     EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
@@ -155,14 +155,14 @@ TEST(GpuModel, AdamOnAFixedBatchTracksTheCpu) {
   ASSERT_EQ(want.size(), static_cast<std::size_t>(kUpdates));
   EXPECT_LT(want.back(), 0.85 * want.front()) << "the CPU run should learn the batch for the comparison to mean much";
 
-  GpuModel fp32(cpu.params, DType::f32);
+  OnGpu fp32(cpu.params, DType::f32);
   const std::vector<double> got = train(*fp32.model, b, kUpdates, &skipped);
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(skipped, 0);
   for (int i = 0; i < kUpdates; ++i) EXPECT_LT(rel(got[i], want[i]), 1e-3) << "update " << i + 1;
 
   for (DType dt : {DType::bf16, DType::f16}) {
-    GpuModel half(cpu.params, dt);
+    OnGpu half(cpu.params, dt);
     const std::vector<double> h = train(*half.model, b, kUpdates, &skipped);
     ASSERT_EQ(h.size(), want.size()) << kernels::dtype_name(dt) << ": too many skipped updates (" << skipped << ")";
     if (dt == DType::bf16) EXPECT_EQ(skipped, 0);
@@ -194,7 +194,7 @@ TEST(GpuModel, IncrementalDecodingMatchesTheCpu) {
   const data::Batch b = sources(5, {7, 1, 12, 4});
   constexpr int kSteps = 8;
   TransformerStepDecoder want(cpu.model, b.size, b.src_len, kSteps + 1);
-  GpuModel fp32(cpu.params, DType::f32), bf16(cpu.params, DType::bf16);
+  OnGpu fp32(cpu.params, DType::f32), bf16(cpu.params, DType::bf16);
   TransformerStepDecoder got(*fp32.model, b.size, b.src_len, kSteps + 1);
   TransformerStepDecoder half(*bf16.model, b.size, b.src_len, kSteps + 1);
   for (StepDecoder* d : std::initializer_list<StepDecoder*>{&want, &got, &half}) {
