@@ -134,6 +134,7 @@ TrainerOptions trainer_options(const Options& options) {
   t.early_stopping = static_cast<int>(options.get_int("early-stopping"));
   t.keep_best = options.get_bool("keep-best");
   t.max_nan_steps = static_cast<int>(std::max<int64_t>(1, options.get_int("max-nan-steps")));
+  t.precision = precision_dtype(options);
 
   t.lr.base = options.get_float("learn-rate");
   t.lr.warmup = updates_option(options, "lr-warmup");
@@ -227,7 +228,7 @@ int run_train(const Options& options) {
                corpus->skipped_long(), config.max_length, corpus->cropped());
 
   std::unique_ptr<kernels::Backend> backend = select_backend(options);
-  Transformer model(config, *backend);
+  Transformer model(config, *backend, precision_dtype(options));
   spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
                model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
 
@@ -241,8 +242,9 @@ int run_train(const Options& options) {
                                        static_cast<std::size_t>(options.get_int("workspace")) << 20);
   kernels::Workspace workspace(*backend, planned,
                                "raise --workspace, or lower --mini-batch-words / --max-length");
-  spdlog::info("workspace: {:.1f} MiB planned for batches of up to {} tokens per side and {} tokens per sentence",
-               planned / 1048576.0, max_tokens, max_len);
+  spdlog::info("workspace: {:.1f} MiB planned ({} activations) for batches of up to {} tokens per side and {} "
+               "tokens per sentence",
+               planned / 1048576.0, kernels::dtype_name(model.compute_dtype()), max_tokens, max_len);
 
   std::unique_ptr<Validator> validator;
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
