@@ -1,12 +1,15 @@
 // The whole model on the GPU against the CPU oracle: one training step (loss and gradient norm) in fp32, bf16 and
 // fp16; 30 Adam updates on a fixed batch (fp32 tracks the CPU's loss curve, bf16/fp16 descend like fp32, fp16 with
 // dynamic loss scaling); incremental decoding (per-step log-probabilities and greedy search). The same random
-// parameters on both sides. Skips where no GPU is present.
+// parameters on both sides. Skips where no GPU is present; LSEQ_TEST_GPU_WITH_CPU=1 runs the fp32 parts against a
+// second CPU backend instead (that checks the tests themselves, not the CUDA code).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/beam_search.h"
@@ -24,8 +27,20 @@ namespace {
 
 using kernels::DType;
 
+bool on_cuda() { return kernels::cuda_backend_available(); }
+
+bool cpu_stands_in() {
+  const char* env = std::getenv("LSEQ_TEST_GPU_WITH_CPU");
+  return !on_cuda() && env && std::string(env) == "1";
+}
+
+// The 16-bit precisions to compare: only on a real GPU (the CPU backend computes in fp32 only).
+std::vector<DType> sixteen_bits() {
+  return on_cuda() ? std::vector<DType>{DType::bf16, DType::f16} : std::vector<DType>{};
+}
+
 #define SKIP_WITHOUT_GPU() \
-  if (!kernels::cuda_backend_available()) GTEST_SKIP() << "no CUDA GPU visible"
+  if (!on_cuda() && !cpu_stands_in()) GTEST_SKIP() << "no CUDA GPU visible"
 
 ModelConfig small_config() {
   ModelConfig c;
@@ -54,7 +69,7 @@ struct Oracle {
 };
 
 struct OnGpu {
-  std::unique_ptr<kernels::Backend> backend = kernels::make_cuda_backend(0);
+  std::unique_ptr<kernels::Backend> backend = on_cuda() ? kernels::make_cuda_backend(0) : kernels::make_cpu_backend(3);
   std::unique_ptr<Transformer> model;
 
   OnGpu(const std::vector<float>& params, DType dt) {
@@ -108,7 +123,8 @@ TEST(GpuModel, OneTrainingStepMatchesTheCpu) {
   EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
 
   // 16 bits against the fp32 CPU; fp16 with a loss scale (its gradients then carry it, divided out above).
-  for (auto [dt, scale] : {std::pair{DType::bf16, 1.0f}, std::pair{DType::f16, 1024.0f}}) {
+  for (DType dt : sixteen_bits()) {
+    const float scale = dt == DType::f16 ? 1024.0f : 1.0f;
     OnGpu half(cpu.params, dt);
     const StepResult h = one_step(*half.model, b, scale);
     EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
@@ -161,7 +177,7 @@ TEST(GpuModel, AdamOnAFixedBatchTracksTheCpu) {
   EXPECT_EQ(skipped, 0);
   for (int i = 0; i < kUpdates; ++i) EXPECT_LT(rel(got[i], want[i]), 1e-3) << "update " << i + 1;
 
-  for (DType dt : {DType::bf16, DType::f16}) {
+  for (DType dt : sixteen_bits()) {
     OnGpu half(cpu.params, dt);
     const std::vector<double> h = train(*half.model, b, kUpdates, &skipped);
     ASSERT_EQ(h.size(), want.size()) << kernels::dtype_name(dt) << ": too many skipped updates (" << skipped << ")";
@@ -194,7 +210,7 @@ TEST(GpuModel, IncrementalDecodingMatchesTheCpu) {
   const data::Batch b = sources(5, {7, 1, 12, 4});
   constexpr int kSteps = 8;
   TransformerStepDecoder want(cpu.model, b.size, b.src_len, kSteps + 1);
-  OnGpu fp32(cpu.params, DType::f32), bf16(cpu.params, DType::bf16);
+  OnGpu fp32(cpu.params, DType::f32), bf16(cpu.params, on_cuda() ? DType::bf16 : DType::f32);
   TransformerStepDecoder got(*fp32.model, b.size, b.src_len, kSteps + 1);
   TransformerStepDecoder half(*bf16.model, b.size, b.src_len, kSteps + 1);
   for (StepDecoder* d : std::initializer_list<StepDecoder*>{&want, &got, &half}) {
