@@ -28,4 +28,12 @@ std::unique_ptr<kernels::Backend> select_backend(const Options& options) {
   return backend;
 }
 
+kernels::DType precision_dtype(const Options& options) {
+  const std::string precision = options.get_string("precision");
+  if (precision == "fp32") return kernels::DType::f32;
+  if (precision == "bf16") return kernels::DType::bf16;
+  if (precision == "fp16") return kernels::DType::f16;
+  fail("--precision {} is not one of fp32, bf16, fp16", precision);
+}
+
 }  // namespace lseq

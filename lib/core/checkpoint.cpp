@@ -80,6 +80,10 @@ std::string TrainingProgress::to_yaml() const {
   out << YAML::Key << "batcher-batch" << YAML::Value << batcher_batch;
   out << YAML::Key << "stalled" << YAML::Value << stalled;
   out << YAML::Key << "seconds" << YAML::Value << seconds;
+  if (loss_scale > 0) {
+    out << YAML::Key << "loss-scale" << YAML::Value << loss_scale;
+    out << YAML::Key << "loss-scale-good-steps" << YAML::Value << loss_scale_good_steps;
+  }
   out << YAML::Key << "best" << YAML::Value << YAML::BeginMap;
   for (const auto& [metric, value] : best) out << YAML::Key << metric << YAML::Value << value;
   out << YAML::EndMap;
@@ -104,6 +108,10 @@ TrainingProgress TrainingProgress::from_yaml(const std::string& text, const std:
     p.batcher_batch = node["batcher-batch"].as<int64_t>();
     p.stalled = node["stalled"].as<int64_t>();
     p.seconds = node["seconds"].as<double>();
+    if (node["loss-scale"]) {  // absent in fp32/bf16 runs and in older files
+      p.loss_scale = node["loss-scale"].as<double>();
+      p.loss_scale_good_steps = node["loss-scale-good-steps"].as<int64_t>(0);
+    }
     for (const auto& e : node["best"]) p.best[e.first.as<std::string>()] = e.second.as<double>();
     for (const auto& e : node["last"]) p.last[e.first.as<std::string>()] = e.second.as<double>();
   } catch (const YAML::Exception& e) {

@@ -35,6 +35,10 @@ struct TrainingProgress {
   std::map<std::string, double> last;  // last validation value per metric
   int64_t stalled = 0;             // validations without improvement of the first metric (--early-stopping)
   double seconds = 0;              // training time so far
+  // fp16 dynamic loss scaling (LossScaler): the scale and the good updates since it last changed. 0 = none saved
+  // (fp32/bf16 runs and progress files older than the field); written only when positive.
+  double loss_scale = 0;
+  int64_t loss_scale_good_steps = 0;
 
   std::string to_yaml() const;
   static TrainingProgress from_yaml(const std::string& text, const std::string& path);

@@ -48,10 +48,11 @@ class LoadedStepDecoder : public StepDecoder {
 std::unique_ptr<StepDecoder> make_step_decoder(const ModelFiles& files, const Options& options) {
   const ModelConfig config = read_model_config(files.weights);
   std::unique_ptr<kernels::Backend> backend = select_backend(options);
-  auto model = std::make_unique<Transformer>(config, *backend);
+  // The checkpoint's fp32 weights run in the --precision asked for now, whatever the training precision was.
+  auto model = std::make_unique<Transformer>(config, *backend, precision_dtype(options));
   std::vector<float> weights;
   load_weights(files.weights, model->param_store().table(), weights);
-  backend->copy_to_device(model->master(), weights.data(), weights.size() * sizeof(float));
+  model->load_params(weights);
 
   // The largest batch: --mini-batch sentences (or, with only --mini-batch-words, that many one-word sentences),
   // each up to --max-length tokens + eos; lstranslate keeps --beam-size hypotheses per sentence and decodes up to

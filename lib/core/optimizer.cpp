@@ -28,7 +28,8 @@ Optimizer::~Optimizer() {
   }
 }
 
-void Optimizer::step(float* params, const float* grads, float grad_scale, double lr) {
+void Optimizer::step(float* params, const float* grads, float grad_scale, double lr, DType working_dt,
+                     void* working) {
   backend_.grad_norm(grads, size_, grad_scale, options_.clip_norm, scalars_, scalars_ + 1);
   ++steps_;
   kernels::AdamArgs args;
@@ -39,7 +40,7 @@ void Optimizer::step(float* params, const float* grads, float grad_scale, double
   args.weight_decay = options_.weight_decay;
   args.bias_correction1 = static_cast<float>(1.0 - std::pow(double(options_.beta1), double(steps_)));
   args.bias_correction2 = static_cast<float>(1.0 - std::pow(double(options_.beta2), double(steps_)));
-  backend_.adam_update(params, grads, m_, v_, size_, args, scalars_ + 1, DType::f32, nullptr);
+  backend_.adam_update(params, grads, m_, v_, size_, args, scalars_ + 1, working_dt, working);
   if (smoothing()) {
     // smoothed = (1 - a) * smoothed + a * params
     const float a = options_.smoothing;

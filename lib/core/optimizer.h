@@ -23,9 +23,12 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of params from grads (multiplied by grad_scale, e.g. 1 / target tokens) at learning rate lr.
-  // A step whose gradient norm is not finite changes nothing (the kernel skips it; see last_step_skipped).
-  void step(float* params, const float* grads, float grad_scale, double lr);
+  // One update of params from grads (multiplied by grad_scale, e.g. 1 / (loss scale * target tokens)) at
+  // learning rate lr. A step whose gradient norm is not finite changes nothing (the kernel skips it; see
+  // last_step_skipped). With `working` (a bf16/fp16 copy of params, ParamStore::separate_working) the update
+  // writes it in the same pass.
+  void step(float* params, const float* grads, float grad_scale, double lr,
+            kernels::DType working_dt = kernels::DType::f32, void* working = nullptr);
   int64_t steps() const { return steps_; }
 
   // Host reads (they synchronise: call them at --disp-freq, not every step).

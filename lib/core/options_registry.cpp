@@ -243,7 +243,8 @@ std::vector<OptionSpec> build_registry() {
             "Keep an exponential moving average of the weights with this factor (e.g. 1e-4); 0: off")
             .in_half_open(0, 1),
         Opt("max-nan-steps", T::integer, G::training, kTrain, def("10"),
-            "Stop after this many consecutive non-finite losses (those updates are skipped)")
+            "Stop after this many consecutive non-finite losses or gradients (those updates are skipped; fp16 overflows "
+            "count only once the loss scale is below 1)")
             .at_least(0),
         Opt("overwrite", T::boolean, G::training, kTrain, def("false"),
             "Start anew: discard the model directory's checkpoint, weights and the vocabularies lstrain created there"),

@@ -39,17 +39,35 @@ const ParamInfo& ParamTable::find(const std::string& name) const {
   fail("the model has no parameter named {}", name);
 }
 
-ParamStore::ParamStore(ParamTable table, kernels::Backend& backend) : table_(std::move(table)), backend_(backend) {
+ParamStore::ParamStore(ParamTable table, kernels::Backend& backend, kernels::DType working_dt)
+    : table_(std::move(table)), backend_(backend), working_dt_(working_dt) {
   const std::size_t bytes = table_.size() * sizeof(float);
   master_ = static_cast<float*>(backend_.allocate(bytes));
   grads_ = static_cast<float*>(backend_.allocate(bytes));
   backend_.fill(kernels::DType::f32, master_, table_.size(), 0.0f);
+  if (working_dt_ != kernels::DType::f32) {
+    working_ = backend_.allocate(table_.size() * kernels::dtype_size(working_dt_));
+    refresh_working();
+  }
   zero_grads();
 }
 
 ParamStore::~ParamStore() {
+  if (working_) backend_.release(working_);
   backend_.release(grads_);
   backend_.release(master_);
+}
+
+void ParamStore::refresh_working() {
+  if (working_) backend_.cast(kernels::DType::f32, master_, working_dt_, working_, table_.size());
+}
+
+void ParamStore::upload(const std::vector<float>& host) {
+  if (host.size() != table_.size()) {
+    fail("internal error: {} parameter values for a flat buffer of {}", host.size(), table_.size());
+  }
+  backend_.copy_to_device(master_, host.data(), host.size() * sizeof(float));
+  refresh_working();
 }
 
 void ParamStore::zero_grads() { backend_.fill(kernels::DType::f32, grads_, table_.size(), 0.0f); }
@@ -81,7 +99,7 @@ void ParamStore::init(uint64_t seed) {
       }
     }
   }
-  backend_.copy_to_device(master_, host.data(), host.size() * sizeof(float));
+  upload(host);
 }
 
 }  // namespace lseq

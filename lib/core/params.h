@@ -3,8 +3,9 @@
 // once through the backend. A table names every tensor (name, shape, offset, count) in a fixed, documented order
 // (docs/tensor-names.md); layers keep offsets into the buffers. Each tensor starts at a multiple of
 // kParamAlignment elements so vectorised GPU kernels can read any of them; the gaps stay zero.
-// Mixed precision later adds a working copy in the compute dtype with the same offsets; in fp32 the working
-// pointer is the master pointer.
+// Mixed precision (bf16/fp16) adds a working copy in the compute dtype with the same offsets, which the layers
+// read; it is refreshed from the master by a cast after init/upload and by the optimizer's fused write after each
+// update (Optimizer::step's working arguments). In fp32 the working pointer is the master pointer.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -50,7 +51,8 @@ class ParamTable {
 // The flat buffers on the backend's device.
 class ParamStore {
  public:
-  ParamStore(ParamTable table, kernels::Backend& backend);
+  // working_dt: the compute dtype of the layers (fp32: no separate copy).
+  ParamStore(ParamTable table, kernels::Backend& backend, kernels::DType working_dt = kernels::DType::f32);
   ~ParamStore();
   ParamStore(const ParamStore&) = delete;
   ParamStore& operator=(const ParamStore&) = delete;
@@ -59,8 +61,11 @@ class ParamStore {
   std::size_t size() const { return table_.size(); }
   float* master() const { return master_; }
   float* grads() const { return grads_; }
-  kernels::DType working_dtype() const { return kernels::DType::f32; }
-  const void* working() const { return master_; }  // fp32: the master copy itself
+  kernels::DType working_dtype() const { return working_dt_; }
+  // The weights the layers read: the master itself in fp32, else the separate copy.
+  const void* working() const { return working_ ? working_ : master_; }
+  // The separate working copy the optimizer writes, or null in fp32 (the update writes the master in place).
+  void* separate_working() const { return working_; }
 
   // Views for layers: the working weight and the fp32 gradient of the tensor at `offset`.
   const void* weight(std::size_t offset) const {
@@ -70,6 +75,10 @@ class ParamStore {
 
   // Deterministic initialisation from `seed` on the host (std::mt19937_64), copied to the device once.
   void init(uint64_t seed);
+  // The master from host values (ParamTable layout, size() floats), working copy refreshed (loading weights).
+  void upload(const std::vector<float>& host);
+  // working = cast(master); a no-op in fp32. Call after writing the master other than through the optimizer.
+  void refresh_working();
   void zero_grads();
 
  private:
@@ -77,6 +86,8 @@ class ParamStore {
   kernels::Backend& backend_;
   float* master_ = nullptr;
   float* grads_ = nullptr;
+  kernels::DType working_dt_ = kernels::DType::f32;
+  void* working_ = nullptr;  // null in fp32
 };
 
 }  // namespace lseq

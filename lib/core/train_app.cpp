@@ -134,6 +134,7 @@ TrainerOptions trainer_options(const Options& options) {
   t.early_stopping = static_cast<int>(options.get_int("early-stopping"));
   t.keep_best = options.get_bool("keep-best");
   t.max_nan_steps = static_cast<int>(std::max<int64_t>(1, options.get_int("max-nan-steps")));
+  t.precision = precision_dtype(options);
 
   t.lr.base = options.get_float("learn-rate");
   t.lr.warmup = updates_option(options, "lr-warmup");
@@ -227,7 +228,7 @@ int run_train(const Options& options) {
                corpus->skipped_long(), config.max_length, corpus->cropped());
 
   std::unique_ptr<kernels::Backend> backend = select_backend(options);
-  Transformer model(config, *backend);
+  Transformer model(config, *backend, precision_dtype(options));
   spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
                model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
 

@@ -29,7 +29,8 @@ bool all_finite(const std::vector<float>& values) {
 Trainer::Trainer(Transformer& model, data::Batcher& batcher, Optimizer& optimizer, kernels::Workspace& workspace,
                  ModelDir model_dir, Validator* validator, TrainerOptions options)
     : model_(model), batcher_(batcher), optimizer_(optimizer), workspace_(workspace),
-      model_dir_(std::move(model_dir)), validator_(validator), options_(std::move(options)) {}
+      model_dir_(std::move(model_dir)), validator_(validator), options_(std::move(options)),
+      scaler_(options_.precision == kernels::DType::f16) {}
 
 bool Trainer::start(bool restore_data) {
   if (!model_dir_.has_checkpoint()) {
@@ -40,8 +41,8 @@ bool Trainer::start(bool restore_data) {
   CheckpointTensors tensors;
   const ParamTable& table = model_.param_store().table();
   model_dir_.load_checkpoint(table, model_.config(), tensors, progress_);
-  auto& backend = model_.backend();
-  backend.copy_to_device(model_.master(), tensors.params.data(), tensors.params.size() * sizeof(float));
+  model_.load_params(tensors.params);
+  if (progress_.loss_scale > 0) scaler_.restore(progress_.loss_scale, progress_.loss_scale_good_steps);
   optimizer_.import_state(tensors.adam_m, tensors.adam_v, tensors.smoothed, progress_.optimizer_steps);
   if (optimizer_.smoothing() && tensors.smoothed.empty()) optimizer_.start_smoothing_from(model_.master());
   if (restore_data) batcher_.restore({progress_.batcher_epoch, progress_.batcher_batch});
@@ -51,12 +52,18 @@ bool Trainer::start(bool restore_data) {
   return true;
 }
 
+// Reads the optimizer's device-side skip decision: a host synchronisation every update, kept in this one place
+// until the step runs without it (the loss sums already come back each micro-batch).
+bool Trainer::last_step_skipped() const { return optimizer_.last_step_skipped(); }
+
 Progress Trainer::progress_marks() const {
   return {progress_.updates, progress_.epochs_done, progress_.target_tokens};
 }
 
 void Trainer::update() {
   model_.zero_grads();
+  // fp16: gradients carry the loss scale S through backward; the optimizer divides it out (1 / (S * tokens)).
+  const float loss_scale = static_cast<float>(scaler_.scale());
   StepLoss total;
   int64_t sentences = 0;
   bool epoch_ended = false;
@@ -64,7 +71,7 @@ void Trainer::update() {
     const data::Batch batch = batcher_.next();
     // Dropout masks are keyed by the micro-batch counter, which a resumed run restores.
     const StepLoss loss = model_.forward_backward(batch, options_.seed, static_cast<uint64_t>(progress_.batches),
-                                                  1.0f, workspace_);
+                                                  loss_scale, workspace_);
     ++progress_.batches;
     total.loss_sum += loss.loss_sum;
     total.nll_sum += loss.nll_sum;
@@ -83,13 +90,33 @@ void Trainer::update() {
   // Gradients are sums over target tokens: the optimizer scales them to a per-token mean.
   const bool finite_loss = std::isfinite(total.loss_sum);
   bool skipped = !finite_loss || total.target_tokens == 0;
+  bool overflow = false;  // fp16: the loss was finite but the scaled gradient overflowed
   if (!skipped) {
     const double lr = options_.lr.at(progress_.updates + 1);
-    optimizer_.step(model_.master(), model_.grads(), 1.0f / static_cast<float>(total.target_tokens), lr);
+    ParamStore& store = model_.param_store();
+    optimizer_.step(model_.master(), model_.grads(), 1.0f / (loss_scale * static_cast<float>(total.target_tokens)),
+                    lr, store.working_dtype(), store.separate_working());
     ++progress_.optimizer_steps;
-    skipped = optimizer_.last_step_skipped();
+    skipped = last_step_skipped();
+    overflow = skipped && scaler_.dynamic();
+  }
+  if (!skipped || overflow) {
+    if (scaler_.update(overflow)) {
+      if (overflow) {
+        spdlog::info("fp16: overflow at update {}, loss scale lowered to {}", progress_.updates + 1, scaler_.scale());
+      } else {
+        spdlog::info("fp16: {} good updates, loss scale raised to {}", LossScaler::kGrowthInterval, scaler_.scale());
+      }
+    }
   }
   if (skipped) {
+    // The --max-nan-steps rule: a non-finite loss always counts, and so does a non-finite gradient in fp32/bf16;
+    // an fp16 overflow counts only when the lowered scale is below 1 (it overflowed at S <= 1: scaling no longer
+    // explains it, the gradients themselves blow up). Uncounted overflows leave the run of NaN steps as it is.
+    if (overflow && scaler_.scale() >= 1.0) {
+      ++overflow_steps_total_;
+      return;
+    }
     ++nan_steps_in_row_;
     ++nan_steps_total_;
     spdlog::warn("update {} skipped: the loss or the gradient is not finite ({} in a row, {} in all)",
@@ -161,6 +188,8 @@ void Trainer::save() {
   }
   optimizer_.export_state(tensors.adam_m, tensors.adam_v, tensors.smoothed);
   progress_.seconds = seconds_before_ + (now_seconds() - run_start_);
+  progress_.loss_scale = scaler_.dynamic() ? scaler_.scale() : 0.0;
+  progress_.loss_scale_good_steps = scaler_.dynamic() ? scaler_.good_steps() : 0;
   model_dir_.save_checkpoint(model_.param_store().table(), model_.config(), tensors, progress_);
   spdlog::info("saved checkpoint at update {} to {}", progress_.updates, model_dir_.path());
 }
@@ -206,6 +235,10 @@ TrainResult Trainer::run() {
   result.updates = progress_.updates;
   spdlog::info("training finished after {} updates ({}); {} skipped non-finite updates", progress_.updates,
                result.stop_reason, nan_steps_total_);
+  if (scaler_.dynamic()) {
+    spdlog::info("fp16: {} updates skipped for gradient overflow; final loss scale {}", overflow_steps_total_,
+                 scaler_.scale());
+  }
   return result;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/checkpoint.h"
 #include "core/frequency.h"
+#include "core/loss_scaler.h"
 #include "core/lr_schedule.h"
 #include "core/optimizer.h"
 #include "core/transformer.h"
@@ -26,7 +27,11 @@ struct TrainerOptions {
   Frequency after;              // --after (and --after-epochs/--after-batches folded in)
   int early_stopping = 10;      // validations without improvement of the first metric
   bool keep_best = false;
-  int max_nan_steps = 10;       // consecutive non-finite steps before giving up
+  // Consecutive non-finite updates before giving up. In fp16 an update skipped for a gradient overflow lowers the
+  // loss scale instead and does not count, unless the lowered scale is below 1 (then it is real divergence);
+  // a non-finite loss always counts.
+  int max_nan_steps = 10;
+  kernels::DType precision = kernels::DType::f32;  // --precision: fp16 turns on dynamic loss scaling
   LrSchedule lr;
 };
 
@@ -47,6 +52,7 @@ class Trainer {
   void save();  // a checkpoint of the current state
 
   const TrainingProgress& progress() const { return progress_; }
+  const LossScaler& loss_scaler() const { return scaler_; }
 
  private:
   void update();                          // one optimizer update over optimizer_delay batches
@@ -54,6 +60,7 @@ class Trainer {
   void validate();
   Progress progress_marks() const;
   bool should_stop(std::string& reason) const;
+  bool last_step_skipped() const;         // the one host read per update (see trainer.cpp)
 
   Transformer& model_;
   data::Batcher& batcher_;
@@ -63,6 +70,7 @@ class Trainer {
   Validator* validator_;
   TrainerOptions options_;
   TrainingProgress progress_;
+  LossScaler scaler_;
 
   // Since the last log line.
   double window_loss_ = 0, window_nll_ = 0;
@@ -71,6 +79,7 @@ class Trainer {
   int64_t last_validated_ = -1;
   int nan_steps_in_row_ = 0;
   int64_t nan_steps_total_ = 0;
+  int64_t overflow_steps_total_ = 0;  // fp16 updates skipped for a gradient overflow (not counted as NaN steps)
   double run_start_ = 0, seconds_before_ = 0;
 };
 

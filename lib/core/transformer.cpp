@@ -10,7 +10,8 @@
 
 namespace lseq {
 
-Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend) : config_(config), backend_(backend) {
+Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, kernels::DType compute_dt)
+    : config_(config), backend_(backend) {
   config_.validate();
   const int dim = config_.dim_emb;
   ParamTable table;
@@ -26,12 +27,12 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend) :
   output_ = std::make_unique<OutputLayer>(
       table, config_,
       config_.tied == TiedEmbeddings::none || config_.tied == TiedEmbeddings::source ? OutputLayer::kUntied : tgt_emb);
-  store_ = std::make_unique<ParamStore>(std::move(table), backend_);
+  store_ = std::make_unique<ParamStore>(std::move(table), backend_, compute_dt);
 
   // --max-length counts words without eos/bos (as the corpus filter does): one more position for them.
   const std::vector<float> positions = sinusoidal_positions(config_.max_length + 1, dim);
-  positions_ = backend_.allocate(positions.size() * sizeof(float));
-  backend_.copy_to_device(positions_, positions.data(), positions.size() * sizeof(float));
+  positions_ = backend_.allocate(positions.size() * kernels::dtype_size(compute_dt));
+  upload_as(backend_, positions, compute_dt, positions_);
   sums_ = static_cast<float*>(backend_.allocate(2 * sizeof(float)));
 }
 
@@ -83,7 +84,7 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   const std::size_t dim = static_cast<std::size_t>(config_.dim_emb);
   if (ws) ws->reset();
   StepMemory memory(ws);
-  LayerContext ctx{backend, memory, *store_, kernels::DType::f32, how.train, how.seed, how.step};
+  LayerContext ctx{backend, memory, *store_, store_->working_dtype(), how.train, how.seed, how.step};
 
   // Ids and lengths: one host staging buffer, one upload.
   const std::size_t ids = static_cast<std::size_t>(src_rows) + 2 * static_cast<std::size_t>(tgt_rows) + 2 * batch;
@@ -109,7 +110,15 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   output_->forward(ctx, decoded, tgt_rows, tape.output);
   if (logits) {
     logits->resize(static_cast<std::size_t>(tgt_rows) * config_.tgt_vocab);
-    backend.copy_to_host(logits->data(), tape.output.logits, logits->size() * sizeof(float));
+    const std::size_t bytes = logits->size() * sizeof(float);
+    if (ctx.dt == kernels::DType::f32) {
+      backend.copy_to_host(logits->data(), tape.output.logits, bytes);
+    } else {  // a test path, not a training step: a temporary fp32 copy
+      void* wide = backend.allocate(bytes);
+      backend.cast(ctx.dt, tape.output.logits, kernels::DType::f32, wide, logits->size());
+      backend.copy_to_host(logits->data(), wide, bytes);
+      backend.release(wide);
+    }
   }
   float* row_loss = memory.keep_n<float>(tgt_rows);
   float* row_nll = memory.keep_n<float>(tgt_rows);

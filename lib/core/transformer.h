@@ -25,7 +25,10 @@ struct StepLoss {
 class Transformer {
  public:
   // Validates the config, lays out and allocates parameters and gradients (zeros until init_params).
-  Transformer(const ModelConfig& config, kernels::Backend& backend);
+  // compute_dt: the activations' and working weights' type (--precision); not part of the model config, so a
+  // model trained in one precision runs in any other. Master weights and gradients are fp32 regardless.
+  Transformer(const ModelConfig& config, kernels::Backend& backend,
+              kernels::DType compute_dt = kernels::DType::f32);
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -38,6 +41,7 @@ class Transformer {
   std::size_t num_weights() const { return store_->table().count(); }
   float* master() { return store_->master(); }
   float* grads() { return store_->grads(); }
+  kernels::DType compute_dtype() const { return store_->working_dtype(); }
   const ParamStore& param_store() const { return *store_; }
   ParamStore& param_store() { return *store_; }
   kernels::Backend& backend() const { return backend_; }
@@ -47,6 +51,8 @@ class Transformer {
   const OutputLayer& output_layer() const { return *output_; }
 
   void init_params(uint64_t seed) { store_->init(seed); }
+  // Master weights from host values (the ParamTable layout), working copy refreshed: loading a checkpoint.
+  void load_params(const std::vector<float>& host) { store_->upload(host); }
   void zero_grads() { store_->zero_grads(); }
 
   // Workspace bytes for batches of up to max_tokens padded tokens per side (batch * padded length) and sentences
@@ -62,7 +68,7 @@ class Transformer {
   // sentence of the batch, in batch order.
   StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws, std::vector<double>* sentence_nll = nullptr);
   // Forward only, without dropout: the output layer's logits [batch.size * tgt_len, tgt_vocab] on the host, padding
-  // positions included (tests of incremental decoding compare against it).
+  // positions included (tests of incremental decoding compare against it), converted to fp32 in any precision.
   std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws);
 
  private:

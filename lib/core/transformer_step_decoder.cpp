@@ -12,8 +12,6 @@ namespace lseq {
 
 namespace {
 
-constexpr kernels::DType kDt = kernels::DType::f32;  // activations (the model computes in fp32 for now)
-
 std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
   return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * static_cast<std::size_t>(c) *
          static_cast<std::size_t>(d);
@@ -23,7 +21,7 @@ std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
 
 TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max_hypotheses, int max_src_len,
                                                int max_tgt_len, int max_sentences)
-    : model_(model), backend_(model.backend()) {
+    : model_(model), backend_(model.backend()), dt_(model.compute_dtype()) {
   if (max_hypotheses < 1 || max_src_len < 1 || max_tgt_len < 1 || max_sentences < 0 ||
       max_sentences > max_hypotheses) {
     fail(
@@ -47,8 +45,7 @@ TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max
   state_ = std::make_unique<kernels::Workspace>(backend_, state_bytes,
                                                 "internal error: the decoder's state outgrew its plan");
   lay_out_state([&](std::size_t bytes) { return state_->take(bytes); });
-  const std::vector<float> positions = sinusoidal_positions(std::max(max_src_, max_tgt_), dim_);
-  backend_.copy_to_device(positions_, positions.data(), positions.size() * sizeof(float));
+  upload_as(backend_, sinusoidal_positions(std::max(max_src_, max_tgt_), dim_), dt_, positions_);
 
   // Scratch: run start and step at their largest shapes over a no-op backend, counting what they take.
   auto null = make_null_backend();
@@ -67,8 +64,8 @@ TransformerStepDecoder::~TransformerStepDecoder() = default;
 
 template <typename Take>
 void TransformerStepDecoder::lay_out_state(Take&& take) {
-  const std::size_t f = kernels::dtype_size(kDt), i32 = sizeof(int32_t);
-  positions_ = take(elems(std::max(max_src_, max_tgt_), dim_) * sizeof(float));
+  const std::size_t f = kernels::dtype_size(dt_), i32 = sizeof(int32_t);
+  positions_ = take(elems(std::max(max_src_, max_tgt_), dim_) * f);
   // Self-attention caches: K and V of every layer, plus one spare of the same size that select() gathers into
   // before swapping it in (gathering in place would overwrite rows still to be read).
   const std::size_t self_bytes = elems(max_hyps_, heads_, max_tgt_, head_dim_) * f;
@@ -86,7 +83,7 @@ void TransformerStepDecoder::lay_out_state(Take&& take) {
 
 void TransformerStepDecoder::encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences,
                                             int src_len) {
-  const LayerContext ctx{backend, memory, model_.param_store(), kDt, false, 0, 0};
+  const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   // The encoder output lives in the scratch only until the cross-attention keys/values are projected from it.
   void* encoded = ctx.keep(elems(sentences, src_len, dim_));
   const int32_t* lengths = dev_src_ + elems(sentences, src_len);
@@ -96,17 +93,17 @@ void TransformerStepDecoder::encode_sources(kernels::Backend& backend, StepMemor
 
 void TransformerStepDecoder::forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t,
                                           int sentences, int src_len) {
-  const LayerContext ctx{backend, memory, model_.param_store(), kDt, false, 0, 0};
+  const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   DecoderStep st;
   st.rows = rows, st.t = t, st.max_len = max_tgt_;
   st.sentences = sentences, st.src_len = src_len;
   st.cross_slices = dev_cross_slices_;
   st.src_lengths = dev_row_src_lengths_;
-  const void* position = offset_ptr(positions_, elems(t, dim_), kDt);
+  const void* position = offset_ptr(positions_, elems(t, dim_), dt_);
   const void* states = model_.decoder().step(ctx, dev_tokens_, position, st, caches_);
   OutputLayer::Saved out;
   model_.output_layer().forward(ctx, states, rows, out);
-  backend.log_softmax(kDt, out.logits, rows, vocab_, dev_log_probs_);
+  backend.log_softmax(dt_, out.logits, rows, vocab_, dev_log_probs_);
 }
 
 void TransformerStepDecoder::upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of) {
@@ -199,7 +196,7 @@ void TransformerStepDecoder::select(const std::vector<int32_t>& parents, const s
     const int64_t stride = elems(max_tgt_, head_dim_);
     for (DecoderLayerCache& cache : caches_) {
       for (void** buffer : {&cache.self_k, &cache.self_v}) {
-        backend_.gather_rows(kDt, *buffer, stride, dev_gather_, n * heads_, elems(t_, head_dim_), spare_, stride);
+        backend_.gather_rows(dt_, *buffer, stride, dev_gather_, n * heads_, elems(t_, head_dim_), spare_, stride);
         std::swap(*buffer, spare_);
       }
     }

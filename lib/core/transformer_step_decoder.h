@@ -23,7 +23,8 @@ class TransformerStepDecoder : public StepDecoder {
   // max_src_len tokens per sentence (eos included), at most max_tgt_len steps after each start (bos included: a
   // search that allows n output tokens before eos needs n + 1), and at most max_sentences sentences per start
   // (0: max_hypotheses). Reads the model's parameters through its ParamStore views; the model must outlive the
-  // decoder. Going past a limit throws lseq::Error.
+  // decoder. Computes in the model's compute dtype (Transformer::compute_dtype). Going past a limit throws
+  // lseq::Error.
   TransformerStepDecoder(const Transformer& model, int max_hypotheses, int max_src_len, int max_tgt_len,
                          int max_sentences = 0);
   ~TransformerStepDecoder() override;
@@ -55,6 +56,7 @@ class TransformerStepDecoder : public StepDecoder {
 
   const Transformer& model_;
   kernels::Backend& backend_;
+  kernels::DType dt_;  // the model's compute dtype: activations, caches, positions (log-probs are fp32)
   int max_hyps_ = 0, max_src_ = 0, max_tgt_ = 0, max_sent_ = 0;
   int dim_ = 0, heads_ = 0, head_dim_ = 0, vocab_ = 0, src_vocab_ = 0;
 

@@ -1,0 +1,242 @@
+// The whole model on the GPU against the CPU oracle: one training step (loss and gradient norm) in fp32, bf16 and
+// fp16; 30 Adam updates on a fixed batch (fp32 tracks the CPU's loss curve, bf16/fp16 descend like fp32, fp16 with
+// dynamic loss scaling); incremental decoding (per-step log-probabilities and greedy search). The same random
+// parameters on both sides. Skips where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/beam_search.h"
+#include "core/search_types.h"
+#include "core/loss_scaler.h"
+#include "core/optimizer.h"
+#include "core/transformer.h"
+#include "core/transformer_step_decoder.h"
+#include "data/vocab.h"
+#include "kernels/workspace.h"
+#include "model_test_util.h"
+
+namespace lseq {
+namespace {
+
+using kernels::DType;
+
+#define SKIP_WITHOUT_GPU() \
+  if (!kernels::cuda_backend_available()) GTEST_SKIP() << "no CUDA GPU visible"
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.src_vocab = c.tgt_vocab = 500;
+  c.dim_emb = 64;
+  c.enc_depth = c.dec_depth = 2;
+  c.heads = 4;
+  c.dim_ffn = 256;
+  c.dropout = c.dropout_attention = c.dropout_ffn = 0.0f;
+  c.label_smoothing = 0.1f;
+  c.max_length = 48;
+  return c;
+}
+
+// The CPU model (fp32) with random parameters, and their host copy for the GPU models.
+struct Oracle {
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend(2);
+  Transformer model{small_config(), *backend};
+  std::vector<float> params;
+
+  explicit Oracle(uint64_t seed, double noise) {
+    test::randomize_params(*backend, model.param_store(), seed, noise);
+    params.resize(model.num_params());
+    backend->copy_to_host(params.data(), model.master(), params.size() * sizeof(float));
+  }
+};
+
+struct GpuModel {
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cuda_backend(0);
+  std::unique_ptr<Transformer> model;
+
+  GpuModel(const std::vector<float>& params, DType dt) {
+    model = std::make_unique<Transformer>(small_config(), *backend, dt);
+    model->load_params(params);
+  }
+};
+
+// About 1000 target tokens of random sentences up to 40 tokens.
+data::Batch training_batch(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return test::random_batch(rng, 44, 4, 40, 500);
+}
+
+std::unique_ptr<kernels::Workspace> workspace_for(const Transformer& model, const data::Batch& b) {
+  const int len = std::max(b.src_len, b.tgt_len);
+  return std::make_unique<kernels::Workspace>(model.backend(), model.workspace_bytes(int64_t(b.size) * len, len),
+                                              "test workspace");
+}
+
+struct StepResult {
+  double loss = 0;       // per target token
+  double grad_norm = 0;  // of the per-token mean gradient, from the host copy in double
+};
+
+StepResult one_step(Transformer& model, const data::Batch& b, float loss_scale) {
+  auto ws = workspace_for(model, b);
+  model.zero_grads();
+  const StepLoss loss = model.forward_backward(b, 7, 1, loss_scale, *ws);
+  std::vector<float> grads(model.num_params());
+  model.backend().copy_to_host(grads.data(), model.grads(), grads.size() * sizeof(float));
+  double sq = 0;
+  for (float g : grads) sq += double(g) * g;
+  const double tokens = static_cast<double>(loss.target_tokens);
+  return {loss.loss_sum / tokens, std::sqrt(sq) / (loss_scale * tokens)};
+}
+
+double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+
+TEST(GpuModel, OneTrainingStepMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(11, 0.1);
+  const data::Batch b = training_batch(3);
+  const StepResult want = one_step(cpu.model, b, 1.0f);
+  ASSERT_TRUE(std::isfinite(want.loss) && want.grad_norm > 0);
+
+  GpuModel fp32(cpu.params, DType::f32);
+  const StepResult got = one_step(*fp32.model, b, 1.0f);
+  EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
+  EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
+
+  // 16 bits against the fp32 CPU; fp16 with a loss scale (its gradients then carry it, divided out above).
+  for (auto [dt, scale] : {std::pair{DType::bf16, 1.0f}, std::pair{DType::f16, 1024.0f}}) {
+    GpuModel half(cpu.params, dt);
+    const StepResult h = one_step(*half.model, b, scale);
+    EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
+    EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
+        << kernels::dtype_name(dt) << ": " << h.grad_norm << " vs " << want.grad_norm;
+  }
+}
+
+// Adam on one fixed batch until `updates` updates were applied (fp16 overflow steps are skipped and retried with
+// the lowered scale, as the trainer does). Returns the loss per token before each applied update.
+std::vector<double> train(Transformer& model, const data::Batch& b, int updates, int* skipped) {
+  auto ws = workspace_for(model, b);
+  OptimizerOptions options;
+  Optimizer optimizer(model.backend(), model.num_params(), options);
+  LossScaler scaler(model.compute_dtype() == DType::f16);
+  ParamStore& store = model.param_store();
+  std::vector<double> losses;
+  *skipped = 0;
+  for (int attempt = 0; static_cast<int>(losses.size()) < updates && attempt < updates + 20; ++attempt) {
+    const float scale = static_cast<float>(scaler.scale());
+    model.zero_grads();
+    const StepLoss loss = model.forward_backward(b, 7, attempt, scale, *ws);
+    optimizer.step(model.master(), model.grads(), 1.0f / (scale * static_cast<float>(loss.target_tokens)), 3e-3,
+                   store.working_dtype(), store.separate_working());
+    const bool overflow = optimizer.last_step_skipped();
+    scaler.update(overflow);
+    if (overflow) {
+      ++*skipped;
+      continue;
+    }
+    losses.push_back(loss.loss_sum / static_cast<double>(loss.target_tokens));
+  }
+  return losses;
+}
+
+TEST(GpuModel, AdamOnAFixedBatchTracksTheCpu) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kUpdates = 30;
+  Oracle cpu(21, 0.05);
+  const data::Batch b = training_batch(4);
+  int skipped = 0;
+  const std::vector<double> want = train(cpu.model, b, kUpdates, &skipped);
+  ASSERT_EQ(want.size(), static_cast<std::size_t>(kUpdates));
+  ASSERT_LT(want.back(), 0.8 * want.front()) << "the CPU run must learn the batch for the comparison to mean much";
+
+  GpuModel fp32(cpu.params, DType::f32);
+  const std::vector<double> got = train(*fp32.model, b, kUpdates, &skipped);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(skipped, 0);
+  for (int i = 0; i < kUpdates; ++i) EXPECT_LT(rel(got[i], want[i]), 1e-3) << "update " << i + 1;
+
+  for (DType dt : {DType::bf16, DType::f16}) {
+    GpuModel half(cpu.params, dt);
+    const std::vector<double> h = train(*half.model, b, kUpdates, &skipped);
+    ASSERT_EQ(h.size(), want.size()) << kernels::dtype_name(dt) << ": too many skipped updates (" << skipped << ")";
+    if (dt == DType::bf16) EXPECT_EQ(skipped, 0);
+    EXPECT_LE(skipped, 4) << kernels::dtype_name(dt);  // fp16: a few overflows while 2^16 comes down
+    EXPECT_LT(rel(h.back(), got.back()), 0.05) << kernels::dtype_name(dt) << ": " << h.back() << " vs " << got.back();
+    EXPECT_LT(h.back(), 0.8 * h.front()) << kernels::dtype_name(dt);
+  }
+}
+
+data::Batch sources(uint64_t seed, const std::vector<int>& words) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> id(4, 499);
+  data::Batch b;
+  b.size = static_cast<int>(words.size());
+  b.src_len = *std::max_element(words.begin(), words.end()) + 1;
+  b.src.assign(static_cast<std::size_t>(b.size) * b.src_len, 0);
+  for (int s = 0; s < b.size; ++s) {
+    for (int w = 0; w < words[s]; ++w) b.src[static_cast<std::size_t>(s) * b.src_len + w] = id(rng);
+    b.src[static_cast<std::size_t>(s) * b.src_len + words[s]] = data::kEosId;
+    b.src_lengths.push_back(words[s] + 1);
+    b.line_ids.push_back(s);
+  }
+  return b;
+}
+
+TEST(GpuModel, IncrementalDecodingMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(31, 0.3);
+  const data::Batch b = sources(5, {7, 1, 12, 4});
+  constexpr int kSteps = 8;
+  TransformerStepDecoder want(cpu.model, b.size, b.src_len, kSteps + 1);
+  GpuModel fp32(cpu.params, DType::f32), bf16(cpu.params, DType::bf16);
+  TransformerStepDecoder got(*fp32.model, b.size, b.src_len, kSteps + 1);
+  TransformerStepDecoder half(*bf16.model, b.size, b.src_len, kSteps + 1);
+  for (StepDecoder* d : std::initializer_list<StepDecoder*>{&want, &got, &half}) {
+    d->start(b.src, b.src_lengths, b.size, b.src_len);
+  }
+  // Every decoder is fed the CPU's greedy tokens, so the steps stay comparable.
+  std::vector<int32_t> tokens(b.size, data::kBosId);
+  std::vector<float> lp_want, lp_got, lp_half;
+  for (int t = 0; t < kSteps; ++t) {
+    want.step(tokens, lp_want);
+    got.step(tokens, lp_got);
+    half.step(tokens, lp_half);
+    ASSERT_EQ(lp_got.size(), lp_want.size());
+    ASSERT_EQ(lp_half.size(), lp_want.size());
+    double worst = 0, worst_half = 0;
+    for (std::size_t i = 0; i < lp_want.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(lp_got[i]) - lp_want[i]));
+      const double scale = std::max(1.0, std::fabs(double(lp_want[i])));  // relative for large log-probs
+      worst_half = std::max(worst_half, std::fabs(double(lp_half[i]) - lp_want[i]) / scale);
+    }
+    EXPECT_LT(worst, 1e-4) << "fp32 step " << t;
+    EXPECT_LT(worst_half, 5e-2) << "bf16 step " << t;
+    for (int s = 0; s < b.size; ++s) {
+      const float* row = lp_want.data() + static_cast<std::size_t>(s) * 500;
+      tokens[s] = static_cast<int32_t>(std::max_element(row + 3, row + 500) - row);  // never pad/eos/bos: go on
+    }
+  }
+
+  // Greedy search end to end: the same tokens.
+  BeamSearchOptions options;
+  options.beam_size = 1;
+  options.max_length_factor = 2;
+  const int steps = max_output_tokens(b.src_len, options.max_length_factor) + 1;
+  TransformerStepDecoder cpu_search(cpu.model, b.size, b.src_len, steps);
+  TransformerStepDecoder gpu_search(*fp32.model, b.size, b.src_len, steps);
+  const std::vector<NBestList> a = beam_search(cpu_search, b, options);
+  const std::vector<NBestList> c = beam_search(gpu_search, b, options);
+  ASSERT_EQ(a.size(), c.size());
+  for (std::size_t s = 0; s < a.size(); ++s) {
+    ASSERT_FALSE(a[s].empty());
+    ASSERT_FALSE(c[s].empty());
+    EXPECT_EQ(c[s][0].tokens, a[s][0].tokens) << "sentence " << s;
+  }
+}
+
+}  // namespace
+}  // namespace lseq
