@@ -22,9 +22,10 @@ bool LossScaler::update(bool overflow) {
 void LossScaler::restore(double scale, int64_t good_steps) {
   if (!dynamic_) return;
   if (!(scale > 0) || good_steps < 0) {
-    fail("progress.yml holds loss scale {} after {} good steps; the loss scale must be positive (the checkpoint is "
-         "corrupt: train with --overwrite)",
-         scale, good_steps);
+    fail(
+        "progress.yml holds loss scale {} after {} good steps; the loss scale must be positive (the checkpoint is "
+        "corrupt: train with --overwrite)",
+        scale, good_steps);
   }
   scale_ = scale;
   good_steps_ = good_steps;

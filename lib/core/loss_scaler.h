@@ -26,6 +26,10 @@ class LossScaler {
   // the scale changed (halved on overflow, doubled after kGrowthInterval good updates).
   bool update(bool overflow);
 
+  // After update(true): whether that overflow counts toward --max-nan-steps. Only when the lowered scale is below
+  // 1, i.e. the gradient overflowed at a scale of 1 or less: scaling no longer explains it, training diverges.
+  bool overflow_is_divergence() const { return dynamic_ && scale_ < 1.0; }
+
   // For progress.yml (exact resume). restore() checks nothing beyond positivity; a static scaler ignores it.
   void restore(double scale, int64_t good_steps);
 

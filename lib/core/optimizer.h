@@ -30,6 +30,9 @@ class Optimizer {
   void step(float* params, const float* grads, float grad_scale, double lr,
             kernels::DType working_dt = kernels::DType::f32, void* working = nullptr);
   int64_t steps() const { return steps_; }
+  // After a step the kernel skipped (last_step_skipped): it does not count toward Adam's bias correction, so the
+  // next update uses the same step number (as if the skipped one had not been tried; fp16 overflows).
+  void uncount_skipped_step() { --steps_; }
 
   // Host reads (they synchronise: call them at --disp-freq, not every step).
   float last_grad_norm() const;  // before clipping, after grad_scale

@@ -242,8 +242,9 @@ int run_train(const Options& options) {
                                        static_cast<std::size_t>(options.get_int("workspace")) << 20);
   kernels::Workspace workspace(*backend, planned,
                                "raise --workspace, or lower --mini-batch-words / --max-length");
-  spdlog::info("workspace: {:.1f} MiB planned for batches of up to {} tokens per side and {} tokens per sentence",
-               planned / 1048576.0, max_tokens, max_len);
+  spdlog::info("workspace: {:.1f} MiB planned ({} activations) for batches of up to {} tokens per side and {} "
+               "tokens per sentence",
+               planned / 1048576.0, kernels::dtype_name(model.compute_dtype()), max_tokens, max_len);
 
   std::unique_ptr<Validator> validator;
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");

@@ -96,9 +96,13 @@ void Trainer::update() {
     ParamStore& store = model_.param_store();
     optimizer_.step(model_.master(), model_.grads(), 1.0f / (loss_scale * static_cast<float>(total.target_tokens)),
                     lr, store.working_dtype(), store.separate_working());
-    ++progress_.optimizer_steps;
     skipped = last_step_skipped();
     overflow = skipped && scaler_.dynamic();
+    if (skipped) {
+      optimizer_.uncount_skipped_step();
+    } else {
+      ++progress_.optimizer_steps;
+    }
   }
   if (!skipped || overflow) {
     if (scaler_.update(overflow)) {
@@ -113,7 +117,7 @@ void Trainer::update() {
     // The --max-nan-steps rule: a non-finite loss always counts, and so does a non-finite gradient in fp32/bf16;
     // an fp16 overflow counts only when the lowered scale is below 1 (it overflowed at S <= 1: scaling no longer
     // explains it, the gradients themselves blow up). Uncounted overflows leave the run of NaN steps as it is.
-    if (overflow && scaler_.scale() >= 1.0) {
+    if (overflow && !scaler_.overflow_is_divergence()) {
       ++overflow_steps_total_;
       return;
     }

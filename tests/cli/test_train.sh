@@ -85,6 +85,7 @@ sum_before=$(md5sum <"$work/f/model.safetensors")
 expect_error "a diverging run" "diverged" "${common[@]}" -m "$work/f" --after 80u --learn-rate 1e30 --clip-norm 0 --max-nan-steps 3
 check "a diverging run leaves the good checkpoint untouched" test "$(md5sum <"$work/f/model.safetensors")" = "$sum_before"
 expect_error "missing training file" "$work/nope.de" -c "$config" -m "$work/g" -t "$work/nope.de" "$work/train.en" --vocabs "$work/vocab.spm"
+expect_error "16-bit precision on the CPU backend" "precision fp32" "${common[@]}" -m "$work/h" --cpu --precision bf16 --after 1u
 expect_error "a model path that is a file" "is a file" "${common[@]}" -m "$work/train.de"
 
 echo "$failures failed"

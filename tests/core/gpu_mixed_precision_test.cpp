@@ -1,18 +1,21 @@
 // The whole model on the GPU against the CPU oracle: one training step (loss and gradient norm) in fp32, bf16 and
 // fp16; 30 Adam updates on a fixed batch (fp32 tracks the CPU's loss curve, bf16/fp16 descend like fp32, fp16 with
 // dynamic loss scaling); incremental decoding (per-step log-probabilities and greedy search). The same random
-// parameters on both sides. Skips where no GPU is present.
+// parameters on both sides. Skips where no GPU is present; LSEQ_TEST_GPU_WITH_CPU=1 runs the fp32 parts against a
+// second CPU backend instead (that checks the tests themselves, not the CUDA code).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/beam_search.h"
-#include "core/search_types.h"
 #include "core/loss_scaler.h"
 #include "core/optimizer.h"
+#include "core/search_types.h"
 #include "core/transformer.h"
 #include "core/transformer_step_decoder.h"
 #include "data/vocab.h"
@@ -24,8 +27,20 @@ namespace {
 
 using kernels::DType;
 
+bool on_cuda() { return kernels::cuda_backend_available(); }
+
+bool cpu_stands_in() {
+  const char* env = std::getenv("LSEQ_TEST_GPU_WITH_CPU");
+  return !on_cuda() && env && std::string(env) == "1";
+}
+
+// The 16-bit precisions to compare: only on a real GPU (the CPU backend computes in fp32 only).
+std::vector<DType> sixteen_bits() {
+  return on_cuda() ? std::vector<DType>{DType::bf16, DType::f16} : std::vector<DType>{};
+}
+
 #define SKIP_WITHOUT_GPU() \
-  if (!kernels::cuda_backend_available()) GTEST_SKIP() << "no CUDA GPU visible"
+  if (!on_cuda() && !cpu_stands_in()) GTEST_SKIP() << "no CUDA GPU visible"
 
 ModelConfig small_config() {
   ModelConfig c;
@@ -53,20 +68,21 @@ struct Oracle {
   }
 };
 
-struct GpuModel {
-  std::unique_ptr<kernels::Backend> backend = kernels::make_cuda_backend(0);
+struct OnGpu {
+  std::unique_ptr<kernels::Backend> backend = on_cuda() ? kernels::make_cuda_backend(0) : kernels::make_cpu_backend(3);
   std::unique_ptr<Transformer> model;
 
-  GpuModel(const std::vector<float>& params, DType dt) {
+  OnGpu(const std::vector<float>& params, DType dt) {
     model = std::make_unique<Transformer>(small_config(), *backend, dt);
     model->load_params(params);
   }
 };
 
-// About 1000 target tokens of random sentences up to 40 tokens.
-data::Batch training_batch(uint64_t seed) {
+// About 1000 target tokens of random sentences up to 40 tokens over the ids below `ids` (fewer ids than the
+// vocabulary give a batch that Adam learns quickly: their frequencies).
+data::Batch training_batch(uint64_t seed, int ids = 500) {
   std::mt19937_64 rng(seed);
-  return test::random_batch(rng, 44, 4, 40, 500);
+  return test::random_batch(rng, 44, 4, 40, ids);
 }
 
 std::unique_ptr<kernels::Workspace> workspace_for(const Transformer& model, const data::Batch& b) {
@@ -101,14 +117,15 @@ TEST(GpuModel, OneTrainingStepMatchesTheCpu) {
   const StepResult want = one_step(cpu.model, b, 1.0f);
   ASSERT_TRUE(std::isfinite(want.loss) && want.grad_norm > 0);
 
-  GpuModel fp32(cpu.params, DType::f32);
+  OnGpu fp32(cpu.params, DType::f32);
   const StepResult got = one_step(*fp32.model, b, 1.0f);
   EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
   EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
 
   // 16 bits against the fp32 CPU; fp16 with a loss scale (its gradients then carry it, divided out above).
-  for (auto [dt, scale] : {std::pair{DType::bf16, 1.0f}, std::pair{DType::f16, 1024.0f}}) {
-    GpuModel half(cpu.params, dt);
+  for (DType dt : sixteen_bits()) {
+    const float scale = dt == DType::f16 ? 1024.0f : 1.0f;
+    OnGpu half(cpu.params, dt);
     const StepResult h = one_step(*half.model, b, scale);
     EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
     EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
@@ -130,11 +147,12 @@ std::vector<double> train(Transformer& model, const data::Batch& b, int updates,
     const float scale = static_cast<float>(scaler.scale());
     model.zero_grads();
     const StepLoss loss = model.forward_backward(b, 7, attempt, scale, *ws);
-    optimizer.step(model.master(), model.grads(), 1.0f / (scale * static_cast<float>(loss.target_tokens)), 3e-3,
+    optimizer.step(model.master(), model.grads(), 1.0f / (scale * static_cast<float>(loss.target_tokens)), 5e-3,
                    store.working_dtype(), store.separate_working());
     const bool overflow = optimizer.last_step_skipped();
     scaler.update(overflow);
     if (overflow) {
+      optimizer.uncount_skipped_step();
       ++*skipped;
       continue;
     }
@@ -147,26 +165,26 @@ TEST(GpuModel, AdamOnAFixedBatchTracksTheCpu) {
   SKIP_WITHOUT_GPU();
   constexpr int kUpdates = 30;
   Oracle cpu(21, 0.05);
-  const data::Batch b = training_batch(4);
+  const data::Batch b = training_batch(4, 60);
   int skipped = 0;
   const std::vector<double> want = train(cpu.model, b, kUpdates, &skipped);
   ASSERT_EQ(want.size(), static_cast<std::size_t>(kUpdates));
-  ASSERT_LT(want.back(), 0.8 * want.front()) << "the CPU run must learn the batch for the comparison to mean much";
+  EXPECT_LT(want.back(), 0.85 * want.front()) << "the CPU run should learn the batch for the comparison to mean much";
 
-  GpuModel fp32(cpu.params, DType::f32);
+  OnGpu fp32(cpu.params, DType::f32);
   const std::vector<double> got = train(*fp32.model, b, kUpdates, &skipped);
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(skipped, 0);
   for (int i = 0; i < kUpdates; ++i) EXPECT_LT(rel(got[i], want[i]), 1e-3) << "update " << i + 1;
 
-  for (DType dt : {DType::bf16, DType::f16}) {
-    GpuModel half(cpu.params, dt);
+  for (DType dt : sixteen_bits()) {
+    OnGpu half(cpu.params, dt);
     const std::vector<double> h = train(*half.model, b, kUpdates, &skipped);
     ASSERT_EQ(h.size(), want.size()) << kernels::dtype_name(dt) << ": too many skipped updates (" << skipped << ")";
     if (dt == DType::bf16) EXPECT_EQ(skipped, 0);
     EXPECT_LE(skipped, 4) << kernels::dtype_name(dt);  // fp16: a few overflows while 2^16 comes down
     EXPECT_LT(rel(h.back(), got.back()), 0.05) << kernels::dtype_name(dt) << ": " << h.back() << " vs " << got.back();
-    EXPECT_LT(h.back(), 0.8 * h.front()) << kernels::dtype_name(dt);
+    EXPECT_LT(h.back(), 0.85 * h.front()) << kernels::dtype_name(dt);
   }
 }
 
@@ -192,7 +210,7 @@ TEST(GpuModel, IncrementalDecodingMatchesTheCpu) {
   const data::Batch b = sources(5, {7, 1, 12, 4});
   constexpr int kSteps = 8;
   TransformerStepDecoder want(cpu.model, b.size, b.src_len, kSteps + 1);
-  GpuModel fp32(cpu.params, DType::f32), bf16(cpu.params, DType::bf16);
+  OnGpu fp32(cpu.params, DType::f32), bf16(cpu.params, on_cuda() ? DType::bf16 : DType::f32);
   TransformerStepDecoder got(*fp32.model, b.size, b.src_len, kSteps + 1);
   TransformerStepDecoder half(*bf16.model, b.size, b.src_len, kSteps + 1);
   for (StepDecoder* d : std::initializer_list<StepDecoder*>{&want, &got, &half}) {

@@ -63,8 +63,15 @@ TEST(LossScaler, OverflowRestartsTheGoodRun) {
 
 TEST(LossScaler, RepeatedOverflowsFallBelowOne) {
   LossScaler s(true);
-  for (int i = 0; i < 17; ++i) s.update(true);
-  EXPECT_EQ(s.scale(), 0.5);  // 2^16 / 2^17: the trainer's divergence rule counts overflows from here on
+  for (int i = 0; i < 16; ++i) {
+    s.update(true);
+    EXPECT_FALSE(s.overflow_is_divergence()) << i;  // down to 1: overflows are the scale's fault, not counted
+  }
+  EXPECT_EQ(s.scale(), 1.0);
+  s.update(true);
+  EXPECT_EQ(s.scale(), 0.5);  // an overflow at scale 1: --max-nan-steps counts it
+  EXPECT_TRUE(s.overflow_is_divergence());
+  EXPECT_FALSE(LossScaler(false).overflow_is_divergence());
 }
 
 TEST(LossScaler, RestoreContinuesExactly) {
