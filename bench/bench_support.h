@@ -148,14 +148,22 @@ inline double train_flops_per_token(const std::vector<ParamInfo>& params, const 
   return 6.0 * weights;
 }
 
-// Device memory in use by this process as the driver sees it: cudaMemGetInfo's free bytes at a baseline (taken
-// after the backend exists, before the model is built) minus the lowest free bytes seen at any sample() since.
-// It counts every cudaMalloc of lseq (parameters, gradients, optimizer state, workspace) and of cuBLAS, rounded up
-// to the driver's allocation granularity; other processes on the same GPU would inflate it. On the CPU backend it
-// measures nothing (valid() is false).
+// Device memory in use by this process as the driver sees it: cudaMemGetInfo's free bytes at a baseline minus
+// the lowest free bytes seen at any sample() since. Construct it before the backend: it first creates the CUDA
+// context on GPU 0 (which it does not count), so the baseline is taken before lseq allocates anything, and the
+// peak counts every cudaMalloc of lseq (backend scratch, cuBLAS handle and workspace, parameters, gradients,
+// optimizer state, workspace) rounded up to the driver's granularity, plus kernel modules loaded lazily at first
+// use; other processes on the same GPU would inflate it. With cuda = false (--cpu, or no GPU) it measures nothing
+// (valid() is false).
 class DeviceMemoryProbe {
  public:
-  explicit DeviceMemoryProbe(const kernels::Backend& backend) : cuda_(backend.kind() == kernels::DeviceKind::cuda) {
+  explicit DeviceMemoryProbe(bool cuda) : cuda_(cuda && kernels::cuda_backend_available()) {
+#ifdef LSEQ_WITH_CUDA
+    if (cuda_ && cudaFree(nullptr) != cudaSuccess) {  // creates the context
+      cudaGetLastError();
+      cuda_ = false;
+    }
+#endif
     reset();
   }
   bool valid() const { return cuda_ && baseline_ > 0; }
@@ -165,13 +173,9 @@ class DeviceMemoryProbe {
   void sample() { min_free_ = std::min(min_free_, free_bytes()); }
   // Bytes in use since the baseline at the lowest point seen.
   std::size_t peak_bytes() const { return baseline_ > min_free_ ? baseline_ - min_free_ : 0; }
-  // A new baseline that keeps counting what is already allocated: used between cases so that each case's peak
-  // includes the model and optimizer but not the previous case's freed workspace.
-  void restart_from(std::size_t already_used) {
-    const std::size_t now = free_bytes();
-    baseline_ = now + already_used;
-    min_free_ = now;
-  }
+  // Forgets the lowest point seen but keeps the baseline: between cases, so that each case's peak includes what
+  // stays allocated (model, optimizer) but not an earlier case's freed workspace.
+  void start_case() { min_free_ = free_bytes(); }
 
  private:
   std::size_t free_bytes() const {

@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
     std::string planned = "na";
     try {
       if (preset) {
+        memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
         backend = bench::make_backend(options, args.flag("cpu"), precision);
-        memory = std::make_unique<bench::DeviceMemoryProbe>(*backend);
         model = std::make_unique<Transformer>(preset->config, *backend, precision_dtype(options));
         model->init_params(seed);
         auto d = std::make_unique<TransformerStepDecoder>(*model, max_batch * max_beam, src_len, max_out + 1, max_batch);
@@ -159,8 +159,7 @@ int main(int argc, char** argv) {
         options.set("mini-batch-words", YAML::Node(max_batch));
         options.set("max-length", YAML::Node(src_len - 1));
         options.set("max-length-factor", YAML::Node(length_factor));
-        // The loader creates and owns its backend, so no memory baseline can be taken before the model: peak
-        // memory is not reported in this mode.
+        memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
         decoder = make_step_decoder(find_model_files(model_dir), options);
         fmt::print("# model {}\n", model_dir);
       }

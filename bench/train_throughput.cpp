@@ -40,6 +40,16 @@ OptimizerOptions preset_optimizer(const Options& options) {
   return o;
 }
 
+const char* tied_name(TiedEmbeddings t) {
+  switch (t) {
+    case TiedEmbeddings::none: return "none";
+    case TiedEmbeddings::target: return "target";
+    case TiedEmbeddings::source: return "source";
+    case TiedEmbeddings::all: return "all";
+  }
+  return "?";
+}
+
 void print_status(const std::string& prefix, const char* status, const std::string& reason) {
   fmt::print("{} status={} reason={}\n", prefix, status, bench::one_word(reason));
   std::fflush(stdout);
@@ -89,6 +99,7 @@ int main(int argc, char** argv) {
                          preset.name, precision, budget, pool, warmup, steps);
     };
     if (args.flag("threads")) preset.options.set("cpu-threads", YAML::Node(args.get_int("threads", 0)));
+    bench::DeviceMemoryProbe memory(!args.flag("cpu"));  // before the backend: its baseline excludes nothing of ours
     std::unique_ptr<kernels::Backend> backend;
     kernels::DType dt = kernels::DType::f32;
     try {
@@ -100,9 +111,8 @@ int main(int argc, char** argv) {
     }
     fmt::print("# backend {}; preset {}: dim {}, {}+{} layers, {} heads, ffn {}, vocab {}/{}, tied {}\n",
                backend->name(), preset_path, config.dim_emb, config.enc_depth, config.dec_depth, config.heads,
-               config.dim_ffn, config.src_vocab, config.tgt_vocab, static_cast<int>(config.tied));
+               config.dim_ffn, config.src_vocab, config.tgt_vocab, tied_name(config.tied));
 
-    bench::DeviceMemoryProbe memory(*backend);
     std::unique_ptr<Transformer> model;
     std::unique_ptr<Optimizer> optimizer;
     try {
@@ -115,15 +125,14 @@ int main(int argc, char** argv) {
     }
     memory.sample();
     // Parameters (fp32 master, fp32 gradients, the bf16/fp16 working copy) and Adam's two moments: counted, and
-    // as the driver saw it (the latter also holds cuBLAS's lazily created state and allocation rounding).
+    // as the driver saw it (the latter also holds the backend's scratch, cuBLAS and allocation rounding).
     const std::size_t separate_working = model->param_store().separate_working() ? kernels::dtype_size(dt) : 0;
     const std::size_t state_bytes = model->num_params() * (4 + 4 + 8 + separate_working);
-    const std::size_t state_seen = memory.peak_bytes();
     const double flops_per_token = bench::train_flops_per_token(model->params(), config);
     fmt::print("# {} weights ({} in the flat buffers); {:.4f} GFLOP per target token (6 x {} weights a token passes "
-               "through); model state on the device {} MiB\n",
+               "through); model and optimizer state {} MiB counted, {} MiB on the device with the backend's own\n",
                model->num_weights(), model->num_params(), flops_per_token / 1e9, flops_per_token / 6,
-               bench::mib(state_bytes));
+               bench::mib(state_bytes), memory.valid() ? bench::mib(memory.peak_bytes()) : std::string("na"));
     const float grad_scale = dt == kernels::DType::f16 ? 1024.0f : 1.0f;  // fp16: a fixed loss scale
 
     for (std::size_t c = 0; c < budgets.size(); ++c) {
@@ -151,7 +160,7 @@ int main(int argc, char** argv) {
           tight_plan = std::max(tight_plan, model->workspace_bytes(int64_t(b.size) * len, len));
         }
         const std::size_t planned = tight ? tight_plan : lstrain_plan;
-        memory.restart_from(state_seen);
+        memory.start_case();  // the previous case's workspace is freed
         kernels::Workspace ws(*backend, planned, "bench_train_throughput: the workspace plan is too small");
         memory.sample();
 
