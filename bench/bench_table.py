@@ -42,8 +42,9 @@ def gib(r, key):
         return c
 
 table = [("case", "peer", "ours tok/s", "peer tok/s", "ratio", "our MFU", "our peak GiB", "peer peak GiB")]
-models = sorted({r["model"] for r in rows if r.get("bench") == "train"}) or ["transformer-base", "transformer-big"]
-budgets = sorted({int(r["tokens"]) for r in rows if r.get("bench") == "train"})
+# The cases run-gpu-bench.sh runs are always listed (missing where a part died or was skipped), plus any other.
+models = sorted({r["model"] for r in rows if r.get("bench") == "train"} | {"transformer-base", "transformer-big"})
+budgets = sorted({int(r["tokens"]) for r in rows if r.get("bench") == "train"} | {4096, 8192, 16384})
 for m in models:
     for t in budgets:
         ours = find(bench="train", impl="lseq", model=m, tokens=str(t))

@@ -98,6 +98,8 @@ def build_model(torch, nn, cfg, vocab, max_len):
             self.dim, self.vocab, self.ls = d, vocab, cfg["label_smoothing"]
             self.src_emb = nn.Embedding(vocab, d)
             self.tgt_emb = self.src_emb if cfg["tie"] == "all" else nn.Embedding(vocab, d)
+            for emb in {id(self.src_emb): self.src_emb, id(self.tgt_emb): self.tgt_emb}.values():
+                nn.init.normal_(emb.weight, std=d**-0.5)  # lseq's N(0, dim^-1/2) (docs/tensor-names.md)
             enc_layer = nn.TransformerEncoderLayer(d, cfg["heads"], cfg["ffn"], cfg["dropout"], activation="relu",
                                                    batch_first=True, norm_first=False)
             dec_layer = nn.TransformerDecoderLayer(d, cfg["heads"], cfg["ffn"], cfg["dropout"], activation="relu",
@@ -178,6 +180,8 @@ def run_case(torch, args, name, cfg, budget, shapes, mode):
     nn = torch.nn
     device = torch.device("cuda")
     gc.collect()
+    if mode == "compile":
+        torch._dynamo.reset()  # nothing compiled for an earlier case is kept
     torch.cuda.empty_cache()
     torch.manual_seed(args.seed)
     max_len = 1 + max(max(s[1], s[2]) for s in shapes)
