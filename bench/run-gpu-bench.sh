@@ -95,4 +95,4 @@ echo
 echo "=== results ($out/results.txt)"
 cat "$out/results.txt"
 echo
-python3 bench/bench_table.py "$out/results.txt"
+python3 bench/bench_table.py "$out/results.txt" | tee "$out/table.txt"
