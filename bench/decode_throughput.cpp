@@ -1,62 +1,229 @@
-// Decoding throughput of a trained model (issue 4's benchmark): sentences/s and target tokens/s for beam 1 and 4
-// by batch size, on synthetic sources (uniform lengths 5..40, random ids below min(vocab, 1000), seeded) so that no
-// vocabulary is needed. Usage: bench_decode_throughput MODEL_DIR [--cpu] [--sentences N]
-// Reports; never asserts. Until the Transformer's StepDecoder is wired (core/model_loader.cpp), it says so and
-// exits 0.
+// Decoding throughput (issues 4 and 5): sentences/s and target tokens/s of lseq's beam search (beam 1 = greedy)
+// by batch size, over synthetic sources of --src-len tokens (eos included; ids uniform in [4, vocab), seeded).
+// The model: a preset with random weights (--preset configs/transformer-base.yaml, vocabulary --vocab 32000 on both
+// sides, init_params(--seed)), or a trained model directory (--model DIR, or DIR as the only positional argument).
+//
+// Forced output length (--out-len N, default 28; 0 = free decoding): every hypothesis gets exactly N tokens, as
+// Hugging Face's generate with min_new_tokens = max_new_tokens = N (bench/hf_generate.py), so both do N decoder
+// steps per sentence. The search is lseq's own beam_search (what lstranslate runs, host top-k included) over a
+// wrapper StepDecoder that gives eos log-probability -inf for the first N steps; --max-length-factor is set so
+// that beam_search forces eos after N tokens, and that last step (where only eos may be chosen) is answered by
+// the wrapper without running the model. The run checks that every output has exactly N tokens.
+//
+// Each case decodes one untimed warm-up batch, then --batches-per-case timed batches of fresh sources. Reports
+// one RESULT line per case (bench_support.h); never asserts.
+// Usage: bench_decode_throughput [--preset configs/transformer-base.yaml | --model DIR] [--cpu] [--threads N]
+//   [--precision fp32|bf16|fp16] [--vocab 32000] [--batch-sizes 32,64,128] [--beams 1,4] [--src-len 28]
+//   [--out-len 28] [--batches-per-case 5] [--seed 1]
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstring>
+#include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "core/beam_search.h"
 #include "core/model_loader.h"
+#include "core/search_types.h"
+#include "core/transformer.h"
+#include "core/transformer_step_decoder.h"
 #include "data/translation_input.h"
+#include "data/vocab.h"
 #include "util/error.h"
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    fmt::print(stderr, "usage: {} MODEL_DIR [--cpu] [--sentences N]\n", argv[0]);
-    return 2;
+namespace {
+
+using namespace lseq;
+
+// Makes beam_search produce exactly `out_len` tokens per hypothesis: eos is impossible for the first out_len
+// steps; the step after them (where beam_search, at its length limit, reads only the eos entry) is answered here
+// without running the model, so the model does out_len steps per sentence, like the peer.
+class ForcedLengthDecoder : public StepDecoder {
+ public:
+  ForcedLengthDecoder(StepDecoder& inner, int out_len) : inner_(inner), out_len_(out_len) {}
+  int vocab_size() const override { return inner_.vocab_size(); }
+  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override {
+    steps_ = 0;
+    inner_.start(src, src_lengths, sentences, src_len);
   }
-  lseq::Options options = lseq::default_options(lseq::App::translate);
-  options.set("model", YAML::Node(argv[1]));
-  int total = 512;
-  for (int i = 2; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--cpu")) options.set("cpu", YAML::Node(true));
-    if (!std::strcmp(argv[i], "--sentences") && i + 1 < argc) total = std::stoi(argv[++i]);
+  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
+    inner_.select(parents, sentence_of);
   }
-  std::unique_ptr<lseq::StepDecoder> decoder;
-  try {
-    decoder = lseq::make_step_decoder(lseq::find_model_files(argv[1]), options);
-  } catch (const lseq::Error& e) {
-    fmt::print("not measured: {}\n", e.what());
-    return 0;
-  }
-  std::mt19937 rng(1234);
-  const int id_limit = std::min(decoder->vocab_size(), 1000);
-  std::vector<std::vector<int32_t>> sources(total);
-  for (auto& s : sources) {
-    s.resize(5 + rng() % 36);
-    for (auto& id : s) id = 4 + static_cast<int32_t>(rng() % (id_limit - 4));
-  }
-  fmt::print("{:>5} {:>6} {:>10} {:>12}\n", "beam", "batch", "sent/s", "tgt tok/s");
-  for (int beam : {1, 4}) {
-    for (int batch : {1, 8, 32, 128}) {
-      lseq::BeamSearchOptions o;
-      o.beam_size = beam;
-      int64_t tokens = 0;
-      auto begin = std::chrono::steady_clock::now();
-      for (int first = 0; first < total; first += batch) {
-        std::vector<std::vector<int32_t>> part(sources.begin() + first,
-                                               sources.begin() + std::min(total, first + batch));
-        for (const auto& list : lseq::beam_search(*decoder, lseq::data::make_source_batch(part, {}), o))
-          if (!list.empty()) tokens += static_cast<int64_t>(list[0].tokens.size()) + 1;
-      }
-      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      fmt::print("{:>5} {:>6} {:>10.1f} {:>12.1f}\n", beam, batch, total / seconds, tokens / seconds);
+  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
+    const std::size_t vocab = static_cast<std::size_t>(inner_.vocab_size());
+    if (steps_ < out_len_) {
+      inner_.step(tokens, log_probs);
+      for (std::size_t h = 0; h < tokens.size(); ++h)
+        log_probs[h * vocab + data::kEosId] = -std::numeric_limits<float>::infinity();
+    } else {
+      log_probs.resize(tokens.size() * vocab);
+      for (std::size_t h = 0; h < tokens.size(); ++h) log_probs[h * vocab + data::kEosId] = 0.0f;
     }
+    ++steps_;
+  }
+  int live() const override { return inner_.live(); }
+
+ private:
+  StepDecoder& inner_;
+  int out_len_;
+  int steps_ = 0;
+};
+
+void print_status(const std::string& prefix, const char* status, const std::string& reason) {
+  fmt::print("{} status={} reason={}\n", prefix, status, bench::one_word(reason));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    bench::Args args(argc, argv, {"cpu", "help"},
+                     {"preset", "model", "precision", "threads", "vocab", "batch-sizes", "beams", "src-len", "out-len",
+                      "batches-per-case", "seed"});
+    if (args.flag("help")) {
+      fmt::print("usage: {} [--preset configs/transformer-base.yaml | --model DIR] [--cpu] [--threads N] "
+                 "[--precision bf16] [--vocab 32000] [--batch-sizes 32,64,128] [--beams 1,4] [--src-len 28] "
+                 "[--out-len 28] [--batches-per-case 5] [--seed 1]\n",
+                 argv[0]);
+      return 0;
+    }
+    std::string model_dir = args.get("model", "");
+    if (model_dir.empty() && args.positional().size() == 1) model_dir = args.positional()[0];
+    const std::string preset_path = args.get("preset", "configs/transformer-base.yaml");
+    const std::string precision = args.get("precision", args.flag("cpu") ? "fp32" : "bf16");
+    const std::vector<int64_t> batch_sizes = args.get_ints("batch-sizes", {32, 64, 128});
+    const std::vector<int64_t> beams = args.get_ints("beams", {1, 4});
+    const int src_len = static_cast<int>(args.get_int("src-len", 28));
+    const int out_len = static_cast<int>(args.get_int("out-len", 28));
+    const int batches_per_case = static_cast<int>(args.get_int("batches-per-case", 5));
+    const uint64_t seed = static_cast<uint64_t>(args.get_int("seed", 1));
+    if (src_len < 2 || out_len < 0 || batches_per_case < 1 || batch_sizes.empty() || beams.empty())
+      fail("need --src-len >= 2 (eos included), --out-len >= 0, --batches-per-case >= 1 and some batch sizes/beams");
+    const int max_batch = static_cast<int>(*std::max_element(batch_sizes.begin(), batch_sizes.end()));
+    const int max_beam = static_cast<int>(*std::max_element(beams.begin(), beams.end()));
+    // beam_search's length limit: floor(factor * source tokens without eos) = out_len exactly.
+    const double length_factor = out_len > 0 ? (out_len + 0.5) / (src_len - 1) : 3.0;
+    const int max_out = max_output_tokens(src_len - 1, length_factor);
+
+    std::string model_name = model_dir.empty() ? "" : model_dir;
+    Options options = default_options(App::translate);
+    std::unique_ptr<bench::Preset> preset;
+    if (model_dir.empty()) {
+      preset = std::make_unique<bench::Preset>(
+          bench::load_preset(preset_path, args.get_int("vocab", 32000), std::max({100, src_len, max_out + 1})));
+      model_name = preset->name;
+      options = preset->options;
+    }
+    for (char& ch : model_name)
+      if (ch == ' ' || ch == '=') ch = '_';
+    auto prefix_of = [&](int beam, int batch) {
+      return fmt::format("RESULT bench=decode impl=lseq model={} precision={} beam={} batch={} src_len={} out_len={}",
+                         model_name, precision, beam, batch, src_len, out_len > 0 ? std::to_string(out_len) : "free");
+    };
+    auto all_cases = [&](const char* status, const std::string& reason) {
+      for (int64_t beam : beams)
+        for (int64_t batch : batch_sizes) print_status(prefix_of(int(beam), int(batch)), status, reason);
+    };
+    if (args.flag("threads")) options.set("cpu-threads", YAML::Node(args.get_int("threads", 0)));
+
+    // Everything the decoder needs lives here, in destruction order (the decoder before the model and backend).
+    std::unique_ptr<kernels::Backend> backend;
+    std::unique_ptr<Transformer> model;
+    std::unique_ptr<StepDecoder> decoder;
+    std::unique_ptr<bench::DeviceMemoryProbe> memory;
+    std::string planned = "na";
+    try {
+      if (preset) {
+        memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
+        backend = bench::make_backend(options, args.flag("cpu"), precision);
+        model = std::make_unique<Transformer>(preset->config, *backend, precision_dtype(options));
+        model->init_params(seed);
+        auto d = std::make_unique<TransformerStepDecoder>(*model, max_batch * max_beam, src_len, max_out + 1, max_batch);
+        planned = bench::mib(d->state_bytes() + d->scratch_bytes());
+        decoder = std::move(d);
+        fmt::print("# backend {}; preset {} with random weights: dim {}, {}+{} layers, vocab {}; decoder state+scratch "
+                   "{} MiB\n",
+                   backend->name(), preset_path, preset->config.dim_emb, preset->config.enc_depth,
+                   preset->config.dec_depth, preset->config.tgt_vocab, planned);
+      } else {
+        options.set("model", YAML::Node(model_dir));
+        options.set("cpu", YAML::Node(args.flag("cpu")));
+        options.set("precision", YAML::Node(precision));
+        options.set("beam-size", YAML::Node(max_beam));
+        options.set("mini-batch", YAML::Node(max_batch));
+        options.set("mini-batch-words", YAML::Node(max_batch));
+        options.set("max-length", YAML::Node(src_len - 1));
+        options.set("max-length-factor", YAML::Node(length_factor));
+        memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
+        decoder = make_step_decoder(find_model_files(model_dir), options);
+        fmt::print("# model {}\n", model_dir);
+      }
+    } catch (const Error& e) {
+      all_cases("not-measured", e.what());
+      return 0;
+    }
+    ForcedLengthDecoder forced(*decoder, out_len);
+    StepDecoder& search_over = out_len > 0 ? static_cast<StepDecoder&>(forced) : *decoder;
+
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int32_t> id(4, decoder->vocab_size() - 1);
+    auto make_sources = [&](int sentences) {
+      std::vector<std::vector<int32_t>> sources(sentences, std::vector<int32_t>(src_len - 1));
+      for (auto& s : sources)
+        for (auto& x : s) x = id(rng);
+      return data::make_source_batch(sources, {});  // appends eos: src_len tokens each
+    };
+
+    for (int64_t beam : beams) {
+      for (int64_t batch : batch_sizes) {
+        const std::string prefix = prefix_of(int(beam), int(batch));
+        try {
+          BeamSearchOptions o;
+          o.beam_size = static_cast<int>(beam);
+          o.max_length_factor = length_factor;
+          beam_search(search_over, make_sources(int(batch)), o);  // warm-up
+          if (memory) memory->sample();
+          std::vector<data::Batch> inputs;
+          for (int i = 0; i < batches_per_case; ++i) inputs.push_back(make_sources(int(batch)));
+          int64_t tokens = 0, sentences = 0;
+          bool all_forced = true;
+          const auto begin = std::chrono::steady_clock::now();
+          for (const data::Batch& input : inputs) {
+            for (const NBestList& list : beam_search(search_over, input, o)) {
+              ++sentences;
+              if (list.empty()) {
+                all_forced = false;
+                continue;
+              }
+              // Target tokens: the output's tokens, plus eos in free decoding (forced outputs have none, as HF's).
+              tokens += static_cast<int64_t>(list[0].tokens.size()) + (out_len > 0 ? 0 : 1);
+              if (out_len > 0 && static_cast<int>(list[0].tokens.size()) != out_len) all_forced = false;
+            }
+          }
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+          if (memory) memory->sample();
+          if (!all_forced) {
+            print_status(prefix, "failed", "an output does not have exactly --out-len tokens (forcing failed)");
+            continue;
+          }
+          fmt::print("{} sentences={} sent_s={:.1f} tgt_tok_s={:.0f} ms_batch={:.2f} peak_mem_mib={} planned_mib={} "
+                     "status=ok\n",
+                     prefix, sentences, sentences / seconds, tokens / seconds, seconds * 1e3 / batches_per_case,
+                     memory && memory->valid() ? bench::mib(memory->peak_bytes()) : std::string("na"), planned);
+          std::fflush(stdout);
+        } catch (const Error& e) {
+          print_status(prefix, "failed", e.what());
+        }
+      }
+    }
+    return 0;
+  } catch (const lseq::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
   }
 }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Issue 5/6's benchmark in one go on the GPU machine: lseq and its peers side by side, then one table.
+#   training (bf16): transformer-base and transformer-big at 4096, 8192, 16384 target tokens a batch, lseq
+#     (bench_train_throughput) vs PyTorch eager (bench/pytorch_train.py), and PyTorch torch.compile for the cases
+#     in COMPILE_CASES (default: base at 16384; compiling costs a minute or more per case);
+#   decoding (bf16): transformer-base with random weights, beam 1 and 4, 32/64/128 sentences of 28 tokens,
+#     outputs forced to 28 tokens, lseq (bench_decode_throughput) vs Hugging Face generate (bench/hf_generate.py).
+# Steps: WARMUP (10) untimed + STEPS (32 = two passes over the 16-batch pool) timed steps per training case;
+# 1 warm-up + 5 timed batches per decoding case. The parts run in priority order under a total time budget
+# (BUDGET_S, 450 s, not counting the build), each under its own timeout; a part that fails, times out or is
+# skipped for lack of time shows as failed/missing in the table and the rest go on.
+#
+#   bash bench/run-gpu-bench.sh                  # BUILD=build-gpu: configured if new, the two targets built
+#   SKIP_BUILD=1 bash bench/run-gpu-bench.sh     # use the binaries in $BUILD as they are
+#   BUILD=build-gpu OUT=/tmp/out PRECISION=bf16 STEPS=32 WARMUP=10 COMPILE_CASES="base:16384 big:16384" ...
+# Output: every RESULT line (also in $OUT/bench/*.log), then the table. Exit code 0 unless nothing could run.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+build=${BUILD:-build-gpu}
+out=${OUT:-/tmp/lseq-bench}/bench
+precision=${PRECISION:-bf16}
+warmup=${WARMUP:-10}
+steps=${STEPS:-32}
+budget=${BUDGET_S:-450}
+compile_cases=${COMPILE_CASES:-base:16384}
+tokens=${TOKENS:-4096,8192,16384}
+mkdir -p "$out"
+rm -f "$out"/*.log "$out/results.txt"  # a reused OUT must not show an earlier run's results
+
+echo "device: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
+train_bin=$build/bench/bench_train_throughput
+decode_bin=$build/bench/bench_decode_throughput
+# Always brought up to date (a no-op when they are): a stale binary would measure other code than the checkout's.
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  t0=$(date +%s)
+  echo "=== building the benchmarks in $build"
+  if { [ -f "$build/build.ninja" ] ||
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DLSEQ_CUDA=ON; } \
+    >"$out/build.log" 2>&1 &&
+    cmake --build "$build" --target bench_train_throughput bench_decode_throughput -j "${JOBS:-16}" \
+      >>"$out/build.log" 2>&1; then
+    :
+  else
+    echo "build FAILED (see $out/build.log):"
+    tail -n 20 "$out/build.log"
+  fi
+  echo "build: $(($(date +%s) - t0)) s"
+fi
+
+start=$(date +%s)
+# part NAME LIMIT_S COMMAND...: runs under min(LIMIT_S, what is left of the budget), output to the screen and a log.
+part() {
+  local name=$1 limit=$2 left
+  shift 2
+  left=$((budget - ($(date +%s) - start)))
+  [ "$left" -lt "$limit" ] && limit=$left
+  if [ "$limit" -lt 15 ]; then
+    echo "=== $name: skipped, the time budget (BUDGET_S=$budget) is spent"
+    return
+  fi
+  echo "=== $name (limit ${limit}s): $*"
+  local t0
+  t0=$(date +%s)
+  timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.log"
+  local rc=${PIPESTATUS[0]}
+  echo "=== $name: exit $rc after $(($(date +%s) - t0)) s"
+}
+
+shapes=$out/batch-shapes.txt
+"$train_bin" --dump-only --dump-batches "$shapes" --tokens "$tokens" || echo "could not write the batch shapes"
+
+common=(--precision "$precision" --warmup "$warmup" --steps "$steps" --tokens "$tokens")
+part lseq-train-base 90 "$train_bin" --preset configs/transformer-base.yaml "${common[@]}"
+part torch-eager-base 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-base.yaml \
+  --modes eager "${common[@]}"
+part lseq-train-big 150 "$train_bin" --preset configs/transformer-big.yaml "${common[@]}"
+part torch-eager-big 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-big.yaml \
+  --modes eager "${common[@]}"
+part lseq-decode 60 "$decode_bin" --preset configs/transformer-base.yaml --precision "$precision" \
+  --batch-sizes 32,64,128 --beams 1,4 --src-len 28 --out-len 28
+part hf-generate 90 python3 bench/hf_generate.py --precision "$precision" --batch-sizes 32,64,128 --beams 1,4 \
+  --src-len 28 --out-len 28
+for c in $compile_cases; do
+  m=${c%%:*} t=${c##*:}
+  part "torch-compile-$m-$t" 240 python3 bench/pytorch_train.py --shapes "$shapes" \
+    --preset "configs/transformer-$m.yaml" --modes compile --precision "$precision" --warmup "$warmup" \
+    --steps "$steps" --tokens "$t"
+done
+echo "total benchmark time: $(($(date +%s) - start)) s"
+
+cat "$out"/*.log | grep '^RESULT' >"$out/results.txt"
+echo
+echo "=== results ($out/results.txt)"
+cat "$out/results.txt"
+echo
+python3 bench/bench_table.py "$out/results.txt" | tee "$out/table.txt"

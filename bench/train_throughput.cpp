@@ -1,0 +1,212 @@
+// Training throughput of a Transformer preset (issue 5's benchmark): target tokens/s, ms per step, model FLOPs
+// utilisation and device memory, for batches of given target-token budgets drawn from a WMT-like length
+// distribution (wmt_batches.h). Each case: `--pool` distinct batches, `--warmup` untimed steps, then `--steps`
+// timed steps of the whole update (zero_grads, forward_backward, Optimizer::step), cycling the pool from its first
+// batch, between two backend synchronisations. Reports one RESULT line per case (bench_support.h); never asserts.
+// Usage: bench_train_throughput [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384]
+//   [--precision fp32|bf16|fp16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16]
+//   [--seed 1] [--peak-flops 989e12] [--plan lstrain|tight] [--dump-batches FILE] [--dump-only]
+// --dump-batches writes every case's batch shapes for bench/pytorch_train.py (--dump-only: and stops there,
+// needing no device).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_support.h"
+#include "core/optimizer.h"
+#include "core/transformer.h"
+#include "kernels/workspace.h"
+#include "util/error.h"
+#include "wmt_batches.h"
+
+namespace {
+
+using namespace lseq;
+
+// lstrain's optimizer settings from the preset (--optimizer-params, --clip-norm, --weight-decay), except
+// exponential smoothing, which is off: the PyTorch peer keeps no smoothed copy, and the work must be equal.
+OptimizerOptions preset_optimizer(const Options& options) {
+  OptimizerOptions o;
+  const std::vector<double> p = options.get_floats("optimizer-params");
+  if (p.size() > 0) o.beta1 = static_cast<float>(p[0]);
+  if (p.size() > 1) o.beta2 = static_cast<float>(p[1]);
+  if (p.size() > 2) o.eps = static_cast<float>(p[2]);
+  o.weight_decay = static_cast<float>(options.get_float("weight-decay"));
+  o.clip_norm = static_cast<float>(options.get_float("clip-norm"));
+  o.smoothing = 0.0f;
+  return o;
+}
+
+const char* tied_name(TiedEmbeddings t) {
+  switch (t) {
+    case TiedEmbeddings::none: return "none";
+    case TiedEmbeddings::target: return "target";
+    case TiedEmbeddings::source: return "source";
+    case TiedEmbeddings::all: return "all";
+  }
+  return "?";
+}
+
+void print_status(const std::string& prefix, const char* status, const std::string& reason) {
+  fmt::print("{} status={} reason={}\n", prefix, status, bench::one_word(reason));
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    bench::Args args(argc, argv, {"cpu", "dump-only", "help"},
+                     {"preset", "tokens", "precision", "threads", "vocab", "warmup", "steps", "pool", "seed",
+                      "peak-flops", "dump-batches", "plan"});
+    if (args.flag("help")) {
+      fmt::print("usage: {} [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384] [--precision "
+                 "bf16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16] [--seed 1] "
+                 "[--peak-flops 989e12] [--plan lstrain|tight] [--dump-batches FILE] [--dump-only]\n",
+                 argv[0]);
+      return 0;
+    }
+    const std::string preset_path = args.get("preset", "configs/transformer-base.yaml");
+    const std::vector<int64_t> budgets = args.get_ints("tokens", {4096, 8192, 16384});
+    const std::string precision = args.get("precision", args.flag("cpu") ? "fp32" : "bf16");
+    const int warmup = static_cast<int>(args.get_int("warmup", 10));
+    const int steps = static_cast<int>(args.get_int("steps", 32));
+    const int pool = static_cast<int>(args.get_int("pool", 16));
+    const uint64_t seed = static_cast<uint64_t>(args.get_int("seed", 1));
+    const double peak_flops = args.get_double("peak-flops", 989e12);
+    const std::string plan = args.get("plan", "lstrain");
+    if (plan != "lstrain" && plan != "tight") fail("--plan must be lstrain or tight (got '{}')", plan);
+    const bool tight = plan == "tight";
+    if (steps < 1 || warmup < 0) fail("--steps must be at least 1 and --warmup at least 0");
+
+    // Sentences up to 250 tokens (+ eos/bos): the model's --max-length is 250 whatever the preset says.
+    bench::Preset preset = bench::load_preset(preset_path, args.get_int("vocab", 32000), bench::kLongestSentence);
+    const ModelConfig& config = preset.config;
+
+    std::vector<std::vector<bench::BatchShape>> shapes;
+    for (std::size_t i = 0; i < budgets.size(); ++i) {
+      shapes.push_back(bench::wmt_like_batches(budgets[i], pool, seed));
+      if (!args.get("dump-batches", "").empty())
+        bench::write_batch_shapes(args.get("dump-batches", ""), budgets[i], seed, shapes.back(), i > 0);
+    }
+    if (args.flag("dump-only")) return 0;
+
+    auto prefix_of = [&](int64_t budget) {
+      return fmt::format("RESULT bench=train impl=lseq model={} precision={} tokens={} pool={} warmup={} steps={}",
+                         preset.name, precision, budget, pool, warmup, steps);
+    };
+    if (args.flag("threads")) preset.options.set("cpu-threads", YAML::Node(args.get_int("threads", 0)));
+    bench::DeviceMemoryProbe memory(!args.flag("cpu"));  // before the backend: its baseline excludes nothing of ours
+    std::unique_ptr<kernels::Backend> backend;
+    kernels::DType dt = kernels::DType::f32;
+    try {
+      backend = bench::make_backend(preset.options, args.flag("cpu"), precision);
+      dt = precision_dtype(preset.options);
+    } catch (const Error& e) {
+      for (int64_t budget : budgets) print_status(prefix_of(budget), "not-measured", e.what());
+      return 0;
+    }
+    fmt::print("# backend {}; preset {}: dim {}, {}+{} layers, {} heads, ffn {}, vocab {}/{}, tied {}\n",
+               backend->name(), preset_path, config.dim_emb, config.enc_depth, config.dec_depth, config.heads,
+               config.dim_ffn, config.src_vocab, config.tgt_vocab, tied_name(config.tied));
+
+    std::unique_ptr<Transformer> model;
+    std::unique_ptr<Optimizer> optimizer;
+    try {
+      model = std::make_unique<Transformer>(config, *backend, dt);
+      model->init_params(1);
+      optimizer = std::make_unique<Optimizer>(*backend, model->num_params(), preset_optimizer(preset.options));
+    } catch (const Error& e) {
+      for (int64_t budget : budgets) print_status(prefix_of(budget), "not-measured", e.what());
+      return 0;
+    }
+    memory.sample();
+    // Parameters (fp32 master, fp32 gradients, the bf16/fp16 working copy) and Adam's two moments: counted, and
+    // as the driver saw it (the latter also holds the backend's scratch, cuBLAS and allocation rounding).
+    const std::size_t separate_working = model->param_store().separate_working() ? kernels::dtype_size(dt) : 0;
+    const std::size_t state_bytes = model->num_params() * (4 + 4 + 8 + separate_working);
+    const double flops_per_token = bench::train_flops_per_token(model->params(), config);
+    fmt::print("# {} weights ({} in the flat buffers); {:.4f} GFLOP per target token (6 x {} weights a token passes "
+               "through); model and optimizer state {} MiB counted, {} MiB on the device with the backend's own\n",
+               model->num_weights(), model->num_params(), flops_per_token / 1e9, flops_per_token / 6,
+               bench::mib(state_bytes), memory.valid() ? bench::mib(memory.peak_bytes()) : std::string("na"));
+    const float grad_scale = dt == kernels::DType::f16 ? 1024.0f : 1.0f;  // fp16: a fixed loss scale
+
+    for (std::size_t c = 0; c < budgets.size(); ++c) {
+      const std::string prefix = prefix_of(budgets[c]);
+      try {
+        std::vector<data::Batch> batches;
+        int64_t max_side_tokens = 0, sentences = 0, real_tokens = 0, padded_tokens = 0;
+        for (std::size_t i = 0; i < shapes[c].size(); ++i) {
+          batches.push_back(bench::make_batch(shapes[c][i], config.src_vocab, config.tgt_vocab, seed * 7919 + i));
+          const data::Batch& b = batches.back();
+          max_side_tokens = std::max<int64_t>({max_side_tokens, int64_t(b.size) * b.src_len,
+                                               int64_t(b.size) * b.tgt_len});
+          sentences += b.size;
+          real_tokens += b.tgt_tokens();
+          padded_tokens += int64_t(b.size) * b.tgt_len;
+        }
+        // --plan lstrain (default): planned as lstrain plans it (train_app.cpp) for --max-length 250 and a budget
+        // of the pool's largest side, so any batch of the distribution fits, not only these. The tight plan is the
+        // most any batch of this pool needs (what a caching allocator would end up holding); both are printed.
+        const int max_len = config.max_length + 1;
+        const std::size_t lstrain_plan = model->workspace_bytes(std::max<int64_t>(max_side_tokens, max_len), max_len);
+        std::size_t tight_plan = 0;
+        for (const data::Batch& b : batches) {
+          const int len = std::max(b.src_len, b.tgt_len);
+          tight_plan = std::max(tight_plan, model->workspace_bytes(int64_t(b.size) * len, len));
+        }
+        const std::size_t planned = tight ? tight_plan : lstrain_plan;
+        memory.start_case();  // the previous case's workspace is freed
+        kernels::Workspace ws(*backend, planned, "bench_train_throughput: the workspace plan is too small");
+        memory.sample();
+
+        int64_t step_counter = 0, timed_tokens = 0, timed_sentences = 0;
+        auto update = [&](const data::Batch& b) {
+          model->zero_grads();
+          const StepLoss loss = model->forward_backward(b, seed, static_cast<uint64_t>(step_counter++), grad_scale, ws);
+          ParamStore& store = model->param_store();
+          optimizer->step(model->master(), model->grads(),
+                          1.0f / (grad_scale * static_cast<float>(std::max<int64_t>(1, loss.target_tokens))), 1e-4,
+                          store.working_dtype(), store.separate_working());
+        };
+        for (int s = 0; s < warmup; ++s) update(batches[s % batches.size()]);
+        backend->synchronize();
+        memory.sample();
+        const auto begin = std::chrono::steady_clock::now();
+        for (int s = 0; s < steps; ++s) {
+          const data::Batch& b = batches[s % batches.size()];
+          update(b);
+          timed_tokens += b.tgt_tokens();
+          timed_sentences += b.size;
+        }
+        backend->synchronize();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        memory.sample();
+        const float grad_norm = optimizer->last_grad_norm();
+
+        const double tokens_per_s = static_cast<double>(timed_tokens) / seconds;
+        const double achieved = flops_per_token * tokens_per_s;
+        fmt::print("{} sentences_per_step={:.1f} tgt_tokens_per_step={:.1f} pad_frac={:.3f} tgt_tok_s={:.0f} "
+                   "ms_step={:.2f} gflop_tok={:.4f} tflops={:.1f} peak_tflops={:.0f} mfu={:.4f} peak_mem_mib={} "
+                   "state_mib={} plan={} ws_mib={} ws_lstrain_mib={} ws_tight_mib={} grad_norm={:.4g} status=ok\n",
+                   prefix, static_cast<double>(timed_sentences) / steps, static_cast<double>(timed_tokens) / steps,
+                   1.0 - static_cast<double>(real_tokens) / static_cast<double>(padded_tokens), tokens_per_s,
+                   seconds * 1e3 / steps, flops_per_token / 1e9, achieved / 1e12, peak_flops / 1e12,
+                   achieved / peak_flops, memory.valid() ? bench::mib(memory.peak_bytes()) : std::string("na"),
+                   bench::mib(state_bytes), tight ? "tight" : "lstrain", bench::mib(planned), bench::mib(lstrain_plan),
+                   bench::mib(tight_plan), grad_norm);
+        std::fflush(stdout);
+      } catch (const Error& e) {
+        print_status(prefix, "failed", e.what());
+      }
+    }
+    return 0;
+  } catch (const lseq::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+}
