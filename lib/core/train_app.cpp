@@ -240,11 +240,25 @@ int run_train(const Options& options) {
   const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
   const std::size_t planned = std::max(model.workspace_bytes(max_tokens, max_len),
                                        static_cast<std::size_t>(options.get_int("workspace")) << 20);
-  kernels::Workspace workspace(*backend, planned,
-                               "raise --workspace, or lower --mini-batch-words / --max-length");
-  spdlog::info("workspace: {:.1f} MiB planned ({} activations) for batches of up to {} tokens per side and {} "
-               "tokens per sentence",
-               planned / 1048576.0, kernels::dtype_name(model.compute_dtype()), max_tokens, max_len);
+  // Parameters, gradients and Adam's moments (fp32), the working copy in 16-bit precisions, and the smoothed
+  // weights with a temporary for --exponential-smoothing.
+  const double bytes_per_param = 16.0 + (model.compute_dtype() == kernels::DType::f32 ? 0.0 : 2.0) +
+                                 (options.get_float("exponential-smoothing") > 0 ? 8.0 : 0.0);
+  const double state_mib = static_cast<double>(model.num_params()) * bytes_per_param / 1048576.0;
+  std::unique_ptr<kernels::Workspace> workspace_holder;
+  try {
+    workspace_holder = std::make_unique<kernels::Workspace>(
+        *backend, planned, "raise --workspace, or lower --mini-batch-words / --max-length");
+  } catch (const Error& e) {
+    fail("the activations of batches of {} tokens per side and sentences of {} tokens need {:.1f} MiB beside "
+         "{:.1f} MiB of parameters and optimizer state, which do not fit: lower --mini-batch-words or --max-length "
+         "({})",
+         max_tokens, max_len, planned / 1048576.0, state_mib, e.what());
+  }
+  kernels::Workspace& workspace = *workspace_holder;
+  spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state; workspace {:.1f} MiB "
+               "planned ({} activations) for batches of up to {} tokens per side and {} tokens per sentence",
+               state_mib, planned / 1048576.0, kernels::dtype_name(model.compute_dtype()), max_tokens, max_len);
 
   std::unique_ptr<Validator> validator;
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
