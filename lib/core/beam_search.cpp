@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "data/vocab.h"
 #include "util/error.h"
@@ -59,7 +58,7 @@ class TopCandidates {
       std::push_heap(heap_.begin(), heap_.end(), better);
     } else if (better(c, heap_.front())) {
       std::pop_heap(heap_.begin(), heap_.end(), better);
-      heap_.back() = {ranking, index};
+      heap_.back() = c;
       std::push_heap(heap_.begin(), heap_.end(), better);
     }
   }
