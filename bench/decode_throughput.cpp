@@ -5,8 +5,8 @@
 //
 // Forced output length (--out-len N, default 28; 0 = free decoding): every hypothesis gets exactly N tokens, as
 // Hugging Face's generate with min_new_tokens = max_new_tokens = N (bench/hf_generate.py), so both do N decoder
-// steps per sentence. The search is lseq's own beam_search (what lstranslate runs, host top-k included) over a
-// wrapper StepDecoder that gives eos log-probability -inf for the first N steps; --max-length-factor is set so
+// steps per sentence. The search is lseq's own beam_search (what lstranslate runs: the device top-k of
+// step_topk) over a wrapper StepDecoder that gives eos log-probability -inf for the first N steps; --max-length-factor is set so
 // that beam_search forces eos after N tokens, and that last step (where only eos may be chosen) is answered by
 // the wrapper without running the model. The run checks that every output has exactly N tokens.
 //
@@ -62,6 +62,20 @@ class ForcedLengthDecoder : public StepDecoder {
     } else {
       log_probs.resize(tokens.size() * vocab);
       for (std::size_t h = 0; h < tokens.size(); ++h) log_probs[h * vocab + data::kEosId] = 0.0f;
+    }
+    ++steps_;
+  }
+  // What beam_search calls: the inner decoder's device top-k (words only, eos apart), eos made impossible the same
+  // way.
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override {
+    if (steps_ < out_len_) {
+      inner_.step_topk(tokens, k, values, ids, eos_log_probs);
+      eos_log_probs.assign(tokens.size(), -std::numeric_limits<float>::infinity());
+    } else {
+      values.assign(tokens.size() * k, -std::numeric_limits<float>::infinity());
+      ids.assign(tokens.size() * k, -1);
+      eos_log_probs.assign(tokens.size(), 0.0f);
     }
     ++steps_;
   }

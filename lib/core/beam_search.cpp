@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "data/vocab.h"
 #include "util/error.h"
@@ -50,20 +49,19 @@ class TopCandidates {
     width_ = width;
     heap_.clear();
   }
-  // Candidates must be offered in increasing index order (so an equal ranking never displaces a kept one).
+  // Keeps exactly the best `width` by better(), in whatever order candidates are offered.
   void offer(double ranking, int64_t index) {
     if (std::isnan(ranking)) return;
+    const Candidate c{ranking, index};
     if (static_cast<int>(heap_.size()) < width_) {
-      heap_.push_back({ranking, index});
+      heap_.push_back(c);
       std::push_heap(heap_.begin(), heap_.end(), better);
-    } else if (ranking > heap_.front().ranking) {
+    } else if (better(c, heap_.front())) {
       std::pop_heap(heap_.begin(), heap_.end(), better);
-      heap_.back() = {ranking, index};
+      heap_.back() = c;
       std::push_heap(heap_.begin(), heap_.end(), better);
     }
   }
-  bool full() const { return static_cast<int>(heap_.size()) >= width_; }
-  double threshold() const { return heap_.front().ranking; }  // only when full()
   // Best first.
   const std::vector<Candidate>& sorted() {
     std::sort(heap_.begin(), heap_.end(), better);
@@ -112,11 +110,14 @@ std::vector<NBestList> beam_search(StepDecoder& decoder, const data::Batch& batc
   std::vector<LiveHypothesis> live, next_live;
   for (int s = 0; s < sentences; ++s) live.push_back({s, -1, 0.0, 0.0, 0});
   std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens, parents, sentence_of;
-  std::vector<float> log_probs;
+  // Per hypothesis the best beam_size words suffice (see step_topk's use below), eos coming separately.
+  const int k = options.beam_size;
+  std::vector<float> values, eos_log_probs;
+  std::vector<int32_t> ids;
   TopCandidates top;
 
   while (!live.empty()) {
-    decoder.step(tokens, log_probs);
+    decoder.step_topk(tokens, k, values, ids, eos_log_probs);
     next_live.clear();
     next_tokens.clear();
     parents.clear();
@@ -129,35 +130,28 @@ std::vector<NBestList> beam_search(StepDecoder& decoder, const data::Batch& batc
       top.reset(options.beam_size - static_cast<int>(finished[s].size()));
       const bool force_eos = live[begin].tokens >= limit[s];
       for (size_t h = begin; h < end; ++h) {
-        const float* row = log_probs.data() + h * static_cast<size_t>(vocab);
         const int64_t base = static_cast<int64_t>(h - begin) * vocab;
         const double ranking = live[h].ranking;
-        if (force_eos) {
-          top.offer(ranking + row[eos], base + eos);
-          continue;
-        }
-        // Ids below eos (pad, unk, bos) are never produced; eos has no word penalty. Offering in increasing id
-        // order keeps the tie rule of TopCandidates.
-        top.offer(ranking + row[eos], base + eos);
+        // eos has no word penalty; ids below eos (pad, unk, bos) are never produced.
+        top.offer(ranking + eos_log_probs[h], base + eos);
+        if (force_eos) continue;
+        // The sentence keeps at most width <= beam_size candidates, so at most that many words of one hypothesis;
+        // they all pay the same word penalty, so they are that hypothesis' best words by log-prob with lower ids
+        // first on ties: the first `width` of step_topk's k = beam_size, in step_topk's (and better()'s) order.
         const double word_ranking = ranking - options.word_penalty;
-        // Hot loop: a cheap pre-filter on the raw log-prob, slightly loose so that rounding never rejects a
-        // candidate the exact comparison in offer() would keep.
-        auto cutoff = [&]() {
-          if (!top.full()) return -std::numeric_limits<double>::infinity();
-          double c = top.threshold() - word_ranking;
-          return c - 1e-9 * (1.0 + std::fabs(c));
-        };
-        double least = cutoff();
-        for (int v = eos + 1; v < vocab; ++v) {
-          if (!(static_cast<double>(row[v]) >= least)) continue;
-          top.offer(word_ranking + row[v], base + v);
-          least = cutoff();
+        for (int i = 0; i < k; ++i) {
+          const int32_t v = ids[h * k + i];
+          if (v < 0) break;  // fewer words than k
+          top.offer(word_ranking + values[h * k + i], base + v);
         }
       }
       for (const Candidate& c : top.sorted()) {
         const size_t h = begin + static_cast<size_t>(c.index / vocab);
         const int32_t v = static_cast<int32_t>(c.index % vocab);
-        const float lp = log_probs[h * static_cast<size_t>(vocab) + v];
+        float lp = eos_log_probs[h];
+        if (v != eos)
+          for (int i = 0; i < k; ++i)
+            if (ids[h * k + i] == v) lp = values[h * k + i];
         trace.push_back({live[h].node, v, lp});
         const int32_t node = static_cast<int32_t>(trace.size() - 1);
         if (v == eos) {

@@ -8,6 +8,8 @@
 // penalty). Once a hypothesis has max_output_tokens() tokens, only eos may follow.
 // StepDecoder::select is called only when the live hypotheses change (never while greedy search continues every
 // sentence). beam_size 1 is exactly greedy search: the most probable allowed next token at every step.
+// Each step reads only StepDecoder::step_topk with k = beam_size (each hypothesis' best beam_size words plus eos),
+// which gives exactly the n-best lists of ranking the whole distribution: docs/decoding.md says why.
 #include <vector>
 
 #include "core/search_types.h"

@@ -48,6 +48,7 @@ class NullBackend final : public Backend {
   void attention_softmax_backward(DType, const void*, const void*, int, int, float, void*) override {}
   void cross_entropy(DType, const void*, const int32_t*, int, int, float, int, float, float*, float*, void*) override {}
   void log_softmax(DType, const void*, int, int, float*) override {}
+  void topk_log_softmax(DType, const void*, int, int, int, int, int, float*, int32_t*, float*) override {}
   void grad_norm(const float*, std::size_t, float, float, float*, float*) override {}
   void adam_update(float*, const float*, float*, float*, std::size_t, const AdamArgs&, const float*, DType,
                    void*) override {}

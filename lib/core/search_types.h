@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "data/batch.h"
+#include "data/vocab.h"
 
 namespace lseq {
 
@@ -30,6 +31,12 @@ int max_output_tokens(int source_tokens, double max_length_factor);
 // Tokens search never produces: pad, bos and unk (Marian's default, --allow-unk off). Every other id, eos
 // included, may be chosen.
 inline bool is_blocked_output(int32_t id) { return id == 0 || id == 1 || id == 2; }
+
+// The first id of an ordinary word: every id search may produce is eos or an id >= kFirstWordId (StepDecoder::
+// step_topk's candidates). Holds because the blocked ids are exactly the ids below eos.
+constexpr int32_t kFirstWordId = data::kEosId + 1;
+static_assert(data::kPadId == 0 && data::kUnkId == 1 && data::kBosId == 2 && data::kEosId == 3,
+              "is_blocked_output and kFirstWordId assume pad, unk, bos, eos = 0, 1, 2, 3");
 
 // The source part of a batch that search needs: ids + eos padded to src_len, real lengths (eos included).
 inline int source_tokens_without_eos(const data::Batch& batch, int sentence) {

@@ -29,7 +29,19 @@ class StepDecoder {
   // callers pass bos) and writes log-probabilities of the next token: log_probs[h * vocab_size() + v].
   virtual void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) = 0;
 
+  // Beam search's step: like step(), but returns per live hypothesis h only the k most probable next tokens
+  // among the words search may produce (ids > data::kEosId, see kFirstWordId in core/search_types.h), best first,
+  // as values[h * k + i] (log-probability) and ids[h * k + i]; equal values in increasing id order, NaN last
+  // (kernels/topk_order.h); where fewer than k such ids exist the rest have value -inf and id -1. eos, which search
+  // ranks without the word penalty, comes separately: eos_log_probs[h]. The default runs step() and selects on the
+  // host; the Transformer selects on the device and copies back only these values. k >= 1.
+  virtual void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values,
+                         std::vector<int32_t>& ids, std::vector<float>& eos_log_probs);
+
   virtual int live() const = 0;  // live hypotheses
+
+ private:
+  std::vector<float> topk_scratch_;  // the default step_topk's full distribution
 };
 
 }  // namespace lseq

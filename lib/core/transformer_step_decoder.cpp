@@ -1,11 +1,14 @@
 #include "core/transformer_step_decoder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/embedding_layer.h"
 #include "core/layer_context.h"
 #include "core/null_backend.h"
+#include "core/search_types.h"
+#include "data/vocab.h"
 #include "util/error.h"
 
 namespace lseq {
@@ -56,6 +59,7 @@ TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max
                                                   "internal error: a decoding step outgrew its plan");
 
   staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, 2 * heads_ + 1)}));
+  topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
   src_lengths_.reserve(max_sent_);
   sentence_of_.reserve(max_hyps_);
 }
@@ -79,6 +83,7 @@ void TransformerStepDecoder::lay_out_state(Take&& take) {
   dev_tokens_ = static_cast<int32_t*>(take(elems(max_hyps_) * i32));
   dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, 2 * heads_ + 1) * i32));
   dev_log_probs_ = static_cast<float*>(take(elems(max_hyps_, vocab_) * sizeof(float)));
+  dev_topk_ = static_cast<float*>(take(elems(max_hyps_, 2 * kernels::kMaxTopK + 1) * sizeof(float)));
 }
 
 void TransformerStepDecoder::encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences,
@@ -91,8 +96,8 @@ void TransformerStepDecoder::encode_sources(kernels::Backend& backend, StepMemor
   model_.decoder().project_memory(ctx, encoded, sentences, src_len, caches_);
 }
 
-void TransformerStepDecoder::forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t,
-                                          int sentences, int src_len) {
+const void* TransformerStepDecoder::forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t,
+                                                 int sentences, int src_len) {
   const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   DecoderStep st;
   st.rows = rows, st.t = t, st.max_len = max_tgt_;
@@ -103,7 +108,7 @@ void TransformerStepDecoder::forward_step(kernels::Backend& backend, StepMemory&
   const void* states = model_.decoder().step(ctx, dev_tokens_, position, st, caches_);
   OutputLayer::Saved out;
   model_.output_layer().forward(ctx, states, rows, out);
-  backend.log_softmax(dt_, out.logits, rows, vocab_, dev_log_probs_);
+  return out.logits;
 }
 
 void TransformerStepDecoder::upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of) {
@@ -205,7 +210,7 @@ void TransformerStepDecoder::select(const std::vector<int32_t>& parents, const s
   sentence_of_.assign(sentence_of.begin(), sentence_of.end());
 }
 
-void TransformerStepDecoder::step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) {
+void TransformerStepDecoder::begin_step(const std::vector<int32_t>& tokens) {
   if (!started_) fail("internal error: step() before start()");
   if (tokens.size() != static_cast<std::size_t>(live_)) {
     fail("internal error: step() got {} tokens for {} live hypotheses", tokens.size(), live_);
@@ -219,13 +224,45 @@ void TransformerStepDecoder::step(const std::vector<int32_t>& tokens, std::vecto
   for (int32_t id : tokens) {
     if (id < 0 || id >= vocab_) fail("internal error: step() got token id {} outside the target vocabulary", id);
   }
+  if (live_ > 0) backend_.copy_to_device(dev_tokens_, tokens.data(), tokens.size() * sizeof(int32_t));
+  scratch_->reset();
+}
+
+void TransformerStepDecoder::step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) {
+  begin_step(tokens);
   log_probs.resize(elems(live_, vocab_));
   if (live_ > 0) {
-    backend_.copy_to_device(dev_tokens_, tokens.data(), tokens.size() * sizeof(int32_t));
-    scratch_->reset();
     StepMemory memory(scratch_.get());
-    forward_step(backend_, memory, live_, t_, sentences_, src_len_);
+    const void* logits = forward_step(backend_, memory, live_, t_, sentences_, src_len_);
+    backend_.log_softmax(dt_, logits, live_, vocab_, dev_log_probs_);
     backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
+  }
+  ++t_;
+}
+
+void TransformerStepDecoder::step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values,
+                                       std::vector<int32_t>& ids, std::vector<float>& eos_log_probs) {
+  if (k < 1) fail("internal error: step_topk() needs k >= 1, got {}", k);
+  if (k > kernels::kMaxTopK) return StepDecoder::step_topk(tokens, k, values, ids, eos_log_probs);
+  begin_step(tokens);
+  const std::size_t n = elems(live_, k);
+  values.resize(n);
+  ids.resize(n);
+  eos_log_probs.resize(live_);
+  if (live_ > 0) {
+    StepMemory memory(scratch_.get());
+    const void* logits = forward_step(backend_, memory, live_, t_, sentences_, src_len_);
+    // Packed for this step's live and k, so that one copy (one synchronisation) brings everything back.
+    float* dev_values = dev_topk_;
+    int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + n);
+    float* dev_eos = dev_topk_ + 2 * n;
+    backend_.topk_log_softmax(dt_, logits, live_, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
+                              dev_eos);
+    topk_staging_.resize(2 * n + live_);
+    backend_.copy_to_host(topk_staging_.data(), dev_topk_, topk_staging_.size() * sizeof(float));
+    std::memcpy(values.data(), topk_staging_.data(), n * sizeof(float));
+    std::memcpy(ids.data(), topk_staging_.data() + n, n * sizeof(int32_t));
+    std::memcpy(eos_log_probs.data(), topk_staging_.data() + 2 * n, live_ * sizeof(float));
   }
   ++t_;
 }

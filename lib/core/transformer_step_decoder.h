@@ -36,6 +36,10 @@ class TransformerStepDecoder : public StepDecoder {
              int src_len) override;
   void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override;
   void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override;
+  // The top-k on the device (Backend::topk_log_softmax): only live x (2k + 1) values return to the host. k above
+  // kernels::kMaxTopK falls back to step() and the host.
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override;
   int live() const override { return live_; }
 
   int steps() const { return t_; }  // tokens fed since start (the position of the next one)
@@ -49,8 +53,11 @@ class TransformerStepDecoder : public StepDecoder {
   void lay_out_state(Take&& take);
   // The encoder and the cross-attention projections of `sentences` x `src_len` sources already on the device.
   void encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences, int src_len);
-  // One step of `rows` hypotheses at position t: log-probabilities into dev_log_probs_.
-  void forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t, int sentences, int src_len);
+  // One step of `rows` hypotheses at position t: returns the logits [rows, vocab] (in the step's scratch).
+  const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t, int sentences,
+                           int src_len);
+  // Checks and uploads one token per live hypothesis, resets the scratch: what step and step_topk share.
+  void begin_step(const std::vector<int32_t>& tokens);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the cache gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
 
@@ -72,6 +79,8 @@ class TransformerStepDecoder : public StepDecoder {
   const int32_t* dev_cross_slices_ = nullptr;    // [live*heads] sentence slices of the cross-attention memory
   const int32_t* dev_row_src_lengths_ = nullptr; // [live] source length of each hypothesis' sentence
   float* dev_log_probs_ = nullptr;               // [max_hyps, vocab]
+  float* dev_topk_ = nullptr;                    // step_topk's results, packed: values | ids | eos [max_hyps*(2*32+1)]
+  std::vector<float> topk_staging_;              // their host copy (reserved at construction)
   std::vector<int32_t> staging_;                 // host side of the uploads (reserved at construction)
 
   bool started_ = false;

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "kernels/dtype.h"
+#include "kernels/topk_order.h"
 
 namespace lseq::kernels {
 
@@ -164,6 +165,14 @@ class Backend {
   // out[r, :] = logits[r, :] - log(sum_v exp(logits[r, v])) for logits [rows, cols]; fp32 output whatever dt
   // (decoding's next-token log-probabilities). out may alias logits when dt is fp32.
   virtual void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) = 0;
+  // Beam search's step without the whole distribution: per row r of logits [rows, cols], the k best tokens among
+  // ids >= first_allowed_id by log p = logits - logsumexp(row) (fp32, as log_softmax), best first: values[r*k + i]
+  // (fp32) and ids[r*k + i] (int32). On equal values the lower id comes first and NaN comes after every number
+  // (kernels/topk_order.h: the same on every backend). A row with fewer than k such ids fills the rest with value
+  // -inf and id -1. eos_log_prob[r] = log p of eos_id (0 <= eos_id < cols; eos may also be among the k if
+  // eos_id >= first_allowed_id). 1 <= k <= kMaxTopK (32).
+  virtual void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id,
+                                int eos_id, float* values, int32_t* ids, float* eos_log_prob) = 0;
 
   // ---- optimizer over the flat fp32 buffers ----
   // norm[0] = sqrt(sum (pre_scale * g)^2); factor[0] = pre_scale * min(1, max_norm / norm) (max_norm <= 0: no

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/topk_order.h"
 #include "util/error.h"
 
 namespace lseq::kernels {
@@ -41,6 +43,31 @@ void CpuBackend::log_softmax(DType dt, const void* logits, int rows, int cols, f
     for (int v = 0; v < cols; ++v) sum_exp += std::exp(x[v] - max);  // fp32 exp of a value <= 0, summed in double
     const double lse = max + std::log(sum_exp);
     for (int v = 0; v < cols; ++v) y[v] = static_cast<float>(x[v] - lse);  // out may alias logits in fp32
+  });
+}
+
+void CpuBackend::topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id,
+                                  int eos_id, float* values, int32_t* ids, float* eos_log_prob) {
+  cpu::require_f32(dt, "topk_log_softmax");
+  if (rows < 0 || cols < 1) fail("topk_log_softmax: invalid shape rows={} cols={}", rows, cols);
+  if (k < 1 || k > kMaxTopK) fail("topk_log_softmax: k = {} is outside [1, {}]", k, kMaxTopK);
+  if (eos_id < 0 || eos_id >= cols) fail("topk_log_softmax: eos id {} is outside the {} columns", eos_id, cols);
+  if (first_allowed_id < 0) fail("topk_log_softmax: first allowed id {} is negative", first_allowed_id);
+  const float* px = f32(logits);
+  cpu::parallel_for(threads_, rows, cols * 2, [&](int64_t r) {
+    const float* x = px + r * cols;
+    // The same arithmetic as log_softmax, so that the chosen values equal the full distribution's bit for bit.
+    const float max = *std::max_element(x, x + cols);
+    double sum_exp = 0.0;
+    for (int v = 0; v < cols; ++v) sum_exp += std::exp(x[v] - max);
+    const double lse = max + std::log(sum_exp);
+    float* val = values + r * k;
+    int32_t* id = ids + r * k;
+    for (int i = 0; i < k; ++i) val[i] = std::numeric_limits<float>::quiet_NaN(), id[i] = kNoTopKId;
+    for (int v = first_allowed_id; v < cols; ++v) topk_insert(val, id, k, static_cast<float>(x[v] - lse), v);
+    for (int i = 0; i < k; ++i)
+      if (id[i] == kNoTopKId) val[i] = -std::numeric_limits<float>::infinity(), id[i] = -1;
+    eos_log_prob[r] = static_cast<float>(x[eos_id] - lse);
   });
 }
 

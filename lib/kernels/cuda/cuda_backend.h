@@ -80,6 +80,8 @@ class CudaBackend : public Backend {
   void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab, float label_smoothing,
                      int ignore_index, float grad_scale, float* loss, float* nll, void* dlogits) override;
   void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) override;
+  void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id, int eos_id,
+                        float* values, int32_t* ids, float* eos_log_prob) override;
 
   void grad_norm(const float* grads, std::size_t n, float pre_scale, float max_norm, float* norm,
                  float* factor) override;
