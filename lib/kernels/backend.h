@@ -52,6 +52,9 @@ struct GemmArgs {
   const int32_t* index_b = nullptr;
 };
 
+// Throws lseq::Error for a negative size, batch < 1, or a leading dimension shorter than its rows (both backends).
+void check_gemm_shape(const GemmArgs& args);
+
 struct AdamArgs {
   float lr = 0.0f;
   float beta1 = 0.9f, beta2 = 0.98f, eps = 1e-9f;

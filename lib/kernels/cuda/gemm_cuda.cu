@@ -55,14 +55,7 @@ void CudaBackend::gemm(const GemmArgs& g) {
   if (!types_ok)
     fail("gemm: {} operands with a {} result are not supported (use {} or fp32 results)", dtype_name(g.ab),
          dtype_name(g.c_type), dtype_name(g.ab));
-  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 1)
-    fail("gemm: invalid shape m={} n={} k={} batch={}", g.m, g.n, g.k, g.batch);
-  const int need_a = std::max(1, g.trans_a ? g.m : g.k);
-  const int need_b = std::max(1, g.trans_b ? g.k : g.n);
-  const int need_c = std::max(1, g.n);
-  if (g.lda < need_a || g.ldb < need_b || g.ldc < need_c)
-    fail("gemm: leading dimensions lda={} ldb={} ldc={} are smaller than the rows they describe ({}, {}, {})", g.lda,
-         g.ldb, g.ldc, need_a, need_b, need_c);
+  check_gemm_shape(g);
   if (g.m == 0 || g.n == 0) return;
   bind();
   if (g.k == 0) {
