@@ -1,0 +1,79 @@
+#pragma once
+// Vectorized two-stage column sums for [rows, cols] elementwise ops whose columns are a multiple of a 16-byte pack
+// (the scalar path is column_kernel in cuda_common.cuh). A block of (32, 8) threads covers 32 packs of columns
+// (256 bf16 / 128 fp32 columns, 512 contiguous bytes per warp and row) and walks its chunk's rows 8 at a time; each
+// thread keeps one fp32 sum per column of its pack. The 8 row-lanes are then added in a fixed order and the block
+// writes one partial per (chunk, column), which finish_column_sums adds in chunk order. The plan depends only on
+// the shape, so the sums are deterministic.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/vector_access.cuh"
+
+namespace lseq::kernels::cuda {
+
+constexpr int kPackColLanes = 32;  // threads across the columns of a block (one pack each)
+constexpr int kPackRowLanes = 8;   // threads across the rows
+
+// Row chunks for the packed column kernel: about 1024 blocks in all, at least 64 rows per chunk, and the partials
+// of `arrays` arrays within the scratch.
+inline ColumnPlan plan_pack_column_sums(int rows, int cols, int pack, int arrays, std::size_t scratch_floats) {
+  ColumnPlan plan;
+  const int tile = kPackColLanes * pack;
+  const int tiles = (cols + tile - 1) / tile;
+  int chunks = std::max(1, std::min((rows + 63) / 64, std::max(1, 1024 / std::max(1, tiles))));
+  const std::size_t cap = scratch_floats / (static_cast<std::size_t>(arrays) * std::max(1, cols));
+  if (cap < 1) fail("column sums over {} columns exceed the CUDA backend's scratch", cols);
+  chunks = static_cast<int>(std::min<std::size_t>(chunks, cap));
+  plan.rows_per_chunk = std::max(1, (rows + chunks - 1) / chunks);
+  plan.chunks = std::max(1, (rows + plan.rows_per_chunk - 1) / plan.rows_per_chunk);
+  return plan;
+}
+
+inline dim3 pack_column_grid(int cols, int pack, const ColumnPlan& plan) {
+  const int tile = kPackColLanes * pack;
+  return dim3(static_cast<unsigned>((cols + tile - 1) / tile), static_cast<unsigned>(plan.chunks));
+}
+inline dim3 pack_column_block() { return dim3(kPackColLanes, kPackRowLanes); }
+
+// Stage 1 for an op over packs: op.pack(i, c, g) handles the P elements starting at flat index i = r * cols + c
+// (c a multiple of P; it may store them) and returns in g the values to sum. cols % P == 0 (the caller checks).
+// partials may be null (the op's elementwise part only).
+template <int P, typename Op>
+__global__ void pack_column_kernel(Op op, int rows, int cols, int rows_per_chunk, float* partials) {
+  __shared__ float shared[kPackRowLanes][kPackColLanes * P];
+  const int c = (blockIdx.x * kPackColLanes + threadIdx.x) * P;
+  const int r0 = blockIdx.y * rows_per_chunk;
+  const int r1 = min(rows, r0 + rows_per_chunk);
+  float s[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k) s[k] = 0.0f;
+  if (c < cols)
+    for (int r = r0 + threadIdx.y; r < r1; r += kPackRowLanes) {
+      float g[P];
+      op.pack(static_cast<int64_t>(r) * cols + c, c, g);
+#pragma unroll
+      for (int k = 0; k < P; ++k) s[k] += g[k];
+    }
+  if (!partials) return;  // uniform over the grid: no thread waits at the barrier below
+#pragma unroll
+  for (int k = 0; k < P; ++k) shared[threadIdx.y][threadIdx.x * P + k] = s[k];
+  __syncthreads();
+  // Thread t of the block adds the row-lanes of the tile's column t in order (P * 32 <= 256 threads).
+  const int t = threadIdx.y * kPackColLanes + threadIdx.x;
+  const int col = blockIdx.x * kPackColLanes * P + t;
+  if (t < kPackColLanes * P && col < cols) {
+    float total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPackRowLanes; ++j) total += shared[j][t];
+    partials[static_cast<int64_t>(blockIdx.y) * cols + col] = total;
+  }
+}
+
+// Stage 2 over partials [chunks][width]: column c < cols goes to acc0[c], column c >= cols (when width == 2 * cols,
+// two arrays summed in one launch) to acc1[c - cols]; a null accumulator is skipped. Defined in
+// column_sums_cuda.cu; runs in `stream`.
+void launch_finish_column_sums(cudaStream_t stream, const float* partials, int chunks, int width, int cols, float* acc0,
+                               float* acc1);
+
+}  // namespace lseq::kernels::cuda
