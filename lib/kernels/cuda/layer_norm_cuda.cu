@@ -1,8 +1,13 @@
-// LayerNorm of the CUDA backend: one block per row (two-pass statistics summed in double like the CPU's, from the
-// row, which stays in L1), saved mean/rstd in fp32; the backward computes dx per row and the gamma/beta gradients as two-stage column sums.
+// LayerNorm of the CUDA backend, statistics summed in double like the CPU's, saved mean/rstd in fp32.
+// Rows whose width is a multiple of a 16-byte pack and fits 32 lanes x kMaxPacksPerLane packs: one warp per row
+// holding it in registers (16-byte loads; the backward fuses dx with the gamma/beta gradients: each block sums its
+// chunk of rows per column, then one launch adds the chunks). Other widths: one block per row (two passes over
+// the row, which stays in L1) and the gamma/beta gradients as separate two-stage column sums.
+#include "kernels/cuda/column_pack.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/vector_access.cuh"
 
 namespace lseq::kernels {
 
@@ -84,6 +89,160 @@ __global__ void layer_norm_param_partials_kernel(const T* x, const float* mean, 
   if (beta_partials) write_column_partial(sb, shared, beta_partials, cols);
 }
 
+// ---- warp per row over packs ----
+constexpr int kRowWarps = 4;          // rows (warps) per block
+constexpr int kMaxPacksPerLane = 4;   // bf16/fp16 rows up to 1024, fp32 rows up to 512
+
+// Packs per lane for a row of `cols` T, or 0 when the warp kernels do not apply.
+template <typename T>
+int packs_per_lane(int cols) {
+  const int lane_cols = 32 * Pack<T>::size;
+  const int n = (cols + lane_cols - 1) / lane_cols;
+  if (cols % Pack<T>::size != 0) return 0;
+  return n <= 1 ? 1 : n <= 2 ? 2 : n <= kMaxPacksPerLane ? 4 : 0;
+}
+
+// Lane `lane` holds packs n = 0..N-1 at columns (n * 32 + lane) * P while they are < cols.
+template <typename T, int N>
+__device__ __forceinline__ void load_row(const T* row, int cols, int lane, float (&v)[N][Pack<T>::size]) {
+  constexpr int P = Pack<T>::size;
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    const int c = (n * 32 + lane) * P;
+    if (c < cols) load_pack(row + c, v[n]);
+  }
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    layer_norm_forward_warp_kernel(const T* x, const T* gamma, const T* beta, int rows, int cols, float eps, T* y,
+                                   float* mean, float* rstd) {
+  constexpr int P = Pack<T>::size;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
+  if (row >= rows) return;  // the whole warp: no block barriers below
+  float v[N][P];
+  load_row<T, N>(x + row * cols, cols, lane, v);
+  double s = 0.0;
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+    if ((n * 32 + lane) * P < cols)
+#pragma unroll
+      for (int k = 0; k < P; ++k) s += v[n][k];
+  const double mean_d = warp_sum(s) / cols;
+  double sq = 0.0;
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+    if ((n * 32 + lane) * P < cols)
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        const double d = v[n][k] - mean_d;
+        sq += d * d;
+      }
+  const float mu = static_cast<float>(mean_d);
+  const float rs = static_cast<float>(1.0 / sqrt(warp_sum(sq) / cols + eps));
+  T* yr = y + row * cols;
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    const int c = (n * 32 + lane) * P;
+    if (c >= cols) continue;
+    float g[P], b[P], out[P];
+    load_pack(gamma + c, g);
+    load_pack(beta + c, b);
+#pragma unroll
+    for (int k = 0; k < P; ++k) out[k] = (v[n][k] - mu) * rs * g[k] + b[k];
+    store_pack(yr + c, out);
+  }
+  if (lane == 0) {
+    if (mean) mean[row] = mu;
+    if (rstd) rstd[row] = rs;
+  }
+}
+
+// dx as layer_norm_dx_kernel, per warp and row from registers (so dx may alias dy), and when `partials` is not
+// null the chunk's sums of dy * xhat (columns [0, cols)) and dy (columns [cols, 2 cols)) into partials[blockIdx.x]:
+// each warp sums its rows, then the warps are added in order through shared memory (kRowWarps * 2 * cols floats).
+template <typename T, int N>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    layer_norm_backward_warp_kernel(const T* x, const T* gamma, const float* mean, const float* rstd, const T* dy,
+                                    int rows, int cols, int rows_per_chunk, T* dx, float* partials) {
+  extern __shared__ float warp_sums[];
+  constexpr int P = Pack<T>::size;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float gam[N][P], dgamma[N][P], dbeta[N][P];
+  load_row<T, N>(gamma, cols, lane, gam);
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int k = 0; k < P; ++k) dgamma[n][k] = dbeta[n][k] = 0.0f;
+  const int r0 = blockIdx.x * rows_per_chunk;
+  const int r1 = min(rows, r0 + rows_per_chunk);
+  for (int r = r0 + warp; r < r1; r += kRowWarps) {
+    const int64_t offset = static_cast<int64_t>(r) * cols;
+    float xv[N][P], dyv[N][P];
+    load_row<T, N>(x + offset, cols, lane, xv);
+    load_row<T, N>(dy + offset, cols, lane, dyv);
+    const float mu = mean[r], rs = rstd[r];
+    double sg = 0.0, sgx = 0.0;
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+      if ((n * 32 + lane) * P < cols)
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+          const float g = dyv[n][k] * gam[n][k];
+          sg += g;
+          sgx += g * (xv[n][k] - mu) * rs;
+          dgamma[n][k] += dyv[n][k] * ((xv[n][k] - mu) * rs);
+          dbeta[n][k] += dyv[n][k];
+        }
+    const float mean_g = static_cast<float>(warp_sum(sg) / cols);
+    const float mean_gx = static_cast<float>(warp_sum(sgx) / cols);
+    T* dxr = dx + offset;
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      const int c = (n * 32 + lane) * P;
+      if (c >= cols) continue;
+      float out[P];
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        const float g = dyv[n][k] * gam[n][k];
+        const float xhat = (xv[n][k] - mu) * rs;
+        out[k] = rs * (g - mean_g - xhat * mean_gx);
+      }
+      store_pack(dxr + c, out);
+    }
+  }
+  if (!partials) return;  // uniform over the grid
+  const int width = 2 * cols;
+  float* mine = warp_sums + warp * width;
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    const int c = (n * 32 + lane) * P;
+    if (c >= cols) continue;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      mine[c + k] = dgamma[n][k];
+      mine[cols + c + k] = dbeta[n][k];
+    }
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < width; j += blockDim.x) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kRowWarps; ++w) total += warp_sums[w * width + j];
+    partials[static_cast<int64_t>(blockIdx.x) * width + j] = total;
+  }
+}
+
+template <typename T, int N>
+void launch_layer_norm_backward_warp(cudaStream_t stream, const T* x, const T* gamma, const float* mean,
+                                     const float* rstd, const T* dy, int rows, int cols, T* dx, float* partials,
+                                     int chunks, int rows_per_chunk) {
+  const std::size_t shared = partials ? sizeof(float) * kRowWarps * 2 * static_cast<std::size_t>(cols) : 0;
+  layer_norm_backward_warp_kernel<T, N><<<chunks, kRowWarps * 32, shared, stream>>>(
+      x, gamma, mean, rstd, dy, rows, cols, rows_per_chunk, dx, partials);
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -97,9 +256,23 @@ void CudaBackend::layer_norm_forward(DType dt, const void* x, const void* gamma,
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_forward_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(
-        static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta), cols, eps,
-        static_cast<T*>(y), mean, rstd);
+    const auto* px = static_cast<const T*>(x);
+    const auto* pg = static_cast<const T*>(gamma);
+    const auto* pb = static_cast<const T*>(beta);
+    auto* py = static_cast<T*>(y);
+    const int packs = can_vectorize<T>(cols, px, pg, pb, py) ? packs_per_lane<T>(cols) : 0;
+    const unsigned blocks = static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps);
+    if (packs == 1)
+      layer_norm_forward_warp_kernel<T, 1><<<blocks, kRowWarps * 32, 0, stream_>>>(px, pg, pb, rows, cols, eps, py,
+                                                                                  mean, rstd);
+    else if (packs == 2)
+      layer_norm_forward_warp_kernel<T, 2><<<blocks, kRowWarps * 32, 0, stream_>>>(px, pg, pb, rows, cols, eps, py,
+                                                                                  mean, rstd);
+    else if (packs == 4)
+      layer_norm_forward_warp_kernel<T, 4><<<blocks, kRowWarps * 32, 0, stream_>>>(px, pg, pb, rows, cols, eps, py,
+                                                                                  mean, rstd);
+    else
+      layer_norm_forward_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(px, pg, pb, cols, eps, py, mean, rstd);
   });
   check_launch("layer_norm_forward");
 }
@@ -111,25 +284,52 @@ void CudaBackend::layer_norm_backward(DType dt, const void* x, const void* gamma
   if (rows < 0) fail("layer_norm_backward: invalid row count {}", rows);
   if (rows == 0) return;
   bind();
-  // Parameter gradients first: dx may alias dy.
-  const ColumnPlan plan = plan_column_sums(rows, cols, 2, scratch_float_count());
-  float* gamma_partials = dparam_gamma ? scratch_floats() : nullptr;
-  float* beta_partials = dparam_beta ? scratch_floats() + static_cast<std::size_t>(plan.chunks) * cols : nullptr;
+  const bool want_params = dparam_gamma || dparam_beta;
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    if (dparam_gamma || dparam_beta) {
+    const auto* px = static_cast<const T*>(x);
+    const auto* pg = static_cast<const T*>(gamma);
+    const auto* pdy = static_cast<const T*>(dy);
+    auto* pdx = static_cast<T*>(dx);
+    const int packs = can_vectorize<T>(cols, px, pg, pdy, pdx) ? packs_per_lane<T>(cols) : 0;
+    if (packs > 0) {
+      // Chunks of >= 32 rows (8 per warp), at most 1024, with the [chunks][2 * cols] partials within the scratch.
+      const std::size_t cap = scratch_float_count() / (2 * static_cast<std::size_t>(cols));
+      const int wanted = std::max(1, std::min((rows + 31) / 32, 1024));
+      const int rows_per_chunk = (rows + wanted - 1) / wanted;
+      const int chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+      if (want_params && static_cast<std::size_t>(chunks) > cap)
+        fail("layer_norm_backward: {} columns exceed the CUDA backend's scratch", cols);
+      float* partials = want_params ? scratch_floats() : nullptr;
+      if (packs == 1)
+        launch_layer_norm_backward_warp<T, 1>(stream_, px, pg, mean, rstd, pdy, rows, cols, pdx, partials, chunks,
+                                              rows_per_chunk);
+      else if (packs == 2)
+        launch_layer_norm_backward_warp<T, 2>(stream_, px, pg, mean, rstd, pdy, rows, cols, pdx, partials, chunks,
+                                              rows_per_chunk);
+      else
+        launch_layer_norm_backward_warp<T, 4>(stream_, px, pg, mean, rstd, pdy, rows, cols, pdx, partials, chunks,
+                                              rows_per_chunk);
+      check_launch("layer_norm_backward");
+      if (want_params)
+        launch_finish_column_sums(stream_, partials, chunks, 2 * cols, cols, dparam_gamma, dparam_beta);
+      check_launch("layer_norm_backward (parameter gradients)");
+      return;
+    }
+    // Parameter gradients first: dx may alias dy.
+    const ColumnPlan plan = plan_column_sums(rows, cols, 2, scratch_float_count());
+    float* gamma_partials = dparam_gamma ? scratch_floats() : nullptr;
+    float* beta_partials = dparam_beta ? scratch_floats() + static_cast<std::size_t>(plan.chunks) * cols : nullptr;
+    if (want_params) {
       layer_norm_param_partials_kernel<T><<<column_grid(cols, plan), column_block(), 0, stream_>>>(
-          static_cast<const T*>(x), mean, rstd, static_cast<const T*>(dy), rows, cols, plan.rows_per_chunk,
-          gamma_partials, beta_partials);
+          px, mean, rstd, pdy, rows, cols, plan.rows_per_chunk, gamma_partials, beta_partials);
       check_launch("layer_norm_backward (parameter gradients)");
     }
     if (dparam_gamma) finish_column_sums(gamma_partials, plan.chunks, cols, dparam_gamma, "layer_norm_backward");
     if (dparam_beta) finish_column_sums(beta_partials, plan.chunks, cols, dparam_beta, "layer_norm_backward");
-    layer_norm_dx_kernel<T>
-        <<<rows, row_threads(cols), 0, stream_>>>(static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
-                                                  static_cast<const T*>(dy), cols, static_cast<T*>(dx));
+    layer_norm_dx_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(px, pg, mean, rstd, pdy, cols, pdx);
+    check_launch("layer_norm_backward");
   });
-  check_launch("layer_norm_backward");
 }
 
 }  // namespace lseq::kernels
