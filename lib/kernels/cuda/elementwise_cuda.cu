@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/float_convert.cuh"
+#include "kernels/cuda/vector_access.cuh"
 
 namespace lseq::kernels {
 
@@ -15,6 +16,29 @@ template <typename U>
 __global__ void fill_kernel(U* x, std::size_t n, U value) {
   for (std::size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     x[i] = value;
+}
+
+// The same over 16-byte stores when x is 16-byte aligned; block 0 writes the last n % (16 / sizeof(U)) elements.
+template <typename U>
+__global__ void fill_pack_kernel(U* x, std::size_t n, U value) {
+  constexpr int per_pack = 16 / sizeof(U);
+  uint4 pattern;
+  U* lanes = reinterpret_cast<U*>(&pattern);
+#pragma unroll
+  for (int k = 0; k < per_pack; ++k) lanes[k] = value;
+  const std::size_t packs = n / per_pack;
+  uint4* x4 = reinterpret_cast<uint4*>(x);
+  for (std::size_t q = blockIdx.x * size_t(blockDim.x) + threadIdx.x; q < packs; q += size_t(gridDim.x) * blockDim.x)
+    x4[q] = pattern;
+  if (blockIdx.x == 0 && threadIdx.x < n - packs * per_pack) x[packs * per_pack + threadIdx.x] = value;
+}
+
+template <typename U>
+void launch_fill(cudaStream_t stream, U* x, std::size_t n, U value) {
+  if (aligned16(x))
+    fill_pack_kernel<U><<<grid_for(n / (16 / sizeof(U)) + 1), kThreads, 0, stream>>>(x, n, value);
+  else
+    fill_kernel<U><<<grid_for(n), kThreads, 0, stream>>>(x, n, value);
 }
 
 template <typename T>
@@ -66,17 +90,46 @@ struct StoreSum {
   __device__ void operator()(double s) const { out[0] = static_cast<float>(accumulate ? out[0] + s : s); }
 };
 
+// Copies rows in units U of 1..16 bytes (the widest that the row length, both strides and both pointers allow;
+// src_stride, dst_stride and row_units are in units). Block (x, y): threadIdx.y picks one of blockDim.y rows,
+// threadIdx.x walks the units of that row, so short rows (a head's keys) still fill the block and no thread
+// divides per element.
 template <typename U>
-__global__ void gather_rows_kernel(const U* src, int64_t src_stride, const int32_t* index, int rows, int64_t row_elems,
+__global__ void gather_rows_kernel(const U* src, int64_t src_stride, const int32_t* index, int rows, int64_t row_units,
                                    U* dst, int64_t dst_stride) {
-  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += int64_t(gridDim.y) * blockDim.y) {
     const int64_t i = index ? index[r] : r;
     const U* s = src + i * src_stride;
     U* d = dst + r * dst_stride;
-    for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < row_elems;
-         e += int64_t(gridDim.x) * blockDim.x)
+    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < row_units; e += int64_t(gridDim.x) * blockDim.x)
       d[e] = s[e];
   }
+}
+
+template <typename U>
+void launch_gather_rows(cudaStream_t stream, const void* src, int64_t src_stride_bytes, const int32_t* index, int rows,
+                        int64_t row_bytes, void* dst, int64_t dst_stride_bytes) {
+  const int64_t unit = sizeof(U), row_units = row_bytes / unit;
+  int tx = 32;
+  while (tx < kThreads && tx < row_units) tx *= 2;
+  const int ty = kThreads / tx;
+  const dim3 block(static_cast<unsigned>(tx), static_cast<unsigned>(ty));
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((row_units + tx - 1) / tx, 1024)),
+                  static_cast<unsigned>(std::min<int64_t>((rows + ty - 1) / ty, 65535)));
+  gather_rows_kernel<U><<<grid, block, 0, stream>>>(static_cast<const U*>(src), src_stride_bytes / unit, index, rows,
+                                                    row_units, static_cast<U*>(dst), dst_stride_bytes / unit);
+}
+
+// The widest unit (16, 8, 4 or 2 bytes) that divides every byte count and aligns both pointers.
+int gather_unit_bytes(const void* src, int64_t src_stride_bytes, int64_t row_bytes, const void* dst,
+                      int64_t dst_stride_bytes) {
+  const uint64_t bits = static_cast<uint64_t>(reinterpret_cast<std::uintptr_t>(src)) |
+                        static_cast<uint64_t>(reinterpret_cast<std::uintptr_t>(dst)) |
+                        static_cast<uint64_t>(src_stride_bytes) | static_cast<uint64_t>(dst_stride_bytes) |
+                        static_cast<uint64_t>(row_bytes);
+  for (int unit = 16; unit > 2; unit /= 2)
+    if ((bits & static_cast<uint64_t>(unit - 1)) == 0) return unit;
+  return 2;
 }
 
 }  // namespace
@@ -88,10 +141,10 @@ void CudaBackend::fill(DType dt, void* x, std::size_t n, float value) {
   if (n == 0) return;
   bind();
   if (dt == DType::f32) {
-    fill_kernel<float><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<float*>(x), n, value);
+    launch_fill<float>(stream_, static_cast<float*>(x), n, value);
   } else {
     const uint16_t bits = dt == DType::f16 ? float_to_f16(value) : float_to_bf16(value);  // the CPU's rounding
-    fill_kernel<uint16_t><<<grid_for(n), kThreads, 0, stream_>>>(static_cast<uint16_t*>(x), n, bits);
+    launch_fill<uint16_t>(stream_, static_cast<uint16_t*>(x), n, bits);
   }
   check_launch("fill");
 }
@@ -161,14 +214,14 @@ void CudaBackend::gather_rows(DType dt, const void* src, int64_t src_stride, con
          dst_stride);
   if (rows == 0 || row_elems == 0) return;
   bind();
-  const unsigned gx = static_cast<unsigned>(std::min<int64_t>((row_elems + kThreads - 1) / kThreads, 1024));
-  const dim3 grid(gx, static_cast<unsigned>(std::min(rows, 65535)));
-  if (dtype_size(dt) == 4)
-    gather_rows_kernel<uint32_t><<<grid, kThreads, 0, stream_>>>(
-        static_cast<const uint32_t*>(src), src_stride, index, rows, row_elems, static_cast<uint32_t*>(dst), dst_stride);
-  else
-    gather_rows_kernel<uint16_t><<<grid, kThreads, 0, stream_>>>(
-        static_cast<const uint16_t*>(src), src_stride, index, rows, row_elems, static_cast<uint16_t*>(dst), dst_stride);
+  const int64_t elem = static_cast<int64_t>(dtype_size(dt));
+  const int64_t src_bytes = src_stride * elem, dst_bytes = dst_stride * elem, row_bytes = row_elems * elem;
+  switch (gather_unit_bytes(src, src_bytes, row_bytes, dst, dst_bytes)) {
+    case 16: launch_gather_rows<uint4>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes); break;
+    case 8: launch_gather_rows<uint2>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes); break;
+    case 4: launch_gather_rows<uint32_t>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes); break;
+    default: launch_gather_rows<uint16_t>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes); break;
+  }
   check_launch("gather_rows");
 }
 
