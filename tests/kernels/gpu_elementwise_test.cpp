@@ -172,7 +172,8 @@ TEST_F(GpuKernels, GatherRowsCopiesIndexedStridedRows) {
     bool indexed;
   };
   const std::vector<Case> cases = {
-      {1, 1, 1, 1, 1, true}, {5, 8, 33, 40, 35, true}, {6, 6, 512, 512, 512, false}, {300, 70000, 3, 7, 3, true}};
+      {1, 1, 1, 1, 1, true}, {5, 8, 33, 40, 35, true}, {6, 6, 512, 512, 512, false}, {300, 70000, 3, 7, 3, true},
+      {9, 20, 64, 72, 64, true}, {4, 3, 2000, 4004, 2002, true}};  // 16-byte units; 4-byte units
   for (DType dt : dtypes())
     for (const auto& c : cases) {
       const auto src = quantize(random_floats(c.src_rows * c.src_stride, ++seed), dt);

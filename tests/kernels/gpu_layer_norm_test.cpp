@@ -8,7 +8,8 @@ namespace {
 struct Shape {
   int rows, cols;
 };
-const std::vector<Shape> kShapes = {{1, 1}, {3, 7}, {1, 512}, {64, 512}, {1000, 1024}, {2, 5000}};
+// 520 and 768: warp-per-row rows whose last lanes hold no pack.
+const std::vector<Shape> kShapes = {{1, 1}, {3, 7}, {1, 512}, {64, 512}, {37, 520}, {77, 768}, {1000, 1024}, {2, 5000}};
 
 TEST_F(GpuKernels, LayerNormForwardMatchesCpu) {
   uint64_t seed = 9500;

@@ -49,7 +49,8 @@ __global__ void pack_column_kernel(Op op, int rows, int cols, int rows_per_chunk
 #pragma unroll
   for (int k = 0; k < P; ++k) s[k] = 0.0f;
   if (c < cols)
-    for (int r = r0 + threadIdx.y; r < r1; r += kPackRowLanes) {
+#pragma unroll 4
+    for (int r = r0 + threadIdx.y; r < r1; r += kPackRowLanes) {  // unrolled: several rows' loads in flight
       float g[P];
       op.pack(static_cast<int64_t>(r) * cols + c, c, g);
 #pragma unroll
