@@ -90,7 +90,7 @@ struct StoreSum {
   __device__ void operator()(double s) const { out[0] = static_cast<float>(accumulate ? out[0] + s : s); }
 };
 
-// Copies rows in units U of 1..16 bytes (the widest that the row length, both strides and both pointers allow;
+// Copies rows in units U of 2, 4, 8 or 16 bytes (the widest that the row length, both strides and both pointers allow;
 // src_stride, dst_stride and row_units are in units). Block (x, y): threadIdx.y picks one of blockDim.y rows,
 // threadIdx.x walks the units of that row, so short rows (a head's keys) still fill the block and no thread
 // divides per element.
