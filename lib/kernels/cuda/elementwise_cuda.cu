@@ -101,7 +101,8 @@ __global__ void gather_rows_kernel(const U* src, int64_t src_stride, const int32
     const int64_t i = index ? index[r] : r;
     const U* s = src + i * src_stride;
     U* d = dst + r * dst_stride;
-    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < row_units; e += int64_t(gridDim.x) * blockDim.x)
+    for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < row_units;
+         e += int64_t(gridDim.x) * blockDim.x)
       d[e] = s[e];
   }
 }
