@@ -5,7 +5,7 @@
 // batch, between two backend synchronisations. Reports one RESULT line per case (bench_support.h); never asserts.
 // Usage: bench_train_throughput [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384]
 //   [--precision fp32|bf16|fp16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16]
-//   [--seed 1] [--peak-flops 989e12] [--plan lstrain|tight] [--dump-batches FILE] [--dump-only]
+//   [--seed 1] [--peak-flops 989e12] [--plan lstrain|worst] [--dump-batches FILE] [--dump-only]
 // --dump-batches writes every case's batch shapes for bench/pytorch_train.py (--dump-only: and stops there,
 // needing no device).
 #include <fmt/format.h>
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     if (args.flag("help")) {
       fmt::print("usage: {} [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384] [--precision "
                  "bf16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16] [--seed 1] "
-                 "[--peak-flops 989e12] [--plan lstrain|tight] [--dump-batches FILE] [--dump-only]\n",
+                 "[--peak-flops 989e12] [--plan lstrain|worst] [--dump-batches FILE] [--dump-only]\n",
                  argv[0]);
       return 0;
     }
@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
     const uint64_t seed = static_cast<uint64_t>(args.get_int("seed", 1));
     const double peak_flops = args.get_double("peak-flops", 989e12);
     const std::string plan = args.get("plan", "lstrain");
-    if (plan != "lstrain" && plan != "tight") fail("--plan must be lstrain or tight (got '{}')", plan);
-    const bool tight = plan == "tight";
+    if (plan != "lstrain" && plan != "worst") fail("--plan must be lstrain or worst (got '{}')", plan);
+    const bool worst = plan == "worst";
     if (steps < 1 || warmup < 0) fail("--steps must be at least 1 and --warmup at least 0");
 
     // Sentences up to 250 tokens (+ eos/bos): the model's --max-length is 250 whatever the preset says.
@@ -149,19 +149,18 @@ int main(int argc, char** argv) {
           real_tokens += b.tgt_tokens();
           padded_tokens += int64_t(b.size) * b.tgt_len;
         }
-        // --plan lstrain (default): planned as lstrain plans it (train_app.cpp) for --max-length 250 and a budget
-        // of the pool's largest side, so any batch of the distribution fits, not only these. The tight plan is the
-        // most any batch of this pool needs (what a caching allocator would end up holding); both are printed.
+        // --plan lstrain (default): as lstrain now does, the workspace starts empty and grows to what the
+        // batches need (Transformer::step_bytes); it is grown here to the pool's largest need before the warm-up so
+        // that no growth falls into the timed steps. --plan worst holds from the start what lstrain checks at
+        // startup: the plan for --max-length 250 and a budget of the pool's largest side, enough for any batch
+        // of the distribution. Both sizes are printed.
         const int max_len = config.max_length + 1;
-        const std::size_t lstrain_plan = model->workspace_bytes(std::max<int64_t>(max_side_tokens, max_len), max_len);
-        std::size_t tight_plan = 0;
-        for (const data::Batch& b : batches) {
-          const int len = std::max(b.src_len, b.tgt_len);
-          tight_plan = std::max(tight_plan, model->workspace_bytes(int64_t(b.size) * len, len));
-        }
-        const std::size_t planned = tight ? tight_plan : lstrain_plan;
+        const std::size_t worst_plan = model->workspace_bytes(std::max<int64_t>(max_side_tokens, max_len), max_len);
+        std::size_t pool_need = 0;
+        for (const data::Batch& b : batches) pool_need = std::max(pool_need, model->step_bytes(b, true));
         memory.start_case();  // the previous case's workspace is freed
-        kernels::Workspace ws(*backend, planned, "bench_train_throughput: the workspace plan is too small");
+        kernels::Workspace ws(*backend, worst ? worst_plan : 0, "bench_train_throughput: the workspace plan is too small");
+        ws.ensure(pool_need);
         memory.sample();
 
         int64_t step_counter = 0, timed_tokens = 0, timed_sentences = 0;
@@ -192,13 +191,13 @@ int main(int argc, char** argv) {
         const double achieved = flops_per_token * tokens_per_s;
         fmt::print("{} sentences_per_step={:.1f} tgt_tokens_per_step={:.1f} pad_frac={:.3f} tgt_tok_s={:.0f} "
                    "ms_step={:.2f} gflop_tok={:.4f} tflops={:.1f} peak_tflops={:.0f} mfu={:.4f} peak_mem_mib={} "
-                   "state_mib={} plan={} ws_mib={} ws_lstrain_mib={} ws_tight_mib={} grad_norm={:.4g} status=ok\n",
+                   "state_mib={} plan={} ws_mib={} ws_worst_mib={} ws_need_mib={} grad_norm={:.4g} status=ok\n",
                    prefix, static_cast<double>(timed_sentences) / steps, static_cast<double>(timed_tokens) / steps,
                    1.0 - static_cast<double>(real_tokens) / static_cast<double>(padded_tokens), tokens_per_s,
                    seconds * 1e3 / steps, flops_per_token / 1e9, achieved / 1e12, peak_flops / 1e12,
                    achieved / peak_flops, memory.valid() ? bench::mib(memory.peak_bytes()) : std::string("na"),
-                   bench::mib(state_bytes), tight ? "tight" : "lstrain", bench::mib(planned), bench::mib(lstrain_plan),
-                   bench::mib(tight_plan), grad_norm);
+                   bench::mib(state_bytes), worst ? "worst" : "lstrain", bench::mib(ws.capacity()),
+                   bench::mib(worst_plan), bench::mib(pool_need), grad_norm);
         std::fflush(stdout);
       } catch (const Error& e) {
         print_status(prefix, "failed", e.what());

@@ -98,7 +98,7 @@ std::vector<OptionSpec> build_registry() {
             .alias("bfloat16", "bf16")
             .alias("float16", "fp16"),
         Opt("workspace", T::integer, G::general, TXS, def("0"),
-            "Device workspace in MiB; 0 plans it from the batch and length limits")
+            "Initial device workspace in MiB; it grows to what the batches need (0: start empty)")
             .flag('w')
             .at_least(0),
     };

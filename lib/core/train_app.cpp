@@ -232,14 +232,17 @@ int run_train(const Options& options) {
   spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
                model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
 
-  // The workspace is planned once for the largest batch the batcher can produce.
+  // The workspace follows the batches: it starts at --workspace MiB and grows to what each new batch shape needs
+  // (Transformer::step_bytes), as a caching allocator would. The largest batch the batcher can produce is planned
+  // here and allocated once, so that a configuration that cannot fit fails now with a clear message rather than
+  // hours later when its longest batch arrives.
   const int max_len = config.max_length + 1;  // + eos / bos
   const int64_t words = options.get_int("mini-batch-words");
   const int sentences = static_cast<int>(options.get_int("mini-batch"));
   if (words <= 0 && sentences <= 0) fail("set --mini-batch-words or --mini-batch to a positive number");
   const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
-  const std::size_t planned = std::max(model.workspace_bytes(max_tokens, max_len),
-                                       static_cast<std::size_t>(options.get_int("workspace")) << 20);
+  const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
+  const std::size_t initial = static_cast<std::size_t>(options.get_int("workspace")) << 20;
   // Parameters, gradients and Adam's moments (fp32), the working copy in 16-bit precisions, and the smoothed
   // weights with a temporary for --exponential-smoothing.
   const double bytes_per_param = 16.0 + (model.compute_dtype() == kernels::DType::f32 ? 0.0 : 2.0) +
@@ -247,18 +250,20 @@ int run_train(const Options& options) {
   const double state_mib = static_cast<double>(model.num_params()) * bytes_per_param / 1048576.0;
   std::unique_ptr<kernels::Workspace> workspace_holder;
   try {
-    workspace_holder = std::make_unique<kernels::Workspace>(
-        *backend, planned, "raise --workspace, or lower --mini-batch-words / --max-length");
+    kernels::Workspace probe(*backend, std::max(worst_case, initial), "");
   } catch (const Error& e) {
     fail("the activations of batches of {} tokens per side and sentences of {} tokens need {:.1f} MiB beside "
          "{:.1f} MiB of parameters and optimizer state, which do not fit: lower --mini-batch-words or --max-length "
          "({})",
-         max_tokens, max_len, planned / 1048576.0, state_mib, e.what());
+         max_tokens, max_len, std::max(worst_case, initial) / 1048576.0, state_mib, e.what());
   }
+  workspace_holder = std::make_unique<kernels::Workspace>(
+      *backend, initial, "lower --mini-batch-words or --max-length, or free device memory");
   kernels::Workspace& workspace = *workspace_holder;
-  spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state; workspace {:.1f} MiB "
-               "planned ({} activations) for batches of up to {} tokens per side and {} tokens per sentence",
-               state_mib, planned / 1048576.0, kernels::dtype_name(model.compute_dtype()), max_tokens, max_len);
+  spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state; the workspace ({} "
+               "activations) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
+               "tokens per sentence (checked to fit)",
+               state_mib, kernels::dtype_name(model.compute_dtype()), worst_case / 1048576.0, max_tokens, max_len);
 
   std::unique_ptr<Validator> validator;
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");

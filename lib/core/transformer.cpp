@@ -186,6 +186,20 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool t
   return measured + StepMemory::align(2 * static_cast<std::size_t>(max_tokens) * sizeof(int32_t));
 }
 
+std::size_t Transformer::step_bytes(const data::Batch& b, bool training) const {
+  const auto key = std::make_tuple(b.size, b.src_len, b.tgt_len, training);
+  auto found = step_bytes_.find(key);
+  if (found != step_bytes_.end()) return found->second;
+  auto null = make_null_backend();
+  Tape tape;
+  Run how;
+  how.train = how.backward = training;
+  std::size_t measured = 0;
+  run(b, *null, nullptr, how, tape, nullptr, &measured);
+  step_bytes_.emplace(key, measured);
+  return measured;
+}
+
 StepLoss Transformer::forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
                                        kernels::Workspace& ws) {
   check_batch(batch);
@@ -193,18 +207,24 @@ StepLoss Transformer::forward_backward(const data::Batch& batch, uint64_t seed, 
   how.train = how.backward = true;
   how.seed = seed, how.step = step;
   how.grad_scale = grad_scale;
+  ws.reset();
+  ws.ensure(step_bytes(batch, true));
   return run(batch, backend_, &ws, how, tape_, nullptr, nullptr);
 }
 
 StepLoss Transformer::forward_loss(const data::Batch& batch, kernels::Workspace& ws,
                                    std::vector<double>* sentence_nll) {
   check_batch(batch);
+  ws.reset();
+  ws.ensure(step_bytes(batch, false));
   return run(batch, backend_, &ws, Run{}, tape_, sentence_nll, nullptr);
 }
 
 std::vector<float> Transformer::forward_logits(const data::Batch& batch, kernels::Workspace& ws) {
   check_batch(batch);
   std::vector<float> logits;
+  ws.reset();
+  ws.ensure(step_bytes(batch, false));
   run(batch, backend_, &ws, Run{}, tape_, nullptr, nullptr, &logits);
   return logits;
 }

@@ -2,7 +2,9 @@
 // The encoder-decoder Transformer over the kernel API: one flat parameter buffer, explicit forward and backward,
 // activations from a workspace planned once. The trainer, validator and scorer call only this class.
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "core/decoder.h"
@@ -59,9 +61,14 @@ class Transformer {
   // of up to max_len tokens (bos/eos included), training included. Measured by running the step's own code over
   // a no-op backend, so it cannot drift from what the step takes. training = false plans for forward_loss only.
   std::size_t workspace_bytes(int64_t max_tokens, int max_len, bool training = true) const;
+  // Workspace bytes for exactly this batch's shape (measured the same way, remembered per shape). The forward
+  // functions below grow `ws` to this before they run, so a workspace may start small and follow the batches,
+  // as a caching allocator would, instead of holding the worst case from the start.
+  std::size_t step_bytes(const data::Batch& batch, bool training) const;
 
   // Forward + backward of one batch. Parameter gradients ACCUMULATE grad_scale * d(sum of label-smoothed token
-  // losses); returns the batch's loss sums. Dropout keys from (seed, step). Resets and uses all of `ws`.
+  // losses); returns the batch's loss sums. Dropout keys from (seed, step). Resets `ws`, grows it if this batch
+  // needs more (Workspace::ensure), and uses it.
   StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
                             kernels::Workspace& ws);
   // Forward only, without dropout (validation, scoring). sentence_nll (if not null) receives one nll sum per
@@ -96,6 +103,7 @@ class Transformer {
   float* sums_ = nullptr;      // device scalars: loss sum, nll sum
   Tape tape_;
   mutable std::vector<int32_t> staging_;  // host ids and lengths, uploaded with one copy
+  mutable std::map<std::tuple<int, int, int, bool>, std::size_t> step_bytes_;  // (sentences, src, tgt, training)
 };
 
 }  // namespace lseq

@@ -18,6 +18,23 @@ Workspace::~Workspace() {
   if (base_) backend_.release(base_);
 }
 
+void Workspace::ensure(std::size_t bytes) {
+  if (bytes <= capacity_) return;
+  if (used_ != 0) fail("internal error: the workspace is grown while {} bytes of it are in use", used_);
+  const std::size_t grown = (bytes + kGrowthGranularity - 1) / kGrowthGranularity * kGrowthGranularity;
+  backend_.synchronize();
+  if (base_) backend_.release(base_);
+  base_ = nullptr;
+  capacity_ = 0;
+  try {
+    base_ = static_cast<char*>(backend_.allocate(grown));
+  } catch (const Error& e) {
+    fail("cannot grow the workspace to {:.1f} MiB for this batch: {}; {}", grown / 1048576.0, e.what(),
+         overflow_hint_);
+  }
+  capacity_ = grown;
+}
+
 void* Workspace::take(std::size_t bytes) {
   const std::size_t size = align_up(bytes);
   if (used_ + size > capacity_) {

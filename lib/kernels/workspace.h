@@ -20,6 +20,12 @@ class Workspace {
   template <typename T>
   T* take(std::size_t count) { return static_cast<T*>(take(count * sizeof(T))); }
 
+  // Grows the buffer to at least `bytes` (rounded up to kGrowthGranularity) if it is smaller; the old contents
+  // are lost. Synchronises the backend first, since steps still in flight may use the old buffer. Call only
+  // between steps (after reset(), before the first take()).
+  void ensure(std::size_t bytes);
+  static constexpr std::size_t kGrowthGranularity = std::size_t(32) << 20;
+
   void reset() { used_ = 0; }
   std::size_t used() const { return used_; }
   std::size_t peak() const { return peak_; }

@@ -180,6 +180,30 @@ TEST(ModelDropout, MasksAreFixedBySeedAndStep) {
   EXPECT_EQ(eval1, eval2);
 }
 
+TEST(ModelWorkspace, GrowsFromEmptyToWhatEachBatchNeeds) {
+  auto backend = kernels::make_cpu_backend(1);
+  Transformer model(tiny_config(NormPlacement::post, TiedEmbeddings::none), *backend);
+  model.init_params(1);
+  std::mt19937_64 rng(4);
+  const data::Batch small = test::random_batch(rng, 2, 2, 3, 11);
+  const data::Batch large = test::random_batch(rng, 6, 5, 8, 11);
+  // The planned workspace and one that starts empty and grows give the same losses.
+  kernels::Workspace planned(*backend, model.workspace_bytes(64, 12), "raise --mini-batch-words");
+  kernels::Workspace grown(*backend, 0, "lower --mini-batch-words");
+  const double expect_small = model.forward_backward(small, 3, 1, 1.0f, planned).loss_sum;
+  const double expect_large = model.forward_backward(large, 3, 2, 1.0f, planned).loss_sum;
+  EXPECT_EQ(model.forward_backward(small, 3, 1, 1.0f, grown).loss_sum, expect_small);
+  const std::size_t after_small = grown.capacity();
+  EXPECT_GE(after_small, model.step_bytes(small, true));
+  EXPECT_EQ(model.forward_backward(large, 3, 2, 1.0f, grown).loss_sum, expect_large);
+  EXPECT_GE(grown.capacity(), model.step_bytes(large, true));
+  EXPECT_GT(model.step_bytes(large, true), model.step_bytes(small, true));
+  EXPECT_GE(grown.peak(), model.step_bytes(large, true));
+  // Forward-only needs no more than training for the same shape, and never exceeds the plan for the limits.
+  EXPECT_LE(model.step_bytes(large, false), model.step_bytes(large, true));
+  EXPECT_LE(model.step_bytes(large, true), model.workspace_bytes(64, 12));
+}
+
 TEST(ModelGradients, AccumulateAndScale) {
   auto backend = kernels::make_cpu_backend(1);
   Transformer model(tiny_config(NormPlacement::pre, TiedEmbeddings::target), *backend);
@@ -220,27 +244,25 @@ TEST(ModelWorkspace, PlannedOnceCoversEveryBatchUpToTheLimits) {
        std::vector<std::tuple<int, int, int>>{{5, 8, 8}, {40, 1, 1}, {20, 2, 2}, {6, 1, 6}, {13, 3, 3}}) {
     const data::Batch b = test::random_batch(rng, size, min_len, max_len_b, config.src_vocab);
     ASSERT_LE(static_cast<int64_t>(b.size) * std::max(b.src_len, b.tgt_len), max_tokens);
+    // Every batch within the limits fits the plan, so the planned workspace never has to grow.
+    EXPECT_LE(model.step_bytes(b, true), planned);
     EXPECT_NO_THROW(model.forward_backward(b, 1, 1, 1.0f, ws));
     EXPECT_NO_THROW(model.forward_loss(b, ws));
+    EXPECT_EQ(ws.capacity(), kernels::Workspace(*backend, planned, "").capacity());
   }
   // Forward-only plans are smaller (no backward buffers) and enough for forward_loss.
   const std::size_t inference = model.workspace_bytes(max_tokens, max_len, false);
   EXPECT_LT(inference, planned);
-  kernels::Workspace scoring(*backend, inference, "raise --mini-batch-words or --max-length");
-  EXPECT_NO_THROW(model.forward_loss(test::random_batch(rng, 5, 8, 8, config.src_vocab), scoring));
-  EXPECT_THROW(model.forward_backward(test::random_batch(rng, 5, 8, 8, config.src_vocab), 1, 1, 1.0f, scoring), Error);
-  // The plan is tight: the largest batch does not fit in 80% of it.
-  kernels::Workspace small(*backend, planned * 8 / 10, "raise --mini-batch-words or --max-length");
   const data::Batch largest = test::random_batch(rng, 5, 8, 8, config.src_vocab);
-  EXPECT_THROW(model.forward_backward(largest, 1, 1, 1.0f, small), Error);
-  // A batch beyond the plan fails with the workspace's message naming the options.
+  EXPECT_LE(model.step_bytes(largest, false), inference);
+  EXPECT_GT(model.step_bytes(largest, true), inference);
+  // The plan is tight: the largest batch needs more than 80% of it.
+  EXPECT_GT(model.step_bytes(largest, true), planned * 8 / 10);
+  // A batch beyond the plan grows the workspace instead of failing.
   const data::Batch too_big = test::random_batch(rng, 8, 8, 8, config.src_vocab);
-  try {
-    model.forward_backward(too_big, 1, 1, 1.0f, ws);
-    FAIL() << "expected an lseq::Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--mini-batch-words"), std::string::npos) << e.what();
-  }
+  EXPECT_GT(model.step_bytes(too_big, true), planned);
+  EXPECT_NO_THROW(model.forward_backward(too_big, 1, 1, 1.0f, ws));
+  EXPECT_GE(ws.capacity(), model.step_bytes(too_big, true));
 }
 
 TEST(ModelBatchChecks, LongSentencesAndForeignIdsAreClearErrors) {

@@ -47,5 +47,29 @@ TEST_F(CpuKernels, EmptyWorkspaceRejectsAnyTake) {
   EXPECT_THROW(ws.take(1), lseq::Error);
 }
 
+TEST_F(CpuKernels, WorkspaceGrowsOnlyWhenAskedForMore) {
+  Workspace ws(backend, 0, "lower --mini-batch-words");
+  ws.ensure(1000);
+  const std::size_t grown = ws.capacity();
+  EXPECT_GE(grown, 1000u);
+  EXPECT_EQ(grown % Workspace::kGrowthGranularity, 0u);
+  ws.take(900);
+  ws.reset();
+  ws.ensure(grown);  // enough already: the same buffer stays
+  EXPECT_EQ(ws.capacity(), grown);
+  ws.ensure(grown + 1);
+  EXPECT_GE(ws.capacity(), grown + 1);
+  auto* p = static_cast<float*>(ws.take(grown + 1));
+  backend.fill(DType::f32, p, (grown + 1) / sizeof(float), 2.0f);  // the grown buffer is real memory
+  EXPECT_EQ(p[(grown + 1) / sizeof(float) - 1], 2.0f);
+}
+
+TEST_F(CpuKernels, WorkspaceRefusesToGrowWhileInUse) {
+  Workspace ws(backend, 1024, "lower --mini-batch-words");
+  ws.take(512);
+  EXPECT_THROW(ws.ensure(1 << 20), lseq::Error);
+  EXPECT_EQ(ws.capacity(), 1024u);
+}
+
 }  // namespace
 }  // namespace lseq::kernels::test
