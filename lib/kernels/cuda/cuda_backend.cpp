@@ -22,6 +22,10 @@ CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_t
     LSEQ_CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
     LSEQ_CUBLAS_CHECK(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     LSEQ_CUDA_CHECK(cudaMalloc(&scratch_, kScratchBytes));
+    void* staging = nullptr;
+    LSEQ_CUDA_CHECK(cudaMallocHost(&staging, kUploadSlots * kUploadSlotBytes));
+    upload_staging_ = static_cast<char*>(staging);
+    for (cudaEvent_t& done : upload_done_) LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   } catch (...) {
     release_resources();  // a constructor that throws runs no destructor
     throw;
@@ -37,6 +41,12 @@ void CudaBackend::release_resources() noexcept {
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (scratch_) cudaFree(scratch_);
+  if (upload_staging_) cudaFreeHost(upload_staging_);
+  for (cudaEvent_t& done : upload_done_) {
+    if (done) cudaEventDestroy(done);
+    done = nullptr;
+  }
+  upload_staging_ = nullptr;
   if (stream_) cudaStreamDestroy(stream_);
   cublas_ = nullptr;
   cublas_workspace_ = scratch_ = nullptr;

@@ -91,6 +91,11 @@ class CudaBackend : public Backend {
   // Bytes of the backend's own scratch: reduction partials and the pointer arrays of indexed batched GEMMs.
   static constexpr std::size_t kScratchBytes = std::size_t(16) << 20;
   static constexpr std::size_t kCublasWorkspaceBytes = std::size_t(32) << 20;
+  // Small host-to-device copies (a batch's ids, a decoding step's tokens) go through a ring of pinned staging
+  // slots and return without waiting for the GPU: the host keeps queueing work instead of draining the stream
+  // at every upload. A slot is reused only after its previous copy has completed (its event).
+  static constexpr int kUploadSlots = 4;
+  static constexpr std::size_t kUploadSlotBytes = std::size_t(1) << 20;
 
  private:
   void release_resources() noexcept;
@@ -109,6 +114,9 @@ class CudaBackend : public Backend {
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
   void* scratch_ = nullptr;
+  char* upload_staging_ = nullptr;  // pinned, kUploadSlots x kUploadSlotBytes
+  cudaEvent_t upload_done_[kUploadSlots] = {};
+  int upload_next_ = 0;
 };
 
 }  // namespace lseq::kernels

@@ -1,5 +1,8 @@
-// Device memory and copies of the CUDA backend. Copies from and to the host wait for completion (the host buffer
-// may be reused as soon as the call returns); device-to-device copies stay in stream order.
+// Device memory and copies of the CUDA backend. The host buffer of a copy may be reused as soon as the call
+// returns: copies to the host wait for completion; small copies to the device are staged in pinned memory and
+// queued without waiting (larger ones wait); device-to-device copies stay in stream order.
+#include <cstring>
+
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "util/error.h"
@@ -34,6 +37,16 @@ void CudaBackend::release(void* p) {
 void CudaBackend::copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
   if (!bytes) return;
   bind();
+  if (bytes <= kUploadSlotBytes) {
+    const int slot = upload_next_;
+    upload_next_ = (upload_next_ + 1) % kUploadSlots;
+    LSEQ_CUDA_CHECK(cudaEventSynchronize(upload_done_[slot]));  // the slot's previous copy has been read
+    char* staging = upload_staging_ + static_cast<std::size_t>(slot) * kUploadSlotBytes;
+    std::memcpy(staging, host_src, bytes);
+    LSEQ_CUDA_CHECK(cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, stream_));
+    LSEQ_CUDA_CHECK(cudaEventRecord(upload_done_[slot], stream_));
+    return;
+  }
   LSEQ_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
   LSEQ_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
