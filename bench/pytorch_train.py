@@ -218,11 +218,15 @@ def run_case(torch, args, name, cfg, budget, shapes, mode):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     tokens = sentences = 0
     start.record()
+    issue_t0 = time.perf_counter()
     for i in range(args.steps):
         real, n = update(i)
         tokens += real
         sentences += n
     end.record()
+    # How long the host took to issue the steps: close to ms_step means the run is host-bound (Python, autograd
+    # and launch overhead), not GPU-bound.
+    host_ms = (time.perf_counter() - issue_t0) * 1e3 / args.steps
     torch.cuda.synchronize()
     seconds = start.elapsed_time(end) / 1e3
     tok_s = tokens / seconds
@@ -232,7 +236,7 @@ def run_case(torch, args, name, cfg, budget, shapes, mode):
     line = (f"RESULT bench=train impl=pytorch-{mode} model={name} precision={args.precision} tokens={budget} "
             f"pool={len(shapes)} warmup={warmup} steps={args.steps} sentences_per_step={sentences / args.steps:.1f} "
             f"tgt_tokens_per_step={tokens / args.steps:.1f} pad_frac={1 - real_all / padded_all:.3f} "
-            f"tgt_tok_s={tok_s:.0f} ms_step={seconds * 1e3 / args.steps:.2f} gflop_tok={fpt / 1e9:.4f} "
+            f"tgt_tok_s={tok_s:.0f} ms_step={seconds * 1e3 / args.steps:.2f} host_ms_step={host_ms:.2f} gflop_tok={fpt / 1e9:.4f} "
             f"tflops={achieved / 1e12:.1f} peak_tflops={args.peak_flops / 1e12:.0f} mfu={achieved / args.peak_flops:.4f} "
             f"peak_mem_mib={torch.cuda.max_memory_allocated() / 2**20:.1f} "
             f"reserved_mib={torch.cuda.max_memory_reserved() / 2**20:.1f} warmup_s={warm_s:.1f} status=ok")
