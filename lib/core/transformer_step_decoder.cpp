@@ -185,7 +185,9 @@ void TransformerStepDecoder::select(const std::vector<int32_t>& parents, const s
         "--beam-size or --mini-batch, or build the decoder with a larger limit",
         n, max_hyps_);
   }
+  bool identity = true;  // every hypothesis continues its own row (greedy, beams that keep their order)
   for (int j = 0; j < n; ++j) {
+    identity = identity && parents[j] == j;
     if (parents[j] < 0 || parents[j] >= live_) {
       fail("internal error: select() names parent {} of {} live hypotheses", parents[j], live_);
     }
@@ -195,9 +197,10 @@ void TransformerStepDecoder::select(const std::vector<int32_t>& parents, const s
     }
   }
   upload_rows(&parents, sentence_of);
-  if (t_ > 0 && n > 0) {
+  if (t_ > 0 && n > 0 && !identity) {
     // Every cache slice (hypothesis, head) continues its parent's: gather positions 0..t-1 into the spare buffer
-    // and swap it in; the buffer given up becomes the next spare.
+    // and swap it in; the buffer given up becomes the next spare. With identity parents every slice already holds
+    // its own history (rows past n are simply no longer read): nothing to move, 2 x layers launches saved.
     const int64_t stride = elems(max_tgt_, head_dim_);
     for (DecoderLayerCache& cache : caches_) {
       for (void** buffer : {&cache.self_k, &cache.self_v}) {
