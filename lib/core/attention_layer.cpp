@@ -98,27 +98,11 @@ void AttentionLayer::project_out(const LayerContext& ctx, const void* context, i
 void AttentionLayer::attend_step(const LayerContext& ctx, const void* q, const void* k, const void* v,
                                  int64_t slice_stride, const int32_t* kv_index, const int32_t* k_lengths, int rows,
                                  int k_len, void* context) const {
-  TempScope scope(ctx.memory);
-  const int slices = rows * heads_;
-  void* probs = ctx.temp(static_cast<std::size_t>(slices) * k_len);
-
-  kernels::GemmArgs s = batched(ctx, slices);  // scores = q k^T, one query row per (row, head)
-  s.trans_b = true;
-  s.m = 1, s.n = k_len, s.k = head_dim_;
-  s.a = q, s.lda = head_dim_, s.stride_a = head_dim_;
-  s.b = k, s.ldb = head_dim_, s.stride_b = slice_stride, s.index_b = kv_index;
-  s.c = probs, s.ldc = k_len, s.stride_c = k_len;
-  ctx.backend.gemm(s);
+  // One op (one launch on the GPU): scores, masked softmax and probs v per (row, head). With one query per row the
+  // [rows][heads][hd] context is already the merged [rows, dim].
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, rows, heads_, 1, k_len, scale, false, probs);
-
-  // context = probs v, written as [rows][heads][hd]: with one query per row that is already [rows, dim].
-  kernels::GemmArgs c = batched(ctx, slices);
-  c.m = 1, c.n = head_dim_, c.k = k_len;
-  c.a = probs, c.lda = k_len, c.stride_a = k_len;
-  c.b = v, c.ldb = head_dim_, c.stride_b = slice_stride, c.index_b = kv_index;
-  c.c = context, c.ldc = head_dim_, c.stride_c = head_dim_;
-  ctx.backend.gemm(c);
+  ctx.backend.attention_step(ctx.dt, q, k, v, slice_stride, kv_index, k_lengths, rows, heads_, head_dim_, k_len, scale,
+                             context);
 }
 
 void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths,

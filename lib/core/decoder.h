@@ -28,14 +28,17 @@ struct DecoderStep {
   int sentences = 0, src_len = 0;         // shape of the cross-attention keys/values
   const int32_t* cross_slices = nullptr;  // [rows*heads] device: sentence_of[r]*heads + h, the (r, h) memory slice
   const int32_t* src_lengths = nullptr;   // [rows] device: source length of row r's sentence
+  // [2*rows*heads] device: entry 2i + p = p*rows*heads + i, the row of slice i's new key (p = 0) or value (p = 1)
+  // in the step's projected [k rows | v rows], so that one gather_rows appends both to self_kv.
+  const int32_t* append_rows = nullptr;
 };
 
 // The caches of one decoder layer (docs/decoding.md):
-//   self_k, self_v  [max_rows][heads][max_len][hd]: keys/values of row r at positions 0..t
-//   cross_kv        [2][sentences][heads][src_len][hd]: the encoder output's keys, then values, per sentence
+//   self_kv   [max_rows*heads][2][max_len][hd]: slice i = r*heads + h holds its keys at positions 0..t, then
+//             its values (one buffer, so that one gather appends or re-indexes both)
+//   cross_kv  [2][sentences][heads][src_len][hd]: the encoder output's keys, then values, per sentence
 struct DecoderLayerCache {
-  void* self_k = nullptr;
-  void* self_v = nullptr;
+  void* self_kv = nullptr;
   void* cross_kv = nullptr;
 };
 

@@ -75,9 +75,10 @@ class TransformerStepDecoder : public StepDecoder {
   int32_t* dev_src_ = nullptr;                   // source ids [sentences*src_len], then lengths [sentences]
   int32_t* dev_tokens_ = nullptr;                // [max_hyps]
   int32_t* dev_rows_ = nullptr;                  // per-hypothesis indices, see upload_rows
-  const int32_t* dev_gather_ = nullptr;          // [live*heads] parent slices (select)
+  const int32_t* dev_gather_ = nullptr;          // [2*live*heads] parent cache rows (select)
   const int32_t* dev_cross_slices_ = nullptr;    // [live*heads] sentence slices of the cross-attention memory
   const int32_t* dev_row_src_lengths_ = nullptr; // [live] source length of each hypothesis' sentence
+  const int32_t* dev_append_rows_ = nullptr;     // [2*live*heads] DecoderStep::append_rows
   float* dev_log_probs_ = nullptr;               // [max_hyps, vocab]
   float* dev_topk_ = nullptr;                    // step_topk's results, packed: values | ids | eos [max_hyps*(2*32+1)]
   std::vector<float> topk_staging_;              // their host copy (reserved at construction)

@@ -55,6 +55,10 @@ struct GemmArgs {
 // Throws lseq::Error for a negative size, batch < 1, or a leading dimension shorter than its rows (both backends).
 void check_gemm_shape(const GemmArgs& args);
 
+// Throws lseq::Error for a negative size, head_dim outside [1, Backend::kMaxStepHeadDim], or a slice_stride too
+// short for k_len keys (both backends, Backend::attention_step).
+void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, int64_t slice_stride);
+
 struct AdamArgs {
   float lr = 0.0f;
   float beta1 = 0.9f, beta2 = 0.98f, eps = 1e-9f;
@@ -154,6 +158,16 @@ class Backend {
   // dscores = scale * probs * (dprobs - rowsum(dprobs * probs)); dscores may alias dprobs.
   virtual void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len,
                                           float scale, void* dscores) = 0;
+  // Incremental decoding's attention in one op: one query per (row, head) over cached keys/values. Slice
+  // i = r*heads + h (r < rows, h < heads) has its query [head_dim] at q + i*head_dim; its keys and values are rows
+  // of head_dim starting at s*slice_stride in k and in v, s = kv_index[i] (device array; slices may share keys) or
+  // s = i when kv_index is null. Keys j < valid = min(k_len, k_lengths[r]) take part (k_len when k_lengths is
+  // null): context[i*head_dim + d] = sum_j p_j v_j[d] with p = softmax_j(scale * q.k_j), in fp32, rounded to dt
+  // once. A slice without valid keys gets context 0 (never NaN). head_dim <= kMaxStepHeadDim.
+  static constexpr int kMaxStepHeadDim = 256;
+  virtual void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
+                              const int32_t* kv_index, const int32_t* k_lengths, int rows, int heads, int head_dim,
+                              int k_len, float scale, void* context) = 0;
 
   // ---- loss ----
   // Label-smoothed cross-entropy of logits [n, vocab] against targets [n]; rows whose target == ignore_index

@@ -175,8 +175,9 @@ TEST(TransformerStepDecoder, IncrementalEqualsTeacherForcedForward) {
   }
 }
 
-// (b) select() with a permutation, duplicated parents and dropped hypotheses (a whole sentence finishing) continues
-// each hypothesis exactly as a decoder that fed its history from scratch.
+// (b) select() with a permutation, identity parents (whose caches stay put), duplicated parents and dropped
+// hypotheses (a whole sentence finishing) continues each hypothesis exactly as a decoder that fed its history from
+// scratch.
 TEST(TransformerStepDecoder, SelectContinuesTheNamedParents) {
   for (const Variant& v : kVariants) {
     SCOPED_TRACE(v.name);
@@ -186,7 +187,7 @@ TEST(TransformerStepDecoder, SelectContinuesTheNamedParents) {
     const Sources src = random_sources(rng, {4, 7, 2}, model.config().src_vocab);
     std::uniform_int_distribution<int> token(3, kVocab - 1);
 
-    TransformerStepDecoder dec(model, 6, src.len, 5);
+    TransformerStepDecoder dec(model, 6, src.len, 7);
     dec.start(src.ids, src.lengths, 3, src.len);
     std::vector<std::vector<int32_t>> hist = {{2}, {2}, {2}};
     std::vector<int32_t> sentence_of = {0, 1, 2};
@@ -196,8 +197,10 @@ TEST(TransformerStepDecoder, SelectContinuesTheNamedParents) {
         {{0, 1, 2}, {0, 1, 2}},                     // step 0: bos only
         {{0, 0, 1, 1, 2, 2}, {0, 0, 1, 1, 2, 2}},   // expand to beam 2
         {{5, 1, 0, 4, 3, 2}, {2, 0, 0, 2, 1, 1}},   // permute
+        {{0, 1, 2, 3, 4, 5}, {2, 0, 0, 2, 1, 1}},   // identity: the caches stay where they are
         {{0, 2, 2, 1, 3}, {2, 0, 0, 0, 2}},         // drop sentence 1, duplicate and reorder the rest
-        {{4, 1}, {2, 0}},                           // shrink
+        {{0, 1, 2}, {2, 0, 0}},                     // identity prefix: the last two leave, the rest stay
+        {{2, 0}, {0, 2}},                           // shrink and swap
     };
     for (std::size_t stage = 0; stage < stages.size(); ++stage) {
       const auto& [parents, sentences] = stages[stage];

@@ -76,6 +76,9 @@ class CudaBackend : public Backend {
                                  int q_len, int k_len, float scale, bool causal, void* probs) override;
   void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, float scale,
                                   void* dscores) override;
+  void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
+                      const int32_t* kv_index, const int32_t* k_lengths, int rows, int heads, int head_dim, int k_len,
+                      float scale, void* context) override;
 
   void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab, float label_smoothing,
                      int ignore_index, float grad_scale, float* loss, float* nll, void* dlogits) override;

@@ -1,0 +1,60 @@
+// Incremental decoding's attention (one query per row and head over cached keys/values): the plain reference of
+// the fused CUDA kernel, with the arithmetic of the GEMM + masked softmax + GEMM path it replaces.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_common.h"
+#include "util/error.h"
+
+namespace lseq::kernels {
+
+using cpu::f32;
+
+void CpuBackend::attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
+                                const int32_t* kv_index, const int32_t* k_lengths, int rows, int heads, int head_dim,
+                                int k_len, float scale, void* context) {
+  cpu::require_f32(dt, "attention_step");
+  check_attention_step_shape(rows, heads, head_dim, k_len, slice_stride);
+  const int64_t slices = static_cast<int64_t>(rows) * heads;
+  if (kv_index)
+    for (int64_t i = 0; i < slices; ++i)
+      if (kv_index[i] < 0) fail("attention_step: kv_index[{}] = {} is negative", i, kv_index[i]);
+  const float* pq = f32(q);
+  const float* pk = f32(k);
+  const float* pv = f32(v);
+  float* pc = f32(context);
+  cpu::parallel_for(threads_, slices, static_cast<int64_t>(k_len) * head_dim * 2, [&](int64_t i) {
+    const int64_t r = i / std::max(heads, 1);
+    const int valid = k_lengths ? std::clamp(k_lengths[r], 0, k_len) : k_len;
+    const int64_t slice = kv_index ? kv_index[i] : i;
+    const float* qi = pq + i * head_dim;
+    const float* ks = pk + slice * slice_stride;
+    const float* vs = pv + slice * slice_stride;
+    thread_local std::vector<float> p;  // scaled scores, then exp(score - max)
+    p.resize(static_cast<std::size_t>(valid));
+    float max = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < valid; ++j) {
+      double dot = 0.0;
+      for (int d = 0; d < head_dim; ++d) dot += static_cast<double>(qi[d]) * ks[int64_t(j) * head_dim + d];
+      p[j] = scale * static_cast<float>(dot);
+      max = std::max(max, p[j]);
+    }
+    double sum = 0.0;
+    for (int j = 0; j < valid; ++j) {
+      p[j] = std::exp(p[j] - max);
+      sum += p[j];
+    }
+    const double inv = valid > 0 ? 1.0 / sum : 0.0;  // no keys: context 0, never NaN
+    float* out = pc + i * head_dim;
+    for (int d = 0; d < head_dim; ++d) {
+      double acc = 0.0;
+      for (int j = 0; j < valid; ++j) acc += static_cast<double>(p[j]) * vs[int64_t(j) * head_dim + d];
+      out[d] = static_cast<float>(acc * inv);
+    }
+  });
+}
+
+}  // namespace lseq::kernels
