@@ -1,15 +1,21 @@
 // Embedding lookup + scale + positions + dropout in one pass, and its backward.
 //
-// The table gradient is deterministic and equals the CPU's bit for bit: the rows are stably sorted by token (CUB
-// radix sort into the backend's scratch), and one block per distinct token adds its rows' contributions in the
-// original row order with the CPU's rounding (no fused multiply-add), column by column. Only a batch too large for
-// the scratch falls back to an fp32 atomicAdd scatter, whose sums over a repeated token may then differ in the
-// last bits from run to run. The position gradient adds the batch in order per (position, column), as the CPU does.
+// The table gradient is deterministic and equals the CPU's bit for bit: both sum in the order of
+// kernels/embedding_grad_order.h. The rows are stably sorted by token (CUB radix sort into the backend's scratch)
+// and cut into windows of kEmbeddingGradWindow sorted rows; one block per window sums each token's rows of the
+// window (rounded products, no fused multiply-add) and either adds the sum to the token's gradient row (the token
+// lies within the window) or leaves it in scratch as a partial; a second pass adds the partials of tokens that
+// span windows in window order. A token repeated thousands of times (padding) so costs thousands / 32 sequential
+// additions instead of thousands. Only a batch too large for the scratch falls back to an fp32 atomicAdd scatter,
+// whose sums over a repeated token may then differ in the last bits from run to run. The position gradient adds
+// the batch in order per (position, column), as the CPU does.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/vector_access.cuh"
+#include "kernels/embedding_grad_order.h"
 
 namespace lseq::kernels {
 
@@ -46,26 +52,144 @@ __global__ void iota_kernel(int32_t* values, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) values[i] = i;
 }
 
-// Block i of the sorted rows: if it starts a token's run, add that run's rows into the token's gradient row.
-template <typename T>
-__global__ void embedding_table_grad_sorted_kernel(const int32_t* sorted_tokens, const int32_t* sorted_rows, int rows,
-                                                   int dim, float scale, DeviceMask mask, const T* dout,
-                                                   float* dtable) {
-  const int i = blockIdx.x;
-  const int32_t token = sorted_tokens[i];
-  if (i > 0 && sorted_tokens[i - 1] == token) return;
-  int end = i + 1;
-  while (end < rows && sorted_tokens[end] == token) ++end;
-  for (int d = threadIdx.x; d < dim; d += blockDim.x) {
-    float* dst = dtable + static_cast<int64_t>(token) * dim + d;
-    float acc = *dst;
-#pragma unroll 4
-    for (int j = i; j < end; ++j) {
-      const int64_t e = static_cast<int64_t>(sorted_rows[j]) * dim + d;
-      acc = __fadd_rn(acc, __fmul_rn(scale, __fmul_rn(to_f32(dout[e]), mask(e))));
+constexpr int kWindow = kEmbeddingGradWindow;
+
+// V consecutive fp32 values (V = 1, or a multiple of 4 as 16-byte packs).
+template <int V>
+__device__ __forceinline__ void load_floats(const float* src, float (&out)[V]) {
+  if constexpr (V == 1) {
+    out[0] = *src;
+  } else {
+#pragma unroll
+    for (int q = 0; q < V; q += 4) {
+      float part[4];
+      load_pack<float>(src + q, part);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) out[q + i] = part[i];
     }
-    *dst = acc;
   }
+}
+
+template <int V>
+__device__ __forceinline__ void store_floats(float* dst, const float (&in)[V]) {
+  if constexpr (V == 1) {
+    *dst = in[0];
+  } else {
+#pragma unroll
+    for (int q = 0; q < V; q += 4) {
+      const float part[4] = {in[q], in[q + 1], in[q + 2], in[q + 3]};
+      store_pack<float>(dst + q, part);
+    }
+  }
+}
+
+// V consecutive elements of T as fp32 (V = 1 or the 16-byte pack of T).
+template <typename T, int V>
+__device__ __forceinline__ void load_values(const T* src, float (&out)[V]) {
+  if constexpr (V == 1)
+    out[0] = to_f32(*src);
+  else
+    load_pack<T>(src, out);
+}
+
+// Pass 1: block w sums sorted rows [w*W, min((w+1)*W, rows)), token by token; each thread owns V columns at a
+// time. A token's sum goes straight into dtable when all its rows are in this window (this block is the only
+// writer of that row); otherwise into partials[2w] (the token continues from the previous window: the window's
+// first token) or partials[2w+1] (the token starts here and continues into the next: the window's last token).
+template <typename T, int V>
+__global__ void embedding_table_grad_windows_kernel(const int32_t* sorted_tokens, const int32_t* sorted_rows,
+                                                    int rows, int dim, float scale, DeviceMask mask, const T* dout,
+                                                    float* dtable, float* partials) {
+  __shared__ int32_t tok[kWindow], row[kWindow];
+  const int begin = blockIdx.x * kWindow;
+  const int count = min(kWindow, rows - begin);
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    tok[j] = sorted_tokens[begin + j];
+    row[j] = sorted_rows[begin + j];
+  }
+  __syncthreads();
+  const int32_t before = begin > 0 ? sorted_tokens[begin - 1] : -1;
+  const int32_t after = begin + count < rows ? sorted_tokens[begin + count] : -1;
+  for (int d0 = threadIdx.x * V; d0 < dim; d0 += blockDim.x * V) {
+    for (int j = 0; j < count;) {
+      const int32_t token = tok[j];
+      int end = j + 1;
+      while (end < count && tok[end] == token) ++end;
+      float acc[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) acc[i] = 0.0f;
+#pragma unroll 4
+      for (int r = j; r < end; ++r) {
+        const int64_t e = static_cast<int64_t>(row[r]) * dim + d0;
+        float v[V];
+        load_values<T, V>(dout + e, v);
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[i] = __fadd_rn(acc[i], __fmul_rn(scale, __fmul_rn(v[i], mask(e + i))));
+      }
+      if (j == 0 && token == before) {
+        store_floats<V>(partials + (2 * static_cast<int64_t>(blockIdx.x)) * dim + d0, acc);
+      } else if (end == count && token == after) {
+        store_floats<V>(partials + (2 * static_cast<int64_t>(blockIdx.x) + 1) * dim + d0, acc);
+      } else {
+        float* dst = dtable + static_cast<int64_t>(token) * dim + d0;
+        float old[V];
+        load_floats<V>(dst, old);
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[i] = __fadd_rn(old[i], acc[i]);
+        store_floats<V>(dst, acc);
+      }
+      j = end;
+    }
+  }
+}
+
+// Pass 2: block w finishes the token whose rows start in window w and continue past it (if any): dtable row +=
+// partials[2w+1], then partials[2w'] of the following windows w' that begin with the same token, in order.
+template <int V>
+__global__ void embedding_table_grad_merge_kernel(const int32_t* sorted_tokens, int rows, int windows, int dim,
+                                                  const float* partials, float* dtable) {
+  const int w = blockIdx.x;
+  const int end = (w + 1) * kWindow;  // the next window's first row
+  if (end >= rows) return;
+  const int32_t token = sorted_tokens[end - 1];
+  if (sorted_tokens[end] != token || (w > 0 && sorted_tokens[w * kWindow - 1] == token)) return;
+  // The windows after w that start with this token are consecutive (sorted rows): count them with the whole
+  // block, so that the summation below has no dependent loads.
+  int more = 0;
+  for (int base = w + 1;; base += blockDim.x) {
+    const int x = base + threadIdx.x;
+    const int same = __syncthreads_count(x < windows && sorted_tokens[x * kWindow] == token);
+    more += same;
+    if (same < static_cast<int>(blockDim.x)) break;
+  }
+  for (int d0 = threadIdx.x * V; d0 < dim; d0 += blockDim.x * V) {
+    float* dst = dtable + static_cast<int64_t>(token) * dim + d0;
+    float acc[V], p[V];
+    load_floats<V>(dst, acc);
+    load_floats<V>(partials + (2 * static_cast<int64_t>(w) + 1) * dim + d0, p);
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = __fadd_rn(acc[i], p[i]);
+#pragma unroll 8
+    for (int k = 1; k <= more; ++k) {
+      load_floats<V>(partials + (2 * static_cast<int64_t>(w + k)) * dim + d0, p);
+#pragma unroll
+      for (int i = 0; i < V; ++i) acc[i] = __fadd_rn(acc[i], p[i]);
+    }
+    store_floats<V>(dst, acc);
+  }
+}
+
+template <typename T, int V>
+void launch_table_grad_windows(const int32_t* sorted_tokens, const int32_t* sorted_rows, int rows, int dim,
+                               float scale, const DeviceMask& mask, const T* dout, float* dtable, float* partials,
+                               cudaStream_t stream) {
+  const int windows = (rows + kWindow - 1) / kWindow;
+  const int threads = std::min(256, ((dim / V) + 31) / 32 * 32);
+  embedding_table_grad_windows_kernel<T, V><<<windows, threads, 0, stream>>>(sorted_tokens, sorted_rows, rows, dim,
+                                                                             scale, mask, dout, dtable, partials);
+  constexpr int MV = V == 1 ? 1 : 4;  // partials are fp32: 16-byte packs of 4
+  embedding_table_grad_merge_kernel<MV><<<windows, std::min(256, ((dim / MV) + 31) / 32 * 32), 0, stream>>>(
+      sorted_tokens, rows, windows, dim, partials, dtable);
 }
 
 template <typename T>
@@ -117,26 +241,31 @@ void CudaBackend::embedding_backward(DType dt, const int32_t* tokens, int batch,
   const int64_t rows = static_cast<int64_t>(batch) * len;
   if (rows == 0 || dim == 0) return;
   bind();
-  // Stable sort of (token, row) pairs into scratch: [sorted tokens][row ids][sorted row ids][CUB temporary].
+  // Stable sort of (token, row) pairs into scratch: [sorted tokens][row ids][sorted row ids][window partials]
+  // [CUB temporary].
   bool sorted = false;
   int32_t *sorted_tokens = nullptr, *sorted_rows = nullptr;
-  if (dparam_table && rows <= INT32_MAX) {
+  float* partials = nullptr;
+  if (dparam_table && rows <= INT32_MAX - kWindow) {
     const int n = static_cast<int>(rows);
     const std::size_t ids = align256(static_cast<std::size_t>(n) * sizeof(int32_t));
+    const std::size_t windows = (static_cast<std::size_t>(n) + kWindow - 1) / kWindow;
+    const std::size_t partial_bytes = align256(windows * 2 * static_cast<std::size_t>(dim) * sizeof(float));
     std::size_t temp_bytes = 0;
     check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, static_cast<int32_t*>(nullptr),
                                                static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n,
                                                0, 31, stream_),
                "embedding_backward (sort size)");
-    if (3 * ids + temp_bytes <= kScratchBytes) {
+    if (3 * ids + partial_bytes + temp_bytes <= kScratchBytes) {
       char* base = static_cast<char*>(scratch_);
       sorted_tokens = reinterpret_cast<int32_t*>(base);
       auto* row_ids = reinterpret_cast<int32_t*>(base + ids);
       sorted_rows = reinterpret_cast<int32_t*>(base + 2 * ids);
+      partials = reinterpret_cast<float*>(base + 3 * ids);
       iota_kernel<<<grid_for(n), kThreads, 0, stream_>>>(row_ids, n);
       check_launch("embedding_backward (row ids)");
-      check_cuda(cub::DeviceRadixSort::SortPairs(base + 3 * ids, temp_bytes, tokens, sorted_tokens, row_ids,
-                                                 sorted_rows, n, 0, 31, stream_),
+      check_cuda(cub::DeviceRadixSort::SortPairs(base + 3 * ids + partial_bytes, temp_bytes, tokens, sorted_tokens,
+                                                 row_ids, sorted_rows, n, 0, 31, stream_),
                  "embedding_backward (sort by token)");
       sorted = true;
     }
@@ -144,10 +273,15 @@ void CudaBackend::embedding_backward(DType dt, const int32_t* tokens, int batch,
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const T* g = static_cast<const T*>(dout);
-    if (dparam_table && sorted)
-      embedding_table_grad_sorted_kernel<T>
-          <<<static_cast<unsigned>(rows), std::min(256, (dim + 31) / 32 * 32), 0, stream_>>>(
-              sorted_tokens, sorted_rows, static_cast<int>(rows), dim, scale, mask, g, dparam_table);
+    if (dparam_table && sorted) {
+      const int n = static_cast<int>(rows);
+      if (can_vectorize<T>(dim, g, dparam_table))
+        launch_table_grad_windows<T, Pack<T>::size>(sorted_tokens, sorted_rows, n, dim, scale, mask, g, dparam_table,
+                                                    partials, stream_);
+      else
+        launch_table_grad_windows<T, 1>(sorted_tokens, sorted_rows, n, dim, scale, mask, g, dparam_table, partials,
+                                        stream_);
+    }
     else if (dparam_table)
       dispatch_index(rows * dim, [&](auto index) {
         using I = decltype(index);
