@@ -199,7 +199,7 @@ int main(int argc, char** argv) try {
             [&] { be.bias_dropout_residual_forward(dt, x, bias, z, T, D, drop, y); });
   memory_op("bias_grad", TD, [&] { be.bias_grad(dt, x, T, D, dparam); });
   memory_op("cross_entropy (+grad)", 2 * TV,
-            [&] { be.cross_entropy(dt, logits, tokens, T, V, 0.1f, -1, 1.0f, loss, loss + T, dlogits); });
+            [&] { be.cross_entropy(dt, logits, nullptr, tokens, T, V, 0.1f, -1, 1.0f, loss, loss + T, dlogits); });
   memory_op("log_softmax (fp32 out)", TV + double(T) * V * 4, [&] { be.log_softmax(dt, logits, T, V, logprobs); });
   memory_op("grad_norm 60M", params * 4.0, [&] { be.grad_norm(g, params, 1.0f, 1.0f, scalars, scalars + 1); });
   memory_op("adam_update 60M (+working copy)", params * 4.0 * 7 + params * double(es), [&] {
