@@ -92,16 +92,21 @@ __device__ __forceinline__ void load_values(const T* src, float (&out)[V]) {
     load_pack<T>(src, out);
 }
 
-// Pass 1: block w sums sorted rows [w*W, min((w+1)*W, rows)), token by token; each thread owns V columns at a
-// time. A token's sum goes straight into dtable when all its rows are in this window (this block is the only
-// writer of that row); otherwise into partials[2w] (the token continues from the previous window: the window's
-// first token) or partials[2w+1] (the token starts here and continues into the next: the window's last token).
+// The windows are processed in rounds [w0, w1) whose partials fit the scratch (usually one round). Partial slots
+// are per window of the round: slot 2(w - w0) holds the sum of the window's first token when that token continues
+// from the previous window, slot 2(w - w0) + 1 that of its last token when it starts in the window and continues
+// into the next. Rounds run in stream order, and each adds its partials to dtable in window order, so the sum of a
+// token's rows is the same sequence of additions whatever the rounds.
+//
+// Pass 1: block b sums the sorted rows of window w = w0 + b, token by token; each thread owns V columns at a
+// time. A token's sum goes straight into dtable when all its rows are in this window (this block is then the only
+// writer of that row), else into its slot.
 template <typename T, int V>
 __global__ void embedding_table_grad_windows_kernel(const int32_t* sorted_tokens, const int32_t* sorted_rows,
-                                                    int rows, int dim, float scale, DeviceMask mask, const T* dout,
-                                                    float* dtable, float* partials) {
+                                                    int rows, int w0, int dim, float scale, DeviceMask mask,
+                                                    const T* dout, float* dtable, float* partials) {
   __shared__ int32_t tok[kWindow], row[kWindow];
-  const int begin = blockIdx.x * kWindow;
+  const int begin = (w0 + static_cast<int>(blockIdx.x)) * kWindow;
   const int count = min(kWindow, rows - begin);
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     tok[j] = sorted_tokens[begin + j];
@@ -110,6 +115,8 @@ __global__ void embedding_table_grad_windows_kernel(const int32_t* sorted_tokens
   __syncthreads();
   const int32_t before = begin > 0 ? sorted_tokens[begin - 1] : -1;
   const int32_t after = begin + count < rows ? sorted_tokens[begin + count] : -1;
+  float* first_slot = partials + 2 * static_cast<int64_t>(blockIdx.x) * dim;
+  float* last_slot = first_slot + dim;
   for (int d0 = threadIdx.x * V; d0 < dim; d0 += blockDim.x * V) {
     for (int j = 0; j < count;) {
       const int32_t token = tok[j];
@@ -127,9 +134,9 @@ __global__ void embedding_table_grad_windows_kernel(const int32_t* sorted_tokens
         for (int i = 0; i < V; ++i) acc[i] = __fadd_rn(acc[i], __fmul_rn(scale, __fmul_rn(v[i], mask(e + i))));
       }
       if (j == 0 && token == before) {
-        store_floats<V>(partials + (2 * static_cast<int64_t>(blockIdx.x)) * dim + d0, acc);
+        store_floats<V>(first_slot + d0, acc);
       } else if (end == count && token == after) {
-        store_floats<V>(partials + (2 * static_cast<int64_t>(blockIdx.x) + 1) * dim + d0, acc);
+        store_floats<V>(last_slot + d0, acc);
       } else {
         float* dst = dtable + static_cast<int64_t>(token) * dim + d0;
         float old[V];
@@ -143,22 +150,17 @@ __global__ void embedding_table_grad_windows_kernel(const int32_t* sorted_tokens
   }
 }
 
-// Pass 2: block w finishes the token whose rows start in window w and continue past it (if any): dtable row +=
-// partials[2w+1], then partials[2w'] of the following windows w' that begin with the same token, in order.
+// dtable[token] += the slot `first` (a partial of window w), then the first-token slots of the following windows
+// of the round that begin with the same token, in window order.
 template <int V>
-__global__ void embedding_table_grad_merge_kernel(const int32_t* sorted_tokens, int rows, int windows, int dim,
-                                                  const float* partials, float* dtable) {
-  const int w = blockIdx.x;
-  const int end = (w + 1) * kWindow;  // the next window's first row
-  if (end >= rows) return;
-  const int32_t token = sorted_tokens[end - 1];
-  if (sorted_tokens[end] != token || (w > 0 && sorted_tokens[w * kWindow - 1] == token)) return;
-  // The windows after w that start with this token are consecutive (sorted rows): count them with the whole
+__device__ void add_token_partials(const int32_t* sorted_tokens, int w, int w0, int w1, int dim, int32_t token,
+                                   const float* first, const float* partials, float* dtable) {
+  // The windows after w that begin with this token are consecutive (sorted rows): count them with the whole
   // block, so that the summation below has no dependent loads.
   int more = 0;
   for (int base = w + 1;; base += blockDim.x) {
     const int x = base + threadIdx.x;
-    const int same = __syncthreads_count(x < windows && sorted_tokens[x * kWindow] == token);
+    const int same = __syncthreads_count(x < w1 && sorted_tokens[x * kWindow] == token);
     more += same;
     if (same < static_cast<int>(blockDim.x)) break;
   }
@@ -166,12 +168,12 @@ __global__ void embedding_table_grad_merge_kernel(const int32_t* sorted_tokens, 
     float* dst = dtable + static_cast<int64_t>(token) * dim + d0;
     float acc[V], p[V];
     load_floats<V>(dst, acc);
-    load_floats<V>(partials + (2 * static_cast<int64_t>(w) + 1) * dim + d0, p);
+    load_floats<V>(first + d0, p);
 #pragma unroll
     for (int i = 0; i < V; ++i) acc[i] = __fadd_rn(acc[i], p[i]);
 #pragma unroll 8
     for (int k = 1; k <= more; ++k) {
-      load_floats<V>(partials + (2 * static_cast<int64_t>(w + k)) * dim + d0, p);
+      load_floats<V>(partials + 2 * static_cast<int64_t>(w + k - w0) * dim + d0, p);
 #pragma unroll
       for (int i = 0; i < V; ++i) acc[i] = __fadd_rn(acc[i], p[i]);
     }
@@ -179,17 +181,39 @@ __global__ void embedding_table_grad_merge_kernel(const int32_t* sorted_tokens, 
   }
 }
 
+// Pass 2: block b, window w = w0 + b, adds the round's partials of (a) the token continuing into the round from
+// before it, when w == w0, and (b) the token starting in w and continuing past it. (a) and (b) are different
+// tokens (different rows of dtable); every token with partials in the round is so handled by one block.
+template <int V>
+__global__ void embedding_table_grad_merge_kernel(const int32_t* sorted_tokens, int rows, int w0, int w1, int dim,
+                                                  const float* partials, float* dtable) {
+  const int w = w0 + static_cast<int>(blockIdx.x);
+  const int begin = w * kWindow, end = min(begin + kWindow, rows);
+  const float* slots = partials + 2 * static_cast<int64_t>(blockIdx.x) * dim;
+  const int32_t first_token = sorted_tokens[begin];
+  if (w == w0 && begin > 0 && sorted_tokens[begin - 1] == first_token)
+    add_token_partials<V>(sorted_tokens, w, w0, w1, dim, first_token, slots, partials, dtable);
+  const int32_t last_token = sorted_tokens[end - 1];
+  if (end < rows && sorted_tokens[end] == last_token && (begin == 0 || sorted_tokens[begin - 1] != last_token))
+    add_token_partials<V>(sorted_tokens, w, w0, w1, dim, last_token, slots + dim, partials, dtable);
+}
+
+// Both passes over all windows, in rounds of `round` windows (the partials that fit the scratch).
 template <typename T, int V>
 void launch_table_grad_windows(const int32_t* sorted_tokens, const int32_t* sorted_rows, int rows, int dim,
                                float scale, const DeviceMask& mask, const T* dout, float* dtable, float* partials,
-                               cudaStream_t stream) {
+                               int round, cudaStream_t stream) {
   const int windows = (rows + kWindow - 1) / kWindow;
   const int threads = std::min(256, ((dim / V) + 31) / 32 * 32);
-  embedding_table_grad_windows_kernel<T, V><<<windows, threads, 0, stream>>>(sorted_tokens, sorted_rows, rows, dim,
-                                                                             scale, mask, dout, dtable, partials);
   constexpr int MV = V == 1 ? 1 : 4;  // partials are fp32: 16-byte packs of 4
-  embedding_table_grad_merge_kernel<MV><<<windows, std::min(256, ((dim / MV) + 31) / 32 * 32), 0, stream>>>(
-      sorted_tokens, rows, windows, dim, partials, dtable);
+  const int merge_threads = std::min(256, ((dim / MV) + 31) / 32 * 32);
+  for (int w0 = 0; w0 < windows; w0 += round) {
+    const int w1 = std::min(windows, w0 + round);
+    embedding_table_grad_windows_kernel<T, V><<<w1 - w0, threads, 0, stream>>>(
+        sorted_tokens, sorted_rows, rows, w0, dim, scale, mask, dout, dtable, partials);
+    embedding_table_grad_merge_kernel<MV><<<w1 - w0, merge_threads, 0, stream>>>(sorted_tokens, rows, w0, w1, dim,
+                                                                                 partials, dtable);
+  }
 }
 
 template <typename T>
@@ -241,31 +265,36 @@ void CudaBackend::embedding_backward(DType dt, const int32_t* tokens, int batch,
   const int64_t rows = static_cast<int64_t>(batch) * len;
   if (rows == 0 || dim == 0) return;
   bind();
-  // Stable sort of (token, row) pairs into scratch: [sorted tokens][row ids][sorted row ids][window partials]
-  // [CUB temporary].
+  // Stable sort of (token, row) pairs into scratch: [sorted tokens][row ids][sorted row ids][CUB temporary]
+  // [window partials].
   bool sorted = false;
   int32_t *sorted_tokens = nullptr, *sorted_rows = nullptr;
   float* partials = nullptr;
+  int round = 0;
   if (dparam_table && rows <= INT32_MAX - kWindow) {
     const int n = static_cast<int>(rows);
     const std::size_t ids = align256(static_cast<std::size_t>(n) * sizeof(int32_t));
-    const std::size_t windows = (static_cast<std::size_t>(n) + kWindow - 1) / kWindow;
-    const std::size_t partial_bytes = align256(windows * 2 * static_cast<std::size_t>(dim) * sizeof(float));
     std::size_t temp_bytes = 0;
     check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, static_cast<int32_t*>(nullptr),
                                                static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n,
                                                0, 31, stream_),
                "embedding_backward (sort size)");
-    if (3 * ids + partial_bytes + temp_bytes <= kScratchBytes) {
+    // The rest of the scratch holds the partials of a round of windows (two rows of dim floats per window).
+    const std::size_t used = 3 * ids + align256(temp_bytes);
+    const std::size_t slot_bytes = 2 * static_cast<std::size_t>(dim) * sizeof(float);
+    const std::size_t windows = (static_cast<std::size_t>(n) + kWindow - 1) / kWindow;
+    if (used < kScratchBytes && (kScratchBytes - used) / slot_bytes >= 1) {
+      round = static_cast<int>(std::min(windows, (kScratchBytes - used) / slot_bytes));
       char* base = static_cast<char*>(scratch_);
       sorted_tokens = reinterpret_cast<int32_t*>(base);
       auto* row_ids = reinterpret_cast<int32_t*>(base + ids);
       sorted_rows = reinterpret_cast<int32_t*>(base + 2 * ids);
-      partials = reinterpret_cast<float*>(base + 3 * ids);
+      void* sort_temp = base + 3 * ids;
+      partials = reinterpret_cast<float*>(base + used);
       iota_kernel<<<grid_for(n), kThreads, 0, stream_>>>(row_ids, n);
       check_launch("embedding_backward (row ids)");
-      check_cuda(cub::DeviceRadixSort::SortPairs(base + 3 * ids + partial_bytes, temp_bytes, tokens, sorted_tokens,
-                                                 row_ids, sorted_rows, n, 0, 31, stream_),
+      check_cuda(cub::DeviceRadixSort::SortPairs(sort_temp, temp_bytes, tokens, sorted_tokens, row_ids, sorted_rows,
+                                                 n, 0, 31, stream_),
                  "embedding_backward (sort by token)");
       sorted = true;
     }
@@ -277,10 +306,10 @@ void CudaBackend::embedding_backward(DType dt, const int32_t* tokens, int batch,
       const int n = static_cast<int>(rows);
       if (can_vectorize<T>(dim, g, dparam_table))
         launch_table_grad_windows<T, Pack<T>::size>(sorted_tokens, sorted_rows, n, dim, scale, mask, g, dparam_table,
-                                                    partials, stream_);
+                                                    partials, round, stream_);
       else
         launch_table_grad_windows<T, 1>(sorted_tokens, sorted_rows, n, dim, scale, mask, g, dparam_table, partials,
-                                        stream_);
+                                        round, stream_);
     }
     else if (dparam_table)
       dispatch_index(rows * dim, [&](auto index) {
