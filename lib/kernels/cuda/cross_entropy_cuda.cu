@@ -170,15 +170,47 @@ __global__ void __launch_bounds__(kResidentThreads) cross_entropy_resident_kerne
   }
 }
 
-template <typename T>
+// One block per row, V elements per access (V = 1, or the 16-byte pack of T when cols is a multiple of it and the
+// pointers are aligned): an online max/sum pass, then out = x - lse. Each thread writes only the elements it
+// reads, after every thread's first pass (the block reductions' barriers), so out may alias fp32 logits.
+template <typename T, int V>
 __global__ void log_softmax_kernel(const T* logits, int cols, float* out) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
-  float lse, sum_x;
-  row_logsumexp(x, static_cast<const T*>(nullptr), cols, shared, lse, sum_x);
   float* o = out + row * cols;
-  for (int v = threadIdx.x; v < cols; v += blockDim.x) o[v] = to_f32(x[v]) - lse;  // out may alias fp32 logits
+  float m = -INFINITY, s = 0.0f;
+  for (int v = threadIdx.x * V; v < cols; v += blockDim.x * V) {
+    float xs[V];
+    if constexpr (V == 1)
+      xs[0] = to_f32(x[v]);
+    else
+      load_pack<T>(x + v, xs);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (xs[j] > m) {
+        s = s * expf(m - xs[j]) + 1.0f;
+        m = xs[j];
+      } else {
+        s += expf(xs[j] - m);
+      }
+    }
+  }
+  const float row_max = block_max(m, shared);
+  const float lse = row_max + logf(block_sum(m == -INFINITY ? 0.0f : s * expf(m - row_max), shared));
+  for (int v = threadIdx.x * V; v < cols; v += blockDim.x * V) {
+    if constexpr (V == 1) {
+      o[v] = to_f32(x[v]) - lse;
+    } else {
+      float xs[V];
+      load_pack<T>(x + v, xs);
+#pragma unroll
+      for (int q = 0; q < V; q += 4) {
+        const float part[4] = {xs[q] - lse, xs[q + 1] - lse, xs[q + 2] - lse, xs[q + 3] - lse};
+        store_pack<float>(o + v + q, part);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -221,7 +253,11 @@ void CudaBackend::log_softmax(DType dt, const void* logits, int rows, int cols, 
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    log_softmax_kernel<T><<<rows, kRowThreads, 0, stream_>>>(static_cast<const T*>(logits), cols, out);
+    const T* x = static_cast<const T*>(logits);
+    if (can_vectorize<T>(cols, x, out))
+      log_softmax_kernel<T, Pack<T>::size><<<rows, kRowThreads, 0, stream_>>>(x, cols, out);
+    else
+      log_softmax_kernel<T, 1><<<rows, kRowThreads, 0, stream_>>>(x, cols, out);
   });
   check_launch("log_softmax");
 }
