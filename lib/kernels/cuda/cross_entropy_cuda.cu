@@ -41,8 +41,9 @@ __device__ void row_logsumexp(const T* x, const T* bias, int cols, float* shared
   lse = row_max + logf(total);
 }
 
-// Rows whose target is ignore_index (loss 0, gradient 0) or outside [0, vocab) (NaN): true when handled.
-template <typename T>
+// Rows whose target is ignore_index (loss 0, gradient 0) or outside [0, vocab) (NaN): true when handled. P > 1
+// writes the gradient row in 16-byte packs (vocab a multiple of P, d aligned): padding is a quarter of the rows.
+template <typename T, int P = 1>
 __device__ bool cross_entropy_special_row(int y, int vocab, int ignore_index, int64_t row, float* loss, float* nll,
                                           T* d) {
   if (y != ignore_index && y >= 0 && y < vocab) return false;
@@ -51,8 +52,17 @@ __device__ bool cross_entropy_special_row(int y, int vocab, int ignore_index, in
     if (loss) loss[row] = value;
     if (nll) nll[row] = value;
   }
-  if (d)
-    for (int v = threadIdx.x; v < vocab; v += blockDim.x) d[v] = from_f32<T>(value);
+  if (d) {
+    float pack[P];
+#pragma unroll
+    for (int j = 0; j < P; ++j) pack[j] = value;
+    for (int v = threadIdx.x * P; v < vocab; v += blockDim.x * P) {
+      if constexpr (P == 1)
+        d[v] = from_f32<T>(value);
+      else
+        store_pack<T>(d + v, pack);
+    }
+  }
   return true;
 }
 
@@ -116,7 +126,7 @@ __global__ void __launch_bounds__(kResidentThreads) cross_entropy_resident_kerne
   const T* x = logits + row * vocab;
   T* d = dlogits ? dlogits + row * vocab : nullptr;
   const int y = targets[row];
-  if (cross_entropy_special_row(y, vocab, ignore_index, row, loss, nll, d)) return;
+  if (cross_entropy_special_row<T, P>(y, vocab, ignore_index, row, loss, nll, d)) return;
   if (threadIdx.x == 0) shared_x_y = biased(x, bias, y);  // read before any thread writes d (which may alias x)
   const int packs = vocab / P;
   float val[kPacks][P];
