@@ -1,5 +1,7 @@
 #include "core/output_layer.h"
 
+#include <algorithm>
+
 #include "core/linear.h"
 
 namespace lseq {
@@ -16,25 +18,44 @@ OutputLayer::OutputLayer(ParamTable& table, const ModelConfig& config, std::size
   bias_ = table.add("output.bias", {config.tgt_vocab}, ParamInit::zeros);
 }
 
-void OutputLayer::forward(const LayerContext& ctx, const void* x, int rows, Saved& saved, bool loss_only) const {
+void OutputLayer::forward(const LayerContext& ctx, const void* x, int rows, Saved& saved) const {
   saved.x = x;
   saved.rows = rows;
   saved.logits = ctx.keep(static_cast<std::size_t>(rows) * vocab_);
-  saved.bias_pending = loss_only;
   linear_forward(ctx, x, rows, dim_, vocab_, weight_, saved.logits);
-  if (!loss_only) ctx.backend.add_bias(ctx.dt, saved.logits, ctx.w(bias_), rows, vocab_, saved.logits);
+  ctx.backend.add_bias(ctx.dt, saved.logits, ctx.w(bias_), rows, vocab_, saved.logits);
 }
 
 void OutputLayer::loss(const LayerContext& ctx, const Saved& saved, const int32_t* targets, bool gradients,
                        float grad_scale, float* row_loss, float* row_nll) const {
-  const void* bias = saved.bias_pending ? ctx.w(bias_) : nullptr;
-  ctx.backend.cross_entropy(ctx.dt, saved.logits, bias, targets, saved.rows, vocab_, label_smoothing_, kPadId,
+  ctx.backend.cross_entropy(ctx.dt, saved.logits, nullptr, targets, saved.rows, vocab_, label_smoothing_, kPadId,
                             grad_scale, row_loss, row_nll, gradients ? saved.logits : nullptr);
 }
 
 void OutputLayer::backward(const LayerContext& ctx, const Saved& saved, void* dx) const {
   ctx.backend.bias_grad(ctx.dt, saved.logits, saved.rows, vocab_, ctx.g(bias_));
   linear_backward(ctx, saved.x, saved.logits, saved.rows, dim_, vocab_, weight_, dx, false);
+}
+
+void OutputLayer::loss_in_chunks(const LayerContext& ctx, const void* x, int rows, const int32_t* targets,
+                                 float grad_scale, float* row_loss, float* row_nll, void* dx, int chunk_rows) const {
+  if (rows <= 0) return;
+  const int fit = static_cast<int>(std::max<std::size_t>(1, kChunkLogits / static_cast<std::size_t>(vocab_)));
+  const int chunk = std::min(rows, chunk_rows > 0 ? chunk_rows : fit);
+  TempScope scope(ctx.memory);
+  void* logits = ctx.temp(static_cast<std::size_t>(chunk) * vocab_);
+  for (int r0 = 0; r0 < rows; r0 += chunk) {
+    const int n = std::min(chunk, rows - r0);
+    const std::size_t at = static_cast<std::size_t>(r0) * dim_;
+    const void* xc = offset_ptr(x, at, ctx.dt);
+    linear_forward(ctx, xc, n, dim_, vocab_, weight_, logits);
+    ctx.backend.cross_entropy(ctx.dt, logits, ctx.w(bias_), targets + r0, n, vocab_, label_smoothing_, kPadId,
+                              grad_scale, row_loss + r0, row_nll + r0, dx ? logits : nullptr);
+    if (dx) {
+      ctx.backend.bias_grad(ctx.dt, logits, n, vocab_, ctx.g(bias_));
+      linear_backward(ctx, xc, logits, n, dim_, vocab_, weight_, offset_ptr(dx, at, ctx.dt), false);
+    }
+  }
 }
 
 }  // namespace lseq

@@ -107,27 +107,29 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   const void* encoded = encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder);
   const DecoderMemory mem{encoded, src_lengths, src_len};
   const void* decoded = decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
-  output_->forward(ctx, decoded, tgt_rows, tape.output, /*loss_only=*/logits == nullptr);
-  if (logits) {
+  float* row_loss = memory.keep_n<float>(tgt_rows);
+  float* row_nll = memory.keep_n<float>(tgt_rows);
+  void* d_decoded = how.backward ? ctx.keep(tgt_rows * dim) : nullptr;
+  if (logits) {  // a test path (forward_logits): all logits, bias included, on the host
+    if (how.backward) fail("internal error: logits are only returned by forward-only runs");
+    output_->forward(ctx, decoded, tgt_rows, tape.output);
     logits->resize(static_cast<std::size_t>(tgt_rows) * config_.tgt_vocab);
     const std::size_t bytes = logits->size() * sizeof(float);
     if (ctx.dt == kernels::DType::f32) {
       backend.copy_to_host(logits->data(), tape.output.logits, bytes);
-    } else {  // a test path, not a training step: a temporary fp32 copy
+    } else {  // a temporary fp32 copy
       void* wide = backend.allocate(bytes);
       backend.cast(ctx.dt, tape.output.logits, kernels::DType::f32, wide, logits->size());
       backend.copy_to_host(logits->data(), wide, bytes);
       backend.release(wide);
     }
+    output_->loss(ctx, tape.output, tgt_out, false, how.grad_scale, row_loss, row_nll);
+  } else {
+    output_->loss_in_chunks(ctx, decoded, tgt_rows, tgt_out, how.grad_scale, row_loss, row_nll, d_decoded);
   }
-  float* row_loss = memory.keep_n<float>(tgt_rows);
-  float* row_nll = memory.keep_n<float>(tgt_rows);
-  output_->loss(ctx, tape.output, tgt_out, how.backward, how.grad_scale, row_loss, row_nll);
 
   if (how.backward) {
-    void* d_decoded = ctx.keep(tgt_rows * dim);
     void* spare_tgt = ctx.keep(tgt_rows * dim);
-    output_->backward(ctx, tape.output, d_decoded);
     void* d_encoded = ctx.keep(src_rows * dim);
     void* spare_src = ctx.keep(src_rows * dim);
     backend.fill(ctx.dt, d_encoded, src_rows * dim, 0.0f);

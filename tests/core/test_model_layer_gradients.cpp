@@ -190,8 +190,9 @@ void check_embedding(float drop) {
 TEST(ModelLayerGradients, Embedding) { check_embedding(0.0f); }
 TEST(ModelLayerGradients, EmbeddingWithDropout) { check_embedding(0.3f); }
 
-// loss_only: the bias is left out of the logits and added inside cross_entropy (training's path).
-void check_output_layer(bool loss_only) {
+// chunk_rows < 0: forward + loss + backward over all logits (decoding's and forward_logits' path); otherwise
+// loss_in_chunks (training's path, the bias added inside cross_entropy) with that many rows a chunk (0: auto).
+void check_output_layer(int chunk_rows) {
   Harness h;
   ModelConfig config;
   config.dim_emb = kDim;
@@ -206,10 +207,14 @@ void check_output_layer(bool loss_only) {
     h.ws->reset();
     StepMemory memory(h.ws.get());
     LayerContext ctx = h.context(memory, false);
-    OutputLayer::Saved saved;
-    layer.forward(ctx, in, rows, saved, loss_only);
     float* row_loss = memory.keep_n<float>(rows);
     float* row_nll = memory.keep_n<float>(rows);
+    if (chunk_rows >= 0) {
+      layer.loss_in_chunks(ctx, in, rows, targets, 1.0f, row_loss, row_nll, backward ? d_in : nullptr, chunk_rows);
+      return h.dot(row_loss, std::vector<float>(rows, 1.0f));
+    }
+    OutputLayer::Saved saved;
+    layer.forward(ctx, in, rows, saved);
     layer.loss(ctx, saved, targets, backward, 1.0f, row_loss, row_nll);
     const double l = h.dot(row_loss, std::vector<float>(rows, 1.0f));
     if (backward) layer.backward(ctx, saved, d_in);
@@ -218,8 +223,10 @@ void check_output_layer(bool loss_only) {
   test::check_gradients(*h.backend, *h.store, test::random_floats(h.rng, rows * kDim, 1.0), loss);
 }
 
-TEST(ModelLayerGradients, OutputProjectionAndLabelSmoothedLoss) { check_output_layer(false); }
-TEST(ModelLayerGradients, OutputProjectionWithTheBiasInsideTheLoss) { check_output_layer(true); }
+TEST(ModelLayerGradients, OutputProjectionAndLabelSmoothedLoss) { check_output_layer(-1); }
+TEST(ModelLayerGradients, OutputLossInOneChunkWithTheBiasInsideTheLoss) { check_output_layer(0); }
+TEST(ModelLayerGradients, OutputLossInChunksOfFourRows) { check_output_layer(4); }  // 4 + 2 rows
+TEST(ModelLayerGradients, OutputLossInChunksOfOneRow) { check_output_layer(1); }
 
 void check_encoder_layer(NormPlacement norm, float drop) {
   Harness h;
