@@ -73,9 +73,9 @@ class CudaBackend : public Backend {
   void merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts, void* out,
                    float* dparam_bias) override;
   void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
-                                 int q_len, int k_len, float scale, bool causal, void* probs) override;
-  void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, float scale,
-                                  void* dscores) override;
+                                 int q_len, int k_len, int ld, float scale, bool causal, void* probs) override;
+  void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, int ld,
+                                  float scale, void* dscores) override;
 
   void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab, float label_smoothing,
                      int ignore_index, float grad_scale, float* loss, float* nll, void* dlogits) override;
