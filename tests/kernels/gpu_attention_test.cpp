@@ -49,6 +49,25 @@ TEST_F(GpuKernels, SplitAndMergeHeadsMatchCpu) {
         }
 }
 
+// The packed merge_heads path (head_dim a multiple of the pack) sums its bias gradient over fixed row chunks: the same
+// bits run after run, on a shape with many chunks and a partial last one.
+TEST_F(GpuKernels, PackedMergeHeadsBiasGradientIsReproducible) {
+  const int batch = 3, len = 1367, heads = 8, head_dim = 64, parts = 3;
+  const int width = parts * heads * head_dim;
+  const std::size_t n = std::size_t(batch) * len * width;
+  for (DType dt : dtypes()) {
+    DeviceBuffer in(gpu(), dt, quantize(random_floats(n, 9650), dt)), out(gpu(), dt, n);
+    const auto start = random_floats(width, 9651);
+    DeviceBuffer first(gpu(), DType::f32, start), second(gpu(), DType::f32, start);
+    gpu().merge_heads(dt, in.get(), batch, len, heads, head_dim, parts, out.get(), first.f32());
+    gpu().merge_heads(dt, in.get(), batch, len, heads, head_dim, parts, out.get(), second.f32());
+    const auto a = first.download(), b = second.download();
+    for (std::size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(float_bits(a[i]), float_bits(b[i])) << label(dt) << " dbias element " << i;
+    EXPECT_NE(a, start) << label(dt) << ": nothing was accumulated";
+  }
+}
+
 struct SoftmaxCase {
   int batch, heads, q_len, k_len;
 };
