@@ -219,7 +219,36 @@ __global__ void softmax_forward_pack_kernel(const T* scores, const int32_t* k_le
   const int valid = live ? valid_keys(k_lengths, row, heads, q_len, k_len, causal) : 0;
   const int packs = ld / P;
   const T* s = scores + (live ? row : 0) * ld;
+  T* p = probs + (live ? row : 0) * ld;
   // Values past `valid` in a loaded pack (masked keys, padding that may hold anything) are never used.
+  if (packs <= group) {  // rows of up to 32 packs (MT sentences): one pack per lane, read once, exp once
+    const int c = lane;
+    const bool has = c * P < valid;
+    float v[P];
+    float mx = -INFINITY;
+    if (has) {
+      load_pack(s + c * P, v);
+#pragma unroll
+      for (int k = 0; k < P; ++k)
+        if (c * P + k < valid) mx = fmaxf(mx, scale * v[k]);
+    }
+    mx = group_max(mx, group);
+    float sum = 0.0f;
+    if (has) {
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        v[k] = c * P + k < valid ? expf(scale * v[k] - mx) : 0.0f;
+        sum += v[k];
+      }
+    }
+    sum = group_sum(sum, group);
+    if (!live || c >= packs) return;
+    const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int k = 0; k < P; ++k) v[k] = has ? v[k] * inv : 0.0f;
+    store_pack(p + c * P, v);
+    return;
+  }
   float mx = -INFINITY;
   for (int c = lane; c * P < valid; c += group) {
     float v[P];
@@ -240,7 +269,6 @@ __global__ void softmax_forward_pack_kernel(const T* scores, const int32_t* k_le
   sum = group_sum(sum, group);
   if (!live) return;  // no shuffles below
   const float inv = valid > 0 ? 1.0f / sum : 0.0f;
-  T* p = probs + row * ld;
   // probs may alias scores: a lane reads and then writes only its own packs.
   for (int c = lane; c < packs; c += group) {
     float v[P];
@@ -262,6 +290,26 @@ __global__ void softmax_backward_pack_kernel(const T* probs, const T* dprobs, in
   const int packs = ld / P;
   const T* p = probs + (live ? row : 0) * ld;
   const T* dp = dprobs + (live ? row : 0) * ld;
+  T* ds = dscores + (live ? row : 0) * ld;
+  if (packs <= group) {  // one pack per lane, read once
+    const int c = lane;
+    const bool has = c * P < keys;
+    float pv[P], dv[P];
+    float dot = 0.0f;
+    if (has) {
+      load_pack(p + c * P, pv);
+      load_pack(dp + c * P, dv);
+#pragma unroll
+      for (int k = 0; k < P; ++k)
+        if (c * P + k < keys) dot += pv[k] * dv[k];
+    }
+    dot = group_sum(dot, group);
+    if (!live || c >= packs) return;
+#pragma unroll
+    for (int k = 0; k < P; ++k) pv[k] = has && c * P + k < keys ? scale * pv[k] * (dv[k] - dot) : 0.0f;
+    store_pack(ds + c * P, pv);
+    return;
+  }
   float dot = 0.0f;
   for (int c = lane; c * P < keys; c += group) {
     float pv[P], dv[P];
@@ -273,7 +321,6 @@ __global__ void softmax_backward_pack_kernel(const T* probs, const T* dprobs, in
   }
   dot = group_sum(dot, group);
   if (!live) return;
-  T* ds = dscores + row * ld;
   // dscores may alias dprobs: a lane reads and then writes only its own packs.
   for (int c = lane; c < packs; c += group) {
     float pv[P], dv[P];
