@@ -123,10 +123,10 @@ int main(int argc, char** argv) {
   memory_op("merge_heads", 2 * TD,
             [&] { be.merge_heads(DType::f32, heads.data(), B, L, H, HD, 1, y.data(), nullptr); });
   memory_op("attention_softmax_forward", 2 * S, [&] {
-    be.attention_softmax_forward(DType::f32, scores.data(), lengths.data(), B, H, L, L, 0.125f, false, dscores.data());
+    be.attention_softmax_forward(DType::f32, scores.data(), lengths.data(), B, H, L, L, L, 0.125f, false, dscores.data());
   });
   memory_op("attention_softmax_backward", 3 * S, [&] {
-    be.attention_softmax_backward(DType::f32, dscores.data(), scores.data(), B * H * L, L, 0.125f, y.data());
+    be.attention_softmax_backward(DType::f32, dscores.data(), scores.data(), B * H * L, L, L, 0.125f, y.data());
   });
   memory_op("bias_gelu_dropout_forward", 2 * TF, [&] {
     be.bias_activation_dropout_forward(DType::f32, x.data(), bias.data(), T, F, Activation::gelu, drop, y.data());

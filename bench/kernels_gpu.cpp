@@ -193,9 +193,9 @@ int main(int argc, char** argv) try {
   memory_op("split_heads qkv (+bias)", 2 * 3 * TD, [&] { be.split_heads(dt, qkv, bias, B, L, H, HD, 3, heads); });
   memory_op("merge_heads", 2 * TD, [&] { be.merge_heads(dt, heads, B, L, H, HD, 1, y, nullptr); });
   memory_op("attention_softmax_forward", 2 * S,
-            [&] { be.attention_softmax_forward(dt, scores, lengths, B, H, L, L, 0.125f, false, dscores); });
+            [&] { be.attention_softmax_forward(dt, scores, lengths, B, H, L, L, L, 0.125f, false, dscores); });
   memory_op("attention_softmax_backward", 3 * S,
-            [&] { be.attention_softmax_backward(dt, dscores, scores, B * H * L, L, 0.125f, y); });
+            [&] { be.attention_softmax_backward(dt, dscores, scores, B * H * L, L, L, 0.125f, y); });
   memory_op("bias_gelu_dropout_forward", 2 * TF,
             [&] { be.bias_activation_dropout_forward(dt, x, bias, T, F, Activation::gelu, drop, y); });
   memory_op("bias_gelu_dropout_backward", 3 * TF,

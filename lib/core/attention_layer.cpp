@@ -16,6 +16,11 @@ kernels::GemmArgs batched(const LayerContext& ctx, int batch) {
   return g;
 }
 
+// Row stride of the [q_len][k_len] score/probability slices: a multiple of 8 elements (16 bytes in bf16), so that
+// every row starts aligned and cuBLAS can pick its aligned tensor-core kernels for the score and context GEMMs
+// (an odd k_len would force align1 kernels). The padding columns are never read as keys.
+int score_stride(int k_len) { return (k_len + 7) / 8 * 8; }
+
 }  // namespace
 
 AttentionLayer::AttentionLayer(ParamTable& table, const std::string& prefix, int dim, int heads, Kind kind)
@@ -63,17 +68,19 @@ void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* 
                             const kernels::Dropout& drop, void* probs, void* context) const {
   TempScope scope(ctx.memory);
   const int slices = batch * heads_;
-  const std::size_t prob_count = static_cast<std::size_t>(slices) * q_len * k_len;
+  const int ld = score_stride(k_len);
+  const std::size_t prob_count = static_cast<std::size_t>(slices) * q_len * ld;
 
   kernels::GemmArgs s = batched(ctx, slices);  // scores = q k^T
   s.trans_b = true;
   s.m = q_len, s.n = k_len, s.k = head_dim_;
   s.a = q, s.lda = head_dim_, s.stride_a = static_cast<int64_t>(q_len) * head_dim_;
   s.b = k, s.ldb = head_dim_, s.stride_b = static_cast<int64_t>(k_len) * head_dim_;
-  s.c = probs, s.ldc = k_len, s.stride_c = static_cast<int64_t>(q_len) * k_len;
+  s.c = probs, s.ldc = ld, s.stride_c = static_cast<int64_t>(q_len) * ld;
   ctx.backend.gemm(s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, q_len, k_len, scale, causal, probs);
+  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, q_len, k_len, ld, scale, causal,
+                                        probs);
 
   const void* used_probs = probs;
   if (drop.p > 0.0f) {
@@ -84,7 +91,7 @@ void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* 
   void* context_heads = ctx.temp(static_cast<std::size_t>(batch) * q_len * dim_);
   kernels::GemmArgs c = batched(ctx, slices);  // context = probs v
   c.m = q_len, c.n = head_dim_, c.k = k_len;
-  c.a = used_probs, c.lda = k_len, c.stride_a = static_cast<int64_t>(q_len) * k_len;
+  c.a = used_probs, c.lda = ld, c.stride_a = static_cast<int64_t>(q_len) * ld;
   c.b = v, c.ldb = head_dim_, c.stride_b = static_cast<int64_t>(k_len) * head_dim_;
   c.c = context_heads, c.ldc = head_dim_, c.stride_c = static_cast<int64_t>(q_len) * head_dim_;
   ctx.backend.gemm(c);
@@ -128,7 +135,7 @@ void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void*
     project_q(ctx, x, batch, q_len, saved.q);
     project_kv(ctx, memory, batch, k_len, saved.k);
   }
-  saved.probs = ctx.keep(static_cast<std::size_t>(batch) * heads_ * q_len * k_len);
+  saved.probs = ctx.keep(static_cast<std::size_t>(batch) * heads_ * q_len * score_stride(k_len));
   saved.context = ctx.keep(q_count);
   attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs, saved.context);
   project_out(ctx, saved.context, batch * q_len, o);
@@ -141,7 +148,8 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
   const std::size_t q_count = static_cast<std::size_t>(q_rows) * dim_;
   const std::size_t k_count = static_cast<std::size_t>(k_rows) * dim_;
-  const std::size_t prob_count = static_cast<std::size_t>(slices) * s.q_len * s.k_len;
+  const int ld = score_stride(s.k_len);
+  const std::size_t prob_count = static_cast<std::size_t>(slices) * s.q_len * ld;
 
   // Output projection: dW_o += d_o^T context; d_context = d_o W_o, split into heads.
   void* d_context = ctx.temp(q_count);
@@ -165,7 +173,7 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   kernels::GemmArgs dv = batched(ctx, slices);
   dv.trans_a = true;
   dv.m = s.k_len, dv.n = head_dim_, dv.k = s.q_len;
-  dv.a = used_probs, dv.lda = s.k_len, dv.stride_a = static_cast<int64_t>(s.q_len) * s.k_len;
+  dv.a = used_probs, dv.lda = ld, dv.stride_a = static_cast<int64_t>(s.q_len) * ld;
   dv.b = d_context_heads, dv.ldb = head_dim_, dv.stride_b = static_cast<int64_t>(s.q_len) * head_dim_;
   dv.c = d_v, dv.ldc = head_dim_, dv.stride_c = static_cast<int64_t>(s.k_len) * head_dim_;
   ctx.backend.gemm(dv);
@@ -176,22 +184,22 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   dp.m = s.q_len, dp.n = s.k_len, dp.k = head_dim_;
   dp.a = d_context_heads, dp.lda = head_dim_, dp.stride_a = static_cast<int64_t>(s.q_len) * head_dim_;
   dp.b = s.v, dp.ldb = head_dim_, dp.stride_b = static_cast<int64_t>(s.k_len) * head_dim_;
-  dp.c = d_probs, dp.ldc = s.k_len, dp.stride_c = static_cast<int64_t>(s.q_len) * s.k_len;
+  dp.c = d_probs, dp.ldc = ld, dp.stride_c = static_cast<int64_t>(s.q_len) * ld;
   ctx.backend.gemm(dp);
   if (s.drop.p > 0.0f) ctx.backend.dropout(ctx.dt, d_probs, prob_count, s.drop, d_probs);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_softmax_backward(ctx.dt, s.probs, d_probs, slices * s.q_len, s.k_len, scale, d_probs);
+  ctx.backend.attention_softmax_backward(ctx.dt, s.probs, d_probs, slices * s.q_len, s.k_len, ld, scale, d_probs);
   // d_q = d_scores k; d_k = d_scores^T q
   kernels::GemmArgs dq = batched(ctx, slices);
   dq.m = s.q_len, dq.n = head_dim_, dq.k = s.k_len;
-  dq.a = d_probs, dq.lda = s.k_len, dq.stride_a = static_cast<int64_t>(s.q_len) * s.k_len;
+  dq.a = d_probs, dq.lda = ld, dq.stride_a = static_cast<int64_t>(s.q_len) * ld;
   dq.b = s.k, dq.ldb = head_dim_, dq.stride_b = static_cast<int64_t>(s.k_len) * head_dim_;
   dq.c = d_q, dq.ldc = head_dim_, dq.stride_c = static_cast<int64_t>(s.q_len) * head_dim_;
   ctx.backend.gemm(dq);
   kernels::GemmArgs dk = batched(ctx, slices);
   dk.trans_a = true;
   dk.m = s.k_len, dk.n = head_dim_, dk.k = s.q_len;
-  dk.a = d_probs, dk.lda = s.k_len, dk.stride_a = static_cast<int64_t>(s.q_len) * s.k_len;
+  dk.a = d_probs, dk.lda = ld, dk.stride_a = static_cast<int64_t>(s.q_len) * ld;
   dk.b = s.q, dk.ldb = head_dim_, dk.stride_b = static_cast<int64_t>(s.q_len) * head_dim_;
   dk.c = d_k, dk.ldc = head_dim_, dk.stride_c = static_cast<int64_t>(s.k_len) * head_dim_;
   ctx.backend.gemm(dk);

@@ -21,7 +21,7 @@ class AttentionLayer {
     void* q = nullptr;             // heads [batch][heads][q_len][hd]; self: followed by k and v (fused buffer)
     void* k = nullptr;
     void* v = nullptr;        // cross: k and v are one buffer [2][batch][heads][k_len][hd]
-    void* probs = nullptr;    // [batch][heads][q_len][k_len], before dropout
+    void* probs = nullptr;    // [batch][heads][q_len][ld], ld = k_len rounded up to 8; before dropout
     void* context = nullptr;  // merged heads [batch*q_len, dim]
     const int32_t* k_lengths = nullptr;
     bool causal = false;
@@ -36,7 +36,8 @@ class AttentionLayer {
   void project_qkv(const LayerContext& ctx, const void* x, int batch, int len, void* qkv_heads) const;
   void project_q(const LayerContext& ctx, const void* x, int batch, int q_len, void* q_heads) const;
   void project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len, void* kv_heads) const;
-  // probs [batch][heads][q_len][k_len] (softmax, masked); context [batch*q_len, dim] (merged heads).
+  // probs [batch][heads][q_len][ld] with ld = k_len rounded up to a multiple of 8 (softmax, masked; padding
+  // columns 0); context [batch*q_len, dim] (merged heads).
   void attend(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths, int batch,
               int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, void* context) const;
   void project_out(const LayerContext& ctx, const void* context, int rows, void* o) const;

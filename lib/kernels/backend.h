@@ -150,14 +150,19 @@ class Backend {
   // dparam_bias (if not null) += column sums of out (the backward of split_heads' bias).
   virtual void merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts,
                            void* out, float* dparam_bias) = 0;
-  // probs = softmax(scale * scores) over k_len for scores [batch][heads][q_len][k_len]. Keys j >= k_lengths[b]
-  // (if k_lengths not null) and, when causal, keys j > i (query i) get probability 0. probs may alias scores.
+  // probs = softmax(scale * scores) over k_len for scores [batch][heads][q_len][ld] (ld >= k_len: the row stride;
+  // the attention layer pads it to a multiple of 8 so that the score GEMMs get aligned tensor-core kernels). Keys
+  // j >= k_lengths[b] (if k_lengths not null) and, when causal, keys j > i (query i) get probability 0; the padding
+  // columns [k_len, ld) of probs are set to 0 and those of scores (which may hold anything, NaN included) never
+  // affect the result. probs may alias scores.
   virtual void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch,
-                                         int heads, int q_len, int k_len, float scale, bool causal,
+                                         int heads, int q_len, int k_len, int ld, float scale, bool causal,
                                          void* probs) = 0;
-  // dscores = scale * probs * (dprobs - rowsum(dprobs * probs)); dscores may alias dprobs.
+  // dscores = scale * probs * (dprobs - rowsum(dprobs * probs)) over the first k_len columns of rows of stride ld
+  // (ld >= k_len); dscores' columns [k_len, ld) are set to 0 and those of probs/dprobs (anything, NaN included)
+  // never affect the result. dscores may alias dprobs.
   virtual void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len,
-                                          float scale, void* dscores) = 0;
+                                          int ld, float scale, void* dscores) = 0;
   // Incremental decoding's attention in one op: one query per (row, head) over cached keys/values. Slice
   // i = r*heads + h (r < rows, h < heads) has its query [head_dim] at q + i*head_dim; its keys and values are rows
   // of head_dim starting at s*slice_stride in k and in v, s = kv_index[i] (device array; slices may share keys) or

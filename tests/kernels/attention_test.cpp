@@ -1,4 +1,6 @@
 // split_heads/merge_heads layouts and bias gradient; the masked attention softmax and its backward.
+#include <algorithm>
+
 #include "kernels_test_util.h"
 
 namespace lseq::kernels::test {
@@ -92,34 +94,63 @@ const std::vector<SoftmaxCase> kSoftmaxCases = {{1, 1, 1, 1, false, false},
                                                 {3, 2, 6, 6, true, true},
                                                 {4, 8, 33, 47, false, true}};
 
+// Rows of k_len values stored with row stride ld >= k_len; the padding columns hold NaN, so a kernel that reads
+// them as keys spoils its row.
+std::vector<float> with_stride(const std::vector<float>& x, int k_len, int ld) {
+  const std::size_t rows = x.size() / k_len;
+  std::vector<float> out(rows * ld, std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * k_len, k_len, out.begin() + r * ld);
+  return out;
+}
+
+// The first k_len columns of rows of stride ld; EXPECTs the padding columns to be exactly 0.
+std::vector<float> real_columns(const std::vector<float>& x, int k_len, int ld) {
+  const std::size_t rows = x.size() / ld;
+  std::vector<float> out(rows * k_len);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::copy_n(x.begin() + r * ld, k_len, out.begin() + r * k_len);
+    for (int j = k_len; j < ld; ++j) EXPECT_EQ(x[r * ld + j], 0.0f) << "padding column " << j << " of row " << r;
+  }
+  return out;
+}
+
+// Row strides to try: unpadded, odd padding, and the multiple of 8 that the attention layer uses.
+std::vector<int> strides_for(int k_len) { return {k_len, k_len + 3, (k_len + 7) / 8 * 8}; }
+
 TEST_F(CpuKernels, AttentionSoftmaxForwardMasksAndNormalises) {
   uint64_t seed = 1300;
-  for (const auto& c : kSoftmaxCases) {
-    const std::size_t n = std::size_t(c.batch) * c.heads * c.q_len * c.k_len;
-    const auto scores = random_floats(n, ++seed, -8, 8);
-    auto k_lengths = random_ints(c.batch, ++seed, 1, c.k_len);
-    k_lengths[0] = c.k_len;
-    const float scale = 0.35f;
-    auto probs = poisoned(n);
-    backend.attention_softmax_forward(DType::f32, scores.data(), c.with_lengths ? k_lengths.data() : nullptr, c.batch,
-                                      c.heads, c.q_len, c.k_len, scale, c.causal, probs.data());
-    const auto ref = ref_softmax(to_double(scores), k_lengths, c, scale);
-    EXPECT_TRUE(all_close(probs, ref, 1e-5, 1e-7)) << c.batch << "x" << c.heads << "x" << c.q_len << "x" << c.k_len;
-    for (std::size_t i = 0; i < n; ++i)
-      if (ref[i] == 0.0) ASSERT_EQ(probs[i], 0.0f) << "masked key " << i << " got probability";
-    // In place (probs aliasing scores) gives the same result.
-    auto inplace = scores;
-    backend.attention_softmax_forward(DType::f32, inplace.data(), c.with_lengths ? k_lengths.data() : nullptr, c.batch,
-                                      c.heads, c.q_len, c.k_len, scale, c.causal, inplace.data());
-    EXPECT_EQ(inplace, probs);
-  }
+  for (const auto& c : kSoftmaxCases)
+    for (int ld : strides_for(c.k_len)) {
+      const std::size_t n = std::size_t(c.batch) * c.heads * c.q_len * c.k_len;
+      const std::size_t padded = n / c.k_len * ld;
+      const auto scores = random_floats(n, ++seed, -8, 8);
+      const auto strided = with_stride(scores, c.k_len, ld);
+      auto k_lengths = random_ints(c.batch, ++seed, 1, c.k_len);
+      k_lengths[0] = c.k_len;
+      const float scale = 0.35f;
+      auto probs_ld = poisoned(padded);
+      backend.attention_softmax_forward(DType::f32, strided.data(), c.with_lengths ? k_lengths.data() : nullptr,
+                                        c.batch, c.heads, c.q_len, c.k_len, ld, scale, c.causal, probs_ld.data());
+      const auto probs = real_columns(probs_ld, c.k_len, ld);
+      const auto ref = ref_softmax(to_double(scores), k_lengths, c, scale);
+      EXPECT_TRUE(all_close(probs, ref, 1e-5, 1e-7))
+          << c.batch << "x" << c.heads << "x" << c.q_len << "x" << c.k_len << " ld " << ld;
+      for (std::size_t i = 0; i < n; ++i)
+        if (ref[i] == 0.0) ASSERT_EQ(probs[i], 0.0f) << "masked key " << i << " got probability";
+      // In place (probs aliasing scores) gives the same result.
+      auto inplace = strided;
+      backend.attention_softmax_forward(DType::f32, inplace.data(), c.with_lengths ? k_lengths.data() : nullptr,
+                                        c.batch, c.heads, c.q_len, c.k_len, ld, scale, c.causal, inplace.data());
+      EXPECT_EQ(inplace, probs_ld);
+    }
 }
 
 TEST_F(CpuKernels, AttentionSoftmaxRowWithoutKeysIsZeroNotNaN) {
   const std::vector<int32_t> k_lengths = {0, 3};
   const auto scores = random_floats(2 * 2 * 4, 1400);
   auto probs = poisoned(scores.size());
-  backend.attention_softmax_forward(DType::f32, scores.data(), k_lengths.data(), 2, 1, 2, 4, 1.0f, false, probs.data());
+  backend.attention_softmax_forward(DType::f32, scores.data(), k_lengths.data(), 2, 1, 2, 4, 4, 1.0f, false,
+                                    probs.data());
   for (int j = 0; j < 8; ++j) EXPECT_EQ(probs[j], 0.0f);
   for (int row = 2; row < 4; ++row) {
     double sum = 0;
@@ -129,31 +160,43 @@ TEST_F(CpuKernels, AttentionSoftmaxRowWithoutKeysIsZeroNotNaN) {
   }
 }
 
+TEST_F(CpuKernels, AttentionSoftmaxRejectsRowStrideShorterThanKeys) {
+  std::vector<float> x(16, 0.5f);
+  EXPECT_THROW(backend.attention_softmax_forward(DType::f32, x.data(), nullptr, 1, 1, 2, 8, 7, 1.0f, false, x.data()),
+               lseq::Error);
+  EXPECT_THROW(backend.attention_softmax_backward(DType::f32, x.data(), x.data(), 2, 8, 7, 1.0f, x.data()), lseq::Error);
+}
+
 TEST_F(CpuKernels, AttentionSoftmaxBackwardMatchesFiniteDifferences) {
   uint64_t seed = 1500;
   for (const auto& c :
-       std::vector<SoftmaxCase>{{1, 1, 1, 1, false, false}, {2, 1, 3, 5, true, true}, {1, 2, 2, 6, false, true}}) {
-    const std::size_t n = std::size_t(c.batch) * c.heads * c.q_len * c.k_len;
-    const auto scores = random_floats(n, ++seed, -3, 3);
-    auto k_lengths = random_ints(c.batch, ++seed, 1, c.k_len);
-    const float scale = 0.6f;
-    const auto w = random_floats(n, ++seed);
-    const auto wd = to_double(w);
-    const auto fd = finite_difference(
-        [&](const std::vector<double>& s) { return weighted_sum(wd, ref_softmax(s, k_lengths, c, scale)); },
-        to_double(scores));
-    auto probs = poisoned(n);
-    backend.attention_softmax_forward(DType::f32, scores.data(), c.with_lengths ? k_lengths.data() : nullptr, c.batch,
-                                      c.heads, c.q_len, c.k_len, scale, c.causal, probs.data());
-    auto ds = poisoned(n);
-    const int rows = c.batch * c.heads * c.q_len;
-    backend.attention_softmax_backward(DType::f32, probs.data(), w.data(), rows, c.k_len, scale, ds.data());
-    EXPECT_TRUE(all_close(ds, fd, 1e-4, 1e-6));
-    // dscores may alias dprobs
-    auto inplace = w;
-    backend.attention_softmax_backward(DType::f32, probs.data(), inplace.data(), rows, c.k_len, scale, inplace.data());
-    EXPECT_EQ(inplace, ds);
-  }
+       std::vector<SoftmaxCase>{{1, 1, 1, 1, false, false}, {2, 1, 3, 5, true, true}, {1, 2, 2, 6, false, true}})
+    for (int ld : strides_for(c.k_len)) {
+      const std::size_t n = std::size_t(c.batch) * c.heads * c.q_len * c.k_len;
+      const auto scores = random_floats(n, ++seed, -3, 3);
+      auto k_lengths = random_ints(c.batch, ++seed, 1, c.k_len);
+      const float scale = 0.6f;
+      const auto w = random_floats(n, ++seed);
+      const auto wd = to_double(w);
+      const auto fd = finite_difference(
+          [&](const std::vector<double>& s) { return weighted_sum(wd, ref_softmax(s, k_lengths, c, scale)); },
+          to_double(scores));
+      auto probs = poisoned(n);
+      backend.attention_softmax_forward(DType::f32, scores.data(), c.with_lengths ? k_lengths.data() : nullptr,
+                                        c.batch, c.heads, c.q_len, c.k_len, c.k_len, scale, c.causal, probs.data());
+      // probs and dprobs with NaN padding: the backward must read only the first k_len columns.
+      const auto probs_ld = with_stride(probs, c.k_len, ld), w_ld = with_stride(w, c.k_len, ld);
+      auto ds_ld = poisoned(n / c.k_len * ld);
+      const int rows = c.batch * c.heads * c.q_len;
+      backend.attention_softmax_backward(DType::f32, probs_ld.data(), w_ld.data(), rows, c.k_len, ld, scale,
+                                         ds_ld.data());
+      EXPECT_TRUE(all_close(real_columns(ds_ld, c.k_len, ld), fd, 1e-4, 1e-6)) << "ld " << ld;
+      // dscores may alias dprobs
+      auto inplace = w_ld;
+      backend.attention_softmax_backward(DType::f32, probs_ld.data(), inplace.data(), rows, c.k_len, ld, scale,
+                                         inplace.data());
+      EXPECT_EQ(inplace, ds_ld);
+    }
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ TEST_F(CpuKernels, ComputeOpsRejectHalfPrecisionWithAClearMessage) {
     EXPECT_STREQ(e.what(), "the CPU backend computes in fp32; layer_norm_forward was asked for bf16");
   }
   EXPECT_THROW(backend.add(DType::f16, x.data(), x.data(), 16, y.data()), lseq::Error);
-  EXPECT_THROW(backend.attention_softmax_forward(DType::f16, x.data(), nullptr, 1, 1, 4, 4, 1.0f, false, y.data()),
+  EXPECT_THROW(backend.attention_softmax_forward(DType::f16, x.data(), nullptr, 1, 1, 4, 4, 4, 1.0f, false, y.data()),
                lseq::Error);
 }
 

@@ -56,8 +56,11 @@ void CpuBackend::merge_heads(DType dt, const void* in, int batch, int len, int h
 }
 
 void CpuBackend::attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
-                                           int q_len, int k_len, float scale, bool causal, void* probs) {
+                                           int q_len, int k_len, int ld, float scale, bool causal, void* probs) {
   cpu::require_f32(dt, "attention_softmax_forward");
+  if (batch < 0 || heads < 0 || q_len < 0 || k_len < 0 || ld < k_len)
+    fail("attention_softmax_forward: invalid shape batch={} heads={} q_len={} k_len={} ld={}", batch, heads, q_len,
+         k_len, ld);
   const float* ps = f32(scores);
   float* pp = f32(probs);
   const int64_t rows = static_cast<int64_t>(batch) * heads * q_len;
@@ -66,9 +69,10 @@ void CpuBackend::attention_softmax_forward(DType dt, const void* scores, const i
     const int i = static_cast<int>(row % q_len);
     int valid = k_lengths ? std::clamp(k_lengths[b], 0, k_len) : k_len;
     if (causal) valid = std::min(valid, i + 1);
-    const float* s = ps + row * k_len;
-    float* p = pp + row * k_len;
-    // Keys [0, valid) take part; the rest get exactly 0. A row without keys is all zeros, never NaN.
+    const float* s = ps + row * ld;
+    float* p = pp + row * ld;
+    // Keys [0, valid) take part; the rest (and the padding up to ld) get exactly 0. A row without keys is all
+    // zeros, never NaN.
     float max = -std::numeric_limits<float>::infinity();
     for (int j = 0; j < valid; ++j) max = std::max(max, scale * s[j]);
     double sum = 0.0;
@@ -79,23 +83,26 @@ void CpuBackend::attention_softmax_forward(DType dt, const void* scores, const i
     }
     const double inv = valid > 0 ? 1.0 / sum : 0.0;
     for (int j = 0; j < valid; ++j) p[j] = static_cast<float>(p[j] * inv);
-    for (int j = valid; j < k_len; ++j) p[j] = 0.0f;
+    for (int j = valid; j < ld; ++j) p[j] = 0.0f;
   });
 }
 
 void CpuBackend::attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len,
-                                            float scale, void* dscores) {
+                                            int ld, float scale, void* dscores) {
   cpu::require_f32(dt, "attention_softmax_backward");
+  if (rows < 0 || k_len < 0 || ld < k_len)
+    fail("attention_softmax_backward: invalid shape rows={} k_len={} ld={}", rows, k_len, ld);
   const float* pp = f32(probs);
   const float* pdp = f32(dprobs);
   float* pds = f32(dscores);
   cpu::parallel_for(threads_, rows, k_len * 3, [&](int64_t r) {
-    const float* p = pp + r * k_len;
-    const float* dp = pdp + r * k_len;
-    float* ds = pds + r * k_len;
+    const float* p = pp + r * ld;
+    const float* dp = pdp + r * ld;
+    float* ds = pds + r * ld;
     double dot = 0.0;
     for (int j = 0; j < k_len; ++j) dot += static_cast<double>(p[j]) * dp[j];
     for (int j = 0; j < k_len; ++j) ds[j] = static_cast<float>(scale * p[j] * (dp[j] - dot));
+    for (int j = k_len; j < ld; ++j) ds[j] = 0.0f;
   });
 }
 

@@ -73,9 +73,9 @@ class CudaBackend : public Backend {
   void merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts, void* out,
                    float* dparam_bias) override;
   void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
-                                 int q_len, int k_len, float scale, bool causal, void* probs) override;
-  void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, float scale,
-                                  void* dscores) override;
+                                 int q_len, int k_len, int ld, float scale, bool causal, void* probs) override;
+  void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, int ld,
+                                  float scale, void* dscores) override;
   void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
                       const int32_t* kv_index, const int32_t* k_lengths, int rows, int heads, int head_dim, int k_len,
                       float scale, void* context) override;
