@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
   });
   memory_op("bias_grad", TD, [&] { be.bias_grad(DType::f32, x.data(), T, D, dbias.data()); });
   memory_op("cross_entropy (+grad)", 2 * TV, [&] {
-    be.cross_entropy(DType::f32, logits.data(), tokens.data(), T, V, 0.1f, -1, 1.0f, loss.data(), nll.data(),
+    be.cross_entropy(DType::f32, logits.data(), nullptr, tokens.data(), T, V, 0.1f, -1, 1.0f, loss.data(), nll.data(),
                      dlogits.data());
   });
   memory_op("grad_norm 10M", params * 4.0,

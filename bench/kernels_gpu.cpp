@@ -130,6 +130,13 @@ int main(int argc, char** argv) try {
   for (int i = 0; i < T; ++i) host_tokens[i] = (i * 7919) % V;
   const auto* tokens = static_cast<const int32_t*>(buf.ints(host_tokens));
   const auto* lengths = static_cast<const int32_t*>(buf.ints(host_lengths));
+  // Real batches end sentences in padding (token 0): the last quarter of every row here, thousands of repeats.
+  std::vector<int32_t> host_padded(host_tokens);
+  for (int i = 0; i < T; ++i)
+    if (i % L >= L - L / 4) host_padded[i] = 0;
+  const auto* padded = static_cast<const int32_t*>(buf.ints(host_padded));
+  void* out_bias = buf.random(dt, V);
+  auto* topk_ids = static_cast<int32_t*>(buf.ints(std::vector<int32_t>(std::size_t(512) * kMaxTopK, 0)));
   auto* scalars = static_cast<float*>(buf.filled(DType::f32, 4, 1.0f));
   auto* loss = static_cast<float*>(buf.filled(DType::f32, 2 * std::size_t(T), 0.0f));
   const Dropout drop{0.1f, 42};
@@ -199,7 +206,17 @@ int main(int argc, char** argv) try {
             [&] { be.bias_dropout_residual_forward(dt, x, bias, z, T, D, drop, y); });
   memory_op("bias_grad", TD, [&] { be.bias_grad(dt, x, T, D, dparam); });
   memory_op("cross_entropy (+grad)", 2 * TV,
-            [&] { be.cross_entropy(dt, logits, tokens, T, V, 0.1f, -1, 1.0f, loss, loss + T, dlogits); });
+            [&] { be.cross_entropy(dt, logits, nullptr, tokens, T, V, 0.1f, -1, 1.0f, loss, loss + T, dlogits); });
+  memory_op("cross_entropy (+grad, +bias)", 2 * TV, [&] {
+    be.cross_entropy(dt, logits, out_bias, tokens, T, V, 0.1f, -1, 1.0f, loss, loss + T, dlogits);
+  });
+  memory_op("embedding_backward (1/4 padding)", TD + double(T) * D * 8,
+            [&] { be.embedding_backward(dt, padded, B, L, D, 22.6f, drop, y, dparam, nullptr); });
+  for (int rows : {128, 512})
+    if (rows <= T)
+      memory_op(rows == 128 ? "topk_log_softmax 128 rows, k 5" : "topk_log_softmax 512 rows, k 5",
+                double(rows) * V * es,
+                [&] { be.topk_log_softmax(dt, logits, rows, V, 5, 4, 3, logprobs, topk_ids, loss); });
   memory_op("log_softmax (fp32 out)", TV + double(T) * V * 4, [&] { be.log_softmax(dt, logits, T, V, logprobs); });
   memory_op("grad_norm 60M", params * 4.0, [&] { be.grad_norm(g, params, 1.0f, 1.0f, scalars, scalars + 1); });
   memory_op("adam_update 60M (+working copy)", params * 4.0 * 7 + params * double(es), [&] {

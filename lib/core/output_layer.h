@@ -14,13 +14,17 @@ class OutputLayer {
     const void* x = nullptr;  // decoder states [rows, dim]
     void* logits = nullptr;   // [rows, vocab]; after loss() with gradients, d loss / d logits in place
     int rows = 0;
+    bool bias_pending = false;  // logits lack the bias: loss() adds it inside cross_entropy
   };
 
   // `tied_weight`: offset of the target embedding when tied, or kUntied to own `output.weight`.
   static constexpr std::size_t kUntied = static_cast<std::size_t>(-1);
   OutputLayer(ParamTable& table, const ModelConfig& config, std::size_t tied_weight);
 
-  void forward(const LayerContext& ctx, const void* x, int rows, Saved& saved) const;
+  // `loss_only`: the caller uses the logits only through loss() (training, validation, scoring), so the bias is
+  // left for cross_entropy to add on the fly instead of a separate pass over [rows, vocab]; saved.logits then
+  // lack the bias. Decoding and forward_logits need the real logits: false.
+  void forward(const LayerContext& ctx, const void* x, int rows, Saved& saved, bool loss_only = false) const;
   // Per-row loss and nll ([rows] fp32, caller's buffers). With `gradients` the logits are replaced by
   // grad_scale * d loss / d logits for backward.
   void loss(const LayerContext& ctx, const Saved& saved, const int32_t* targets, bool gradients, float grad_scale,

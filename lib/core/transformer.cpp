@@ -107,7 +107,7 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   const void* encoded = encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder);
   const DecoderMemory mem{encoded, src_lengths, src_len};
   const void* decoded = decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
-  output_->forward(ctx, decoded, tgt_rows, tape.output);
+  output_->forward(ctx, decoded, tgt_rows, tape.output, /*loss_only=*/logits == nullptr);
   if (logits) {
     logits->resize(static_cast<std::size_t>(tgt_rows) * config_.tgt_vocab);
     const std::size_t bytes = logits->size() * sizeof(float);

@@ -182,8 +182,11 @@ class Backend {
   // (padding) give loss 0 and gradient 0. Per row: loss = -(1-ls) log p[y] - ls/vocab * sum_v log p[v],
   // nll = -log p[y]; loss and nll are per row ([n]), either may be nullptr. If dlogits is not null it receives
   // grad_scale * d loss / d logits (may alias logits).
-  // Probabilities are never materialised as a separate buffer.
-  virtual void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab,
+  // bias [vocab] (type dt) or nullptr: the logits are then logits + bias (broadcast over rows, added in fp32), so
+  // the output layer's bias needs no pass of its own when only the loss and its gradient are wanted; dlogits is
+  // the gradient with respect to (logits + bias), which is also the one of the logits, and its column sums are the
+  // bias gradient. Probabilities are never materialised as a separate buffer.
+  virtual void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
                              float label_smoothing, int ignore_index, float grad_scale, float* loss,
                              float* nll, void* dlogits) = 0;
 

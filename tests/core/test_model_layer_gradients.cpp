@@ -190,7 +190,8 @@ void check_embedding(float drop) {
 TEST(ModelLayerGradients, Embedding) { check_embedding(0.0f); }
 TEST(ModelLayerGradients, EmbeddingWithDropout) { check_embedding(0.3f); }
 
-TEST(ModelLayerGradients, OutputProjectionAndLabelSmoothedLoss) {
+// loss_only: the bias is left out of the logits and added inside cross_entropy (training's path).
+void check_output_layer(bool loss_only) {
   Harness h;
   ModelConfig config;
   config.dim_emb = kDim;
@@ -206,7 +207,7 @@ TEST(ModelLayerGradients, OutputProjectionAndLabelSmoothedLoss) {
     StepMemory memory(h.ws.get());
     LayerContext ctx = h.context(memory, false);
     OutputLayer::Saved saved;
-    layer.forward(ctx, in, rows, saved);
+    layer.forward(ctx, in, rows, saved, loss_only);
     float* row_loss = memory.keep_n<float>(rows);
     float* row_nll = memory.keep_n<float>(rows);
     layer.loss(ctx, saved, targets, backward, 1.0f, row_loss, row_nll);
@@ -216,6 +217,9 @@ TEST(ModelLayerGradients, OutputProjectionAndLabelSmoothedLoss) {
   };
   test::check_gradients(*h.backend, *h.store, test::random_floats(h.rng, rows * kDim, 1.0), loss);
 }
+
+TEST(ModelLayerGradients, OutputProjectionAndLabelSmoothedLoss) { check_output_layer(false); }
+TEST(ModelLayerGradients, OutputProjectionWithTheBiasInsideTheLoss) { check_output_layer(true); }
 
 void check_encoder_layer(NormPlacement norm, float drop) {
   Harness h;

@@ -42,8 +42,8 @@ TEST_F(CpuKernels, CrossEntropyForwardMatchesReference) {
     auto targets = random_ints(c.n, ++seed, 0, c.vocab - 1);
     if (c.n > 2) targets[1] = kIgnore;
     auto loss = poisoned(c.n), nll = poisoned(c.n);
-    backend.cross_entropy(DType::f32, logits.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore, 1.0f, loss.data(),
-                          nll.data(), nullptr);
+    backend.cross_entropy(DType::f32, logits.data(), nullptr, targets.data(), c.n, c.vocab, c.ls, kIgnore, 1.0f,
+                          loss.data(), nll.data(), nullptr);
     const auto ref = ref_cross_entropy(to_double(logits), targets, c.n, c.vocab, c.ls);
     EXPECT_TRUE(all_close(loss, ref.loss, 1e-5, 1e-6)) << c.n << "x" << c.vocab;
     EXPECT_TRUE(all_close(nll, ref.nll, 1e-5, 1e-6)) << c.n << "x" << c.vocab;
@@ -70,15 +70,51 @@ TEST_F(CpuKernels, CrossEntropyGradientMatchesFiniteDifferences) {
         },
         to_double(logits));
     auto loss = poisoned(c.n), nll = poisoned(c.n), dlogits = poisoned(logits.size());
-    backend.cross_entropy(DType::f32, logits.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore, grad_scale,
+    backend.cross_entropy(DType::f32, logits.data(), nullptr, targets.data(), c.n, c.vocab, c.ls, kIgnore, grad_scale,
                           loss.data(), nll.data(), dlogits.data());
     EXPECT_TRUE(all_close(dlogits, fd, 1e-4, 1e-6)) << c.n << "x" << c.vocab;
     if (c.n > 2)
       for (int v = 0; v < c.vocab; ++v) EXPECT_EQ(dlogits[2 * c.vocab + v], 0.0f);
     // In place: dlogits aliasing logits.
     auto inplace = logits;
-    backend.cross_entropy(DType::f32, inplace.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore, grad_scale, nullptr,
-                          nullptr, inplace.data());
+    backend.cross_entropy(DType::f32, inplace.data(), nullptr, targets.data(), c.n, c.vocab, c.ls, kIgnore,
+                          grad_scale, nullptr, nullptr, inplace.data());
+    EXPECT_EQ(inplace, dlogits);
+  }
+}
+
+// With a bias the result is that of logits + bias: loss against the double reference of the biased logits,
+// gradient against its finite differences in the logits, also in place.
+TEST_F(CpuKernels, CrossEntropyWithBiasIsThatOfBiasedLogits) {
+  uint64_t seed = 1750;
+  for (const auto& c : std::vector<CeCase>{{1, 1, 0.1f}, {5, 7, 0.1f}, {4, 12, 0.0f}}) {
+    const auto logits = random_floats(std::size_t(c.n) * c.vocab, ++seed, -3, 3);
+    const auto bias = random_floats(c.vocab, ++seed, -2, 2);
+    auto targets = random_ints(c.n, ++seed, 0, c.vocab - 1);
+    if (c.n > 2) targets[2] = kIgnore;
+    const float grad_scale = 0.6f;
+    auto biased = [&](const std::vector<double>& x) {
+      std::vector<double> b(x);
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] += bias[i % c.vocab];
+      return b;
+    };
+    const auto ref = ref_cross_entropy(biased(to_double(logits)), targets, c.n, c.vocab, c.ls);
+    const auto fd = finite_difference(
+        [&](const std::vector<double>& x) {
+          double s = 0;
+          for (double l : ref_cross_entropy(biased(x), targets, c.n, c.vocab, c.ls).loss) s += l;
+          return grad_scale * s;
+        },
+        to_double(logits));
+    auto loss = poisoned(c.n), nll = poisoned(c.n), dlogits = poisoned(logits.size());
+    backend.cross_entropy(DType::f32, logits.data(), bias.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore,
+                          grad_scale, loss.data(), nll.data(), dlogits.data());
+    EXPECT_TRUE(all_close(loss, ref.loss, 1e-5, 1e-6)) << c.n << "x" << c.vocab;
+    EXPECT_TRUE(all_close(nll, ref.nll, 1e-5, 1e-6)) << c.n << "x" << c.vocab;
+    EXPECT_TRUE(all_close(dlogits, fd, 1e-4, 1e-6)) << c.n << "x" << c.vocab;
+    auto inplace = logits;
+    backend.cross_entropy(DType::f32, inplace.data(), bias.data(), targets.data(), c.n, c.vocab, c.ls, kIgnore,
+                          grad_scale, nullptr, nullptr, inplace.data());
     EXPECT_EQ(inplace, dlogits);
   }
 }
@@ -90,8 +126,8 @@ TEST_F(CpuKernels, CrossEntropyIsStableForLargeLogits) {
   logits[7] = 3000.0f;  // row 1, very confident
   const std::vector<int32_t> targets = {0, 2, 4};
   auto loss = poisoned(n), nll = poisoned(n), d = poisoned(n * vocab);
-  backend.cross_entropy(DType::f32, logits.data(), targets.data(), n, vocab, 0.1f, kIgnore, 1.0f, loss.data(),
-                        nll.data(), d.data());
+  backend.cross_entropy(DType::f32, logits.data(), nullptr, targets.data(), n, vocab, 0.1f, kIgnore, 1.0f,
+                        loss.data(), nll.data(), d.data());
   const auto ref = ref_cross_entropy(to_double(logits), targets, n, vocab, 0.1);
   EXPECT_TRUE(all_close(loss, ref.loss, 1e-5, 1e-5));
   EXPECT_TRUE(all_close(nll, ref.nll, 1e-5, 1e-5));
@@ -103,8 +139,8 @@ TEST_F(CpuKernels, CrossEntropyRejectsTargetsOutsideTheVocabulary) {
   const std::vector<int32_t> targets = {1, 4};
   std::vector<float> loss(2);
   try {
-    backend.cross_entropy(DType::f32, logits.data(), targets.data(), 2, 4, 0.0f, kIgnore, 1.0f, loss.data(), nullptr,
-                          nullptr);
+    backend.cross_entropy(DType::f32, logits.data(), nullptr, targets.data(), 2, 4, 0.0f, kIgnore, 1.0f, loss.data(),
+                          nullptr, nullptr);
     FAIL() << "target 4 of a vocabulary of 4 accepted";
   } catch (const lseq::Error& e) {
     EXPECT_NE(std::string(e.what()).find("row 1"), std::string::npos) << e.what();

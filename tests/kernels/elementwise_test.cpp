@@ -67,7 +67,7 @@ TEST_F(CpuKernels, EmptyInputsAreHandled) {
   backend.add(DType::f32, nullptr, nullptr, 0, nullptr);
   backend.dropout(DType::f32, nullptr, 0, Dropout{0.5f, 1}, nullptr);
   backend.layer_norm_forward(DType::f32, nullptr, nullptr, nullptr, 0, 8, 1e-5f, nullptr, nullptr, nullptr);
-  backend.cross_entropy(DType::f32, nullptr, nullptr, 0, 8, 0.1f, -1, 1.0f, nullptr, nullptr, nullptr);
+  backend.cross_entropy(DType::f32, nullptr, nullptr, nullptr, 0, 8, 0.1f, -1, 1.0f, nullptr, nullptr, nullptr);
 }
 
 TEST_F(CpuKernels, ReduceSumIsTheSameOnOneAndTwoThreads) {

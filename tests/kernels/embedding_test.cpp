@@ -81,6 +81,27 @@ TEST_F(CpuKernels, EmbeddingBackwardMatchesFiniteDifferencesAndAccumulates) {
   }
 }
 
+// Tokens repeated hundreds of times span many windows of the chunked summation (kernels/embedding_grad_order.h):
+// the table gradient still equals the double sum of scale * dropout(dout) over each token's rows.
+TEST_F(CpuKernels, EmbeddingBackwardOfLongTokenRunsMatchesDoubleSums) {
+  const int batch = 20, len = 37, dim = 19, vocab = 4;  // ~185 rows per token, padding-like runs
+  const float scale = 1.3f, p = 0.2f;
+  const uint64_t key = 41;
+  const auto tokens = random_ints(std::size_t(batch) * len, 501, 0, vocab - 1);
+  const auto dout = random_floats(std::size_t(batch) * len * dim, 502);
+  const auto start = random_floats(std::size_t(vocab) * dim, 503);
+  auto table = start;
+  backend.embedding_backward(DType::f32, tokens.data(), batch, len, dim, scale, Dropout{p, key}, dout.data(),
+                             table.data(), nullptr);
+  std::vector<double> ref(start.begin(), start.end());
+  for (std::size_t row = 0; row < tokens.size(); ++row)
+    for (int d = 0; d < dim; ++d) {
+      const std::size_t i = row * dim + d;
+      ref[std::size_t(tokens[row]) * dim + d] += double(scale) * dout[i] * dropout_multiplier(key, i, p);
+    }
+  EXPECT_TRUE(all_close(table, ref, 1e-5, 1e-5));
+}
+
 TEST_F(CpuKernels, EmbeddingBackwardIsTheSameOnOneAndTwoThreads) {
   CpuBackend one(1);
   const int batch = 16, len = 40, dim = 128, vocab = 50;

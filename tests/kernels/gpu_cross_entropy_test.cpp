@@ -1,5 +1,6 @@
 // Label-smoothed cross-entropy and the decoding log-softmax on the device against the CPU backend: one-entry and
-// 32000-entry vocabularies, padding rows (ignore_index), with and without smoothing, gradient in place.
+// 32000-entry vocabularies, padding rows (ignore_index), with and without smoothing, gradient in place, with and
+// without the output bias.
 #include <cmath>
 
 #include "gpu_test_util.h"
@@ -10,7 +11,10 @@ namespace {
 struct CeCase {
   int n, vocab;
 };
-const std::vector<CeCase> kCases = {{1, 1}, {1, 5}, {7, 33}, {64, 32000}, {3, 50001}};
+// 64, 32000 and 32768 (the most it keeps in registers) take the register-resident kernel; the others (odd sizes,
+// 32776, 50001) the general one.
+const std::vector<CeCase> kCases = {{1, 1},     {1, 5},     {7, 33},    {5, 64},
+                                    {64, 32000}, {4, 32768}, {2, 32776}, {3, 50001}};
 
 TEST_F(GpuKernels, CrossEntropyMatchesCpu) {
   uint64_t seed = 10000;
@@ -25,7 +29,7 @@ TEST_F(GpuKernels, CrossEntropyMatchesCpu) {
           if (c.n > 2) targets[1] = ignore;
           const float grad_scale = 1.0f / c.n;
           std::vector<float> ref_loss(c.n), ref_nll(c.n), ref_d(total);
-          cpu.cross_entropy(DType::f32, logits.data(), targets.data(), c.n, c.vocab, ls, ignore, grad_scale,
+          cpu.cross_entropy(DType::f32, logits.data(), nullptr, targets.data(), c.n, c.vocab, ls, ignore, grad_scale,
                             ref_loss.data(), ref_nll.data(), ref_d.data());
           DeviceBuffer dl(gpu(), dt, logits), dtg(gpu(), targets), loss(gpu(), DType::f32, c.n),
               nll(gpu(), DType::f32, c.n), grad(gpu(), dt, total);
@@ -33,7 +37,8 @@ TEST_F(GpuKernels, CrossEntropyMatchesCpu) {
           nll.poison();
           grad.poison();
           void* d = in_place ? dl.get() : grad.get();
-          gpu().cross_entropy(dt, dl.get(), dtg.i32(), c.n, c.vocab, ls, ignore, grad_scale, loss.f32(), nll.f32(), d);
+          gpu().cross_entropy(dt, dl.get(), nullptr, dtg.i32(), c.n, c.vocab, ls, ignore, grad_scale, loss.f32(),
+                              nll.f32(), d);
           const std::string what = label(dt) + " n " + std::to_string(c.n) + " vocab " + std::to_string(c.vocab) +
                                    " ls " + std::to_string(ls) + (in_place ? " in place" : "");
           EXPECT_TRUE(within(loss.download(), ref_loss, Bound{2e-5, 2e-5})) << what << " loss";
@@ -44,6 +49,39 @@ TEST_F(GpuKernels, CrossEntropyMatchesCpu) {
         }
 }
 
+// The output layer's bias added on the fly (training skips its separate pass): the same as the CPU with the bias.
+TEST_F(GpuKernels, CrossEntropyWithBiasMatchesCpu) {
+  uint64_t seed = 10050;
+  const int ignore = 0;
+  for (DType dt : dtypes())
+    for (const auto& c : kCases)
+      for (bool in_place : {false, true}) {
+        const std::size_t total = std::size_t(c.n) * c.vocab;
+        const auto logits = quantize(random_floats(total, ++seed, -6, 6), dt);
+        const auto bias = quantize(random_floats(c.vocab, ++seed, -2, 2), dt);
+        auto targets = random_ints(c.n, ++seed, 0, c.vocab - 1);
+        if (c.n > 2) targets[1] = ignore;
+        const float grad_scale = 1.0f / c.n, ls = 0.1f;
+        std::vector<float> ref_loss(c.n), ref_nll(c.n), ref_d(total);
+        cpu.cross_entropy(DType::f32, logits.data(), bias.data(), targets.data(), c.n, c.vocab, ls, ignore,
+                          grad_scale, ref_loss.data(), ref_nll.data(), ref_d.data());
+        DeviceBuffer dl(gpu(), dt, logits), db(gpu(), dt, bias), dtg(gpu(), targets), loss(gpu(), DType::f32, c.n),
+            nll(gpu(), DType::f32, c.n), grad(gpu(), dt, total);
+        loss.poison();
+        nll.poison();
+        grad.poison();
+        void* d = in_place ? dl.get() : grad.get();
+        gpu().cross_entropy(dt, dl.get(), db.get(), dtg.i32(), c.n, c.vocab, ls, ignore, grad_scale, loss.f32(),
+                            nll.f32(), d);
+        const std::string what = label(dt) + " n " + std::to_string(c.n) + " vocab " + std::to_string(c.vocab) +
+                                 (in_place ? " in place" : "");
+        EXPECT_TRUE(within(loss.download(), ref_loss, Bound{2e-5, 2e-5})) << what << " loss";
+        EXPECT_TRUE(within(nll.download(), ref_nll, Bound{2e-5, 2e-5})) << what << " nll";
+        EXPECT_TRUE(within((in_place ? dl : grad).download(), ref_d, bound_for(dt, 0.1 * grad_scale)))
+            << what << " dlogits";
+      }
+}
+
 TEST_F(GpuKernels, CrossEntropyOutputsAreOptional) {
   uint64_t seed = 10100;
   for (DType dt : dtypes()) {
@@ -51,11 +89,11 @@ TEST_F(GpuKernels, CrossEntropyOutputsAreOptional) {
     const auto logits = quantize(random_floats(std::size_t(n) * vocab, ++seed, -4, 4), dt);
     const auto targets = random_ints(n, ++seed, 1, vocab - 1);
     std::vector<float> ref_loss(n);
-    cpu.cross_entropy(DType::f32, logits.data(), targets.data(), n, vocab, 0.1f, 0, 1.0f, ref_loss.data(), nullptr,
-                      nullptr);
+    cpu.cross_entropy(DType::f32, logits.data(), nullptr, targets.data(), n, vocab, 0.1f, 0, 1.0f, ref_loss.data(),
+                      nullptr, nullptr);
     DeviceBuffer dl(gpu(), dt, logits), dtg(gpu(), targets), loss(gpu(), DType::f32, n);
     loss.poison();
-    gpu().cross_entropy(dt, dl.get(), dtg.i32(), n, vocab, 0.1f, 0, 1.0f, loss.f32(), nullptr, nullptr);
+    gpu().cross_entropy(dt, dl.get(), nullptr, dtg.i32(), n, vocab, 0.1f, 0, 1.0f, loss.f32(), nullptr, nullptr);
     EXPECT_TRUE(within(loss.download(), ref_loss, Bound{2e-5, 2e-5})) << label(dt);
     EXPECT_EQ(dl.download(), logits) << label(dt) << ": logits changed without dlogits";
   }
@@ -66,7 +104,7 @@ TEST_F(GpuKernels, CrossEntropyMarksOutOfRangeTargetsWithNan) {
   const int n = 2, vocab = 10;
   const auto logits = random_floats(std::size_t(n) * vocab, 10200);
   DeviceBuffer dl(gpu(), DType::f32, logits), dtg(gpu(), std::vector<int32_t>{3, 10}), loss(gpu(), DType::f32, n);
-  gpu().cross_entropy(DType::f32, dl.get(), dtg.i32(), n, vocab, 0.1f, -1, 1.0f, loss.f32(), nullptr, nullptr);
+  gpu().cross_entropy(DType::f32, dl.get(), nullptr, dtg.i32(), n, vocab, 0.1f, -1, 1.0f, loss.f32(), nullptr, nullptr);
   const auto got = loss.download();
   EXPECT_TRUE(std::isfinite(got[0]));
   EXPECT_TRUE(std::isnan(got[1]));

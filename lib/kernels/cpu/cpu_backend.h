@@ -66,8 +66,9 @@ class CpuBackend : public Backend {
                       const int32_t* kv_index, const int32_t* origin, int origin_stride, const int32_t* k_lengths,
                       int rows, int heads, int head_dim, int k_len, float scale, void* context) override;
 
-  void cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab, float label_smoothing,
-                     int ignore_index, float grad_scale, float* loss, float* nll, void* dlogits) override;
+  void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
+                     float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
+                     void* dlogits) override;
 
   void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) override;
   void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id, int eos_id,

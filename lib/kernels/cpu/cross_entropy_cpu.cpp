@@ -2,6 +2,7 @@
 // buffer.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_common.h"
@@ -11,19 +12,27 @@ namespace lseq::kernels {
 
 using cpu::f32;
 
-void CpuBackend::cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab,
-                               float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
-                               void* dlogits) {
+void CpuBackend::cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n,
+                               int vocab, float label_smoothing, int ignore_index, float grad_scale, float* loss,
+                               float* nll, void* dlogits) {
   cpu::require_f32(dt, "cross_entropy");
   if (vocab < 1) fail("cross_entropy: vocabulary size must be positive, got {}", vocab);
   for (int r = 0; r < n; ++r)
     if (targets[r] != ignore_index && (targets[r] < 0 || targets[r] >= vocab))
       fail("cross_entropy: target {} of row {} is outside the vocabulary [0, {})", targets[r], r, vocab);
   const float* px = f32(logits);
+  const float* pb = static_cast<const float*>(bias);
   float* pd = static_cast<float*>(dlogits);
   const double ls = label_smoothing;
   cpu::parallel_for(threads_, n, vocab * 4, [&](int64_t r) {
+    // With a bias the row is first copied as x + b (fp32): dlogits may alias the logits.
+    std::vector<float> biased;
     const float* x = px + r * vocab;
+    if (pb) {
+      biased.resize(static_cast<std::size_t>(vocab));
+      for (int v = 0; v < vocab; ++v) biased[v] = x[v] + pb[v];
+      x = biased.data();
+    }
     float* d = pd ? pd + r * vocab : nullptr;
     const int y = targets[r];
     if (y == ignore_index) {

@@ -1,10 +1,11 @@
-// Label-smoothed cross-entropy fused with log-softmax (one block per row: an online max/sum pass, then the gradient
-// pass), and the fp32 log-softmax of decoding. Probabilities are never stored. Targets live on the device and are
-// not validated on the host: a row whose target is outside [0, vocab) (and not ignore_index) gets a NaN loss and
-// NaN gradient, so the error shows instead of reading out of bounds.
+// Label-smoothed cross-entropy fused with log-softmax (one block per row; the row, plus an optional bias, read
+// once into registers where it fits), and the fp32 log-softmax of decoding. Probabilities are never stored.
+// Targets live on the device and are not validated on the host: a row whose target is outside [0, vocab) (and not
+// ignore_index) gets a NaN loss and NaN gradient, so the error shows instead of reading out of bounds.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/vector_access.cuh"
 
 namespace lseq::kernels {
 
@@ -13,12 +14,18 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
+// Logit v of a row: x[v] (+ bias[v]) in fp32.
+template <typename T>
+__device__ __forceinline__ float biased(const T* x, const T* bias, int v) {
+  return bias ? to_f32(x[v]) + to_f32(bias[v]) : to_f32(x[v]);
+}
+
 // Log-sum-exp of a row by an online max/sum per thread, combined over the block; also the plain sum of the row.
 template <typename T>
-__device__ void row_logsumexp(const T* x, int cols, float* shared, float& lse, float& sum_x) {
+__device__ void row_logsumexp(const T* x, const T* bias, int cols, float* shared, float& lse, float& sum_x) {
   float m = -INFINITY, s = 0.0f, sx = 0.0f;
   for (int v = threadIdx.x; v < cols; v += blockDim.x) {
-    const float xv = to_f32(x[v]);
+    const float xv = biased(x, bias, v);
     sx += xv;
     if (xv > m) {
       s = s * expf(m - xv) + 1.0f;
@@ -34,62 +41,186 @@ __device__ void row_logsumexp(const T* x, int cols, float* shared, float& lse, f
   lse = row_max + logf(total);
 }
 
+// Rows whose target is ignore_index (loss 0, gradient 0) or outside [0, vocab) (NaN): true when handled. P > 1
+// writes the gradient row in 16-byte packs (vocab a multiple of P, d aligned): padding is a quarter of the rows.
+template <typename T, int P = 1>
+__device__ bool cross_entropy_special_row(int y, int vocab, int ignore_index, int64_t row, float* loss, float* nll,
+                                          T* d) {
+  if (y != ignore_index && y >= 0 && y < vocab) return false;
+  const float value = y == ignore_index ? 0.0f : NAN;
+  if (threadIdx.x == 0) {
+    if (loss) loss[row] = value;
+    if (nll) nll[row] = value;
+  }
+  if (d) {
+    float pack[P];
+#pragma unroll
+    for (int j = 0; j < P; ++j) pack[j] = value;
+    for (int v = threadIdx.x * P; v < vocab; v += blockDim.x * P) {
+      if constexpr (P == 1)
+        d[v] = from_f32<T>(value);
+      else
+        store_pack<T>(d + v, pack);
+    }
+  }
+  return true;
+}
+
+// Loss and nll of a row from its log-sum-exp (thread 0 writes).
+__device__ __forceinline__ void write_row_loss(int64_t row, float x_y, float lse, float sum_x, int vocab,
+                                               float label_smoothing, float* loss, float* nll) {
+  if (threadIdx.x != 0) return;
+  const double ls = label_smoothing;
+  const double logp_y = static_cast<double>(x_y) - lse;
+  const double sum_logp = static_cast<double>(sum_x) - static_cast<double>(vocab) * lse;
+  if (loss) loss[row] = static_cast<float>(-(1.0 - ls) * logp_y - ls / vocab * sum_logp);
+  if (nll) nll[row] = static_cast<float>(-logp_y);
+}
+
+// Any vocabulary and alignment: one block per row, reading the row three times (the fallback of the fast kernel).
 template <typename T>
-__global__ void cross_entropy_kernel(const T* logits, const int32_t* targets, int vocab, float label_smoothing,
-                                     int ignore_index, float grad_scale, float* loss, float* nll, T* dlogits) {
+__global__ void cross_entropy_kernel(const T* logits, const T* bias, const int32_t* targets, int vocab,
+                                     float label_smoothing, int ignore_index, float grad_scale, float* loss,
+                                     float* nll, T* dlogits) {
   __shared__ float shared[32];
   __shared__ float shared_x_y;
   const int64_t row = blockIdx.x;
   const T* x = logits + row * vocab;
   T* d = dlogits ? dlogits + row * vocab : nullptr;
   const int y = targets[row];
-  if (y == ignore_index) {
-    if (threadIdx.x == 0) {
-      if (loss) loss[row] = 0.0f;
-      if (nll) nll[row] = 0.0f;
-    }
-    if (d)
-      for (int v = threadIdx.x; v < vocab; v += blockDim.x) d[v] = from_f32<T>(0.0f);
-    return;
-  }
-  if (y < 0 || y >= vocab) {
-    if (threadIdx.x == 0) {
-      if (loss) loss[row] = NAN;
-      if (nll) nll[row] = NAN;
-    }
-    if (d)
-      for (int v = threadIdx.x; v < vocab; v += blockDim.x) d[v] = from_f32<T>(NAN);
-    return;
-  }
-  if (threadIdx.x == 0) shared_x_y = to_f32(x[y]);  // read before any thread writes d (which may alias x)
+  if (cross_entropy_special_row(y, vocab, ignore_index, row, loss, nll, d)) return;
+  if (threadIdx.x == 0) shared_x_y = biased(x, bias, y);  // read before any thread writes d (which may alias x)
   float lse, sum_x;
-  row_logsumexp(x, vocab, shared, lse, sum_x);  // ends with a barrier: shared_x_y is visible
-  if (threadIdx.x == 0) {
-    const double ls = label_smoothing;
-    const double logp_y = static_cast<double>(shared_x_y) - lse;
-    const double sum_logp = static_cast<double>(sum_x) - static_cast<double>(vocab) * lse;
-    if (loss) loss[row] = static_cast<float>(-(1.0 - ls) * logp_y - ls / vocab * sum_logp);
-    if (nll) nll[row] = static_cast<float>(-logp_y);
-  }
+  row_logsumexp(x, bias, vocab, shared, lse, sum_x);  // ends with a barrier: shared_x_y is visible
+  write_row_loss(row, shared_x_y, lse, sum_x, vocab, label_smoothing, loss, nll);
   if (!d) return;
   const float smooth = static_cast<float>(static_cast<double>(label_smoothing) / vocab);
   const float target_y = static_cast<float>(1.0 - label_smoothing + static_cast<double>(label_smoothing) / vocab);
   // Each thread reads x[v] before writing d[v], for its own v only.
   for (int v = threadIdx.x; v < vocab; v += blockDim.x) {
-    const float p = expf(to_f32(x[v]) - lse);
+    const float p = expf(biased(x, bias, v) - lse);
     d[v] = from_f32<T>(grad_scale * (p - (v == y ? target_y : smooth)));
   }
 }
 
+// The training case (bf16 logits [16384 x 32000]): the row is read from memory once, with 16-byte loads, and kept
+// in registers (kPacks packs of P elements per thread, pack q of the row at slot q / blockDim.x); then max, sum of
+// exp and the gradient work on the registers. Needs vocab % P == 0, 16-byte aligned rows and
+// vocab <= kPacks * P * blockDim.x. The row max is exact before any exp, so each exp is taken once: e = exp(x - max)
+// stays in the registers and p = e / sum.
+constexpr int kResidentThreads = 512;
+
 template <typename T>
+constexpr int resident_packs() {
+  return 64 / Pack<T>::size;  // 64 fp32 values per thread: 32768 logits per row at 512 threads
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kResidentThreads) cross_entropy_resident_kernel(
+    const T* logits, const T* bias, const int32_t* targets, int vocab, float label_smoothing, int ignore_index,
+    float grad_scale, float* loss, float* nll, T* dlogits) {
+  constexpr int P = Pack<T>::size, kPacks = resident_packs<T>();
+  __shared__ float shared[32];
+  __shared__ float shared_x_y;
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * vocab;
+  T* d = dlogits ? dlogits + row * vocab : nullptr;
+  const int y = targets[row];
+  if (cross_entropy_special_row<T, P>(y, vocab, ignore_index, row, loss, nll, d)) return;
+  if (threadIdx.x == 0) shared_x_y = biased(x, bias, y);  // read before any thread writes d (which may alias x)
+  const int packs = vocab / P;
+  float val[kPacks][P];
+  float m = -INFINITY, sx = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPacks; ++i) {
+    const int q = threadIdx.x + i * blockDim.x;
+    if (q < packs) {
+      load_pack<T>(x + q * P, val[i]);
+      if (bias) {
+        float b[P];
+        load_pack<T>(bias + q * P, b);
+#pragma unroll
+        for (int j = 0; j < P; ++j) val[i][j] += b[j];
+      }
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        m = fmaxf(m, val[i][j]);
+        sx += val[i][j];
+      }
+    }
+  }
+  const float row_max = block_max(m, shared);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPacks; ++i)
+    if (threadIdx.x + i * blockDim.x < packs)
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        val[i][j] = expf(val[i][j] - row_max);
+        s += val[i][j];
+      }
+  const float sum_exp = block_sum(s, shared);
+  const float sum_x = block_sum(sx, shared);  // the barriers make shared_x_y visible
+  const float lse = row_max + logf(sum_exp);
+  write_row_loss(row, shared_x_y, lse, sum_x, vocab, label_smoothing, loss, nll);
+  if (!d) return;
+  const float smooth = static_cast<float>(static_cast<double>(label_smoothing) / vocab);
+  const float target_y = static_cast<float>(1.0 - label_smoothing + static_cast<double>(label_smoothing) / vocab);
+  const float inv_sum = 1.0f / sum_exp;
+  // Every read of the row happened before the barriers above, so d may alias x.
+#pragma unroll
+  for (int i = 0; i < kPacks; ++i) {
+    const int q = threadIdx.x + i * blockDim.x;
+    if (q < packs) {
+      float g[P];
+#pragma unroll
+      for (int j = 0; j < P; ++j) g[j] = grad_scale * (val[i][j] * inv_sum - (q * P + j == y ? target_y : smooth));
+      store_pack<T>(d + q * P, g);
+    }
+  }
+}
+
+// One block per row, V elements per access (V = 1, or the 16-byte pack of T when cols is a multiple of it and the
+// pointers are aligned): an online max/sum pass, then out = x - lse. Each thread writes only the elements it
+// reads, after every thread's first pass (the block reductions' barriers), so out may alias fp32 logits.
+template <typename T, int V>
 __global__ void log_softmax_kernel(const T* logits, int cols, float* out) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
-  float lse, sum_x;
-  row_logsumexp(x, cols, shared, lse, sum_x);
   float* o = out + row * cols;
-  for (int v = threadIdx.x; v < cols; v += blockDim.x) o[v] = to_f32(x[v]) - lse;  // out may alias fp32 logits
+  float m = -INFINITY, s = 0.0f;
+  for (int v = threadIdx.x * V; v < cols; v += blockDim.x * V) {
+    float xs[V];
+    if constexpr (V == 1)
+      xs[0] = to_f32(x[v]);
+    else
+      load_pack<T>(x + v, xs);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (xs[j] > m) {
+        s = s * expf(m - xs[j]) + 1.0f;
+        m = xs[j];
+      } else {
+        s += expf(xs[j] - m);
+      }
+    }
+  }
+  const float row_max = block_max(m, shared);
+  const float lse = row_max + logf(block_sum(m == -INFINITY ? 0.0f : s * expf(m - row_max), shared));
+  for (int v = threadIdx.x * V; v < cols; v += blockDim.x * V) {
+    if constexpr (V == 1) {
+      o[v] = to_f32(x[v]) - lse;
+    } else {
+      float xs[V];
+      load_pack<T>(x + v, xs);
+#pragma unroll
+      for (int q = 0; q < V; q += 4) {
+        const float part[4] = {xs[q] - lse, xs[q + 1] - lse, xs[q + 2] - lse, xs[q + 3] - lse};
+        store_pack<float>(o + v + q, part);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -97,18 +228,29 @@ __global__ void log_softmax_kernel(const T* logits, int cols, float* out) {
 
 using namespace cuda;
 
-void CudaBackend::cross_entropy(DType dt, const void* logits, const int32_t* targets, int n, int vocab,
-                                float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
-                                void* dlogits) {
+void CudaBackend::cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n,
+                                int vocab, float label_smoothing, int ignore_index, float grad_scale, float* loss,
+                                float* nll, void* dlogits) {
   if (vocab < 1) fail("cross_entropy: vocabulary size must be positive, got {}", vocab);
   if (n < 0) fail("cross_entropy: invalid row count {}", n);
   if (n == 0) return;
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_kernel<T><<<n, kRowThreads, 0, stream_>>>(static_cast<const T*>(logits), targets, vocab,
-                                                            label_smoothing, ignore_index, grad_scale, loss, nll,
-                                                            static_cast<T*>(dlogits));
+    const T* x = static_cast<const T*>(logits);
+    const T* b = static_cast<const T*>(bias);
+    T* d = static_cast<T*>(dlogits);
+    constexpr int P = Pack<T>::size;
+    const int64_t threads = (static_cast<int64_t>(vocab / P) + resident_packs<T>() - 1) / resident_packs<T>();
+    if (can_vectorize<T>(vocab, x, b, d) && threads <= kResidentThreads) {
+      // Just enough threads for the row (multiple of 32, at least 64): small vocabularies get small blocks.
+      const int block = static_cast<int>(std::max<int64_t>(64, (threads + 31) / 32 * 32));
+      cross_entropy_resident_kernel<T><<<n, block, 0, stream_>>>(x, b, targets, vocab, label_smoothing,
+                                                                 ignore_index, grad_scale, loss, nll, d);
+    } else {
+      cross_entropy_kernel<T><<<n, kRowThreads, 0, stream_>>>(x, b, targets, vocab, label_smoothing, ignore_index,
+                                                              grad_scale, loss, nll, d);
+    }
   });
   check_launch("cross_entropy");
 }
@@ -121,7 +263,11 @@ void CudaBackend::log_softmax(DType dt, const void* logits, int rows, int cols, 
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    log_softmax_kernel<T><<<rows, kRowThreads, 0, stream_>>>(static_cast<const T*>(logits), cols, out);
+    const T* x = static_cast<const T*>(logits);
+    if (can_vectorize<T>(cols, x, out))
+      log_softmax_kernel<T, Pack<T>::size><<<rows, kRowThreads, 0, stream_>>>(x, cols, out);
+    else
+      log_softmax_kernel<T, 1><<<rows, kRowThreads, 0, stream_>>>(x, cols, out);
   });
   check_launch("log_softmax");
 }
