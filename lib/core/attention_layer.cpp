@@ -103,13 +103,14 @@ void AttentionLayer::project_out(const LayerContext& ctx, const void* context, i
 }
 
 void AttentionLayer::attend_step(const LayerContext& ctx, const void* q, const void* k, const void* v,
-                                 int64_t slice_stride, const int32_t* kv_index, const int32_t* k_lengths, int rows,
-                                 int k_len, void* context) const {
+                                 int64_t slice_stride, const int32_t* kv_index, const int32_t* origin,
+                                 int origin_stride, const int32_t* k_lengths, int rows, int k_len,
+                                 void* context) const {
   // One op (one launch on the GPU): scores, masked softmax and probs v per (row, head). With one query per row the
   // [rows][heads][hd] context is already the merged [rows, dim].
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_step(ctx.dt, q, k, v, slice_stride, kv_index, k_lengths, rows, heads_, head_dim_, k_len, scale,
-                             context);
+  ctx.backend.attention_step(ctx.dt, q, k, v, slice_stride, kv_index, origin, origin_stride, k_lengths, rows, heads_,
+                             head_dim_, k_len, scale, context);
 }
 
 void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths,

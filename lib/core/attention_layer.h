@@ -46,10 +46,12 @@ class AttentionLayer {
   // ---- incremental decoding: one query per row over cached keys/values, no dropout ----
   // q [rows][heads][hd]. The keys of (row r, head h) are the first k_len rows of [.][hd] at k + i * slice_stride
   // with i = kv_index[r*heads + h] (device array), or i = r*heads + h when kv_index is null; values alike at v.
-  // Keys j >= k_lengths[r] (if not null) are masked. context [rows, dim] (heads merged). One backend op
-  // (Backend::attention_step).
+  // With origin (device array [rows][origin_stride], kv_index null), key j is instead row j of slice
+  // origin[r*origin_stride + j]*heads + h: re-indexed self-attention caches. Keys j >= k_lengths[r] (if not null)
+  // are masked. context [rows, dim] (heads merged). One backend op (Backend::attention_step).
   void attend_step(const LayerContext& ctx, const void* q, const void* k, const void* v, int64_t slice_stride,
-                   const int32_t* kv_index, const int32_t* k_lengths, int rows, int k_len, void* context) const;
+                   const int32_t* kv_index, const int32_t* origin, int origin_stride, const int32_t* k_lengths,
+                   int rows, int k_len, void* context) const;
 
   // ---- training ----
   // o [batch*q_len, dim] (caller's buffer) = attention output before its bias. memory == nullptr for self.

@@ -98,14 +98,15 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     void* qkv = ctx.temp(3 * count);  // [3][rows][heads][1][hd]
     self_attn_.project_qkv(ctx, in, rows, 1, qkv);
     // Append position t's keys and values to every slice's cache in one gather (cache row 2i + p of [slices][2]
-    // takes projected row st.append_rows[2i + p] of [k rows | v rows]), then attend over positions 0..t.
+    // takes projected row st.append_rows[2i + p] of [k rows | v rows]), then attend over positions 0..t, each
+    // read where the origin table says the hypothesis' history wrote it (nothing is copied when beams reorder).
     const int64_t part = static_cast<int64_t>(st.max_len) * hd;  // a slice's keys, then as many values
     const std::size_t at = static_cast<std::size_t>(st.t) * hd;
     ctx.backend.gather_rows(ctx.dt, offset_ptr(qkv, count, ctx.dt), hd, st.append_rows, 2 * rows * heads, hd,
                             offset_ptr(cache.self_kv, at, ctx.dt), part);
     void* context = ctx.temp(count);
     self_attn_.attend_step(ctx, qkv, cache.self_kv, offset_ptr(cache.self_kv, static_cast<std::size_t>(part), ctx.dt),
-                           2 * part, nullptr, nullptr, rows, st.t + 1, context);
+                           2 * part, nullptr, st.origin, st.max_len, nullptr, rows, st.t + 1, context);
     void* o = ctx.temp(count);
     self_attn_.project_out(ctx, context, rows, o);
     h1 = self_block_.output(ctx, x, o, self_attn_.out_bias(), rows, none, block);
@@ -121,8 +122,8 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     const std::size_t memory_count = static_cast<std::size_t>(st.sentences) * st.src_len * config_.dim_emb;
     void* context = ctx.temp(count);
     cross_attn_.attend_step(ctx, q, cache.cross_kv, offset_ptr(cache.cross_kv, memory_count, ctx.dt),
-                            static_cast<int64_t>(st.src_len) * hd, st.cross_slices, st.src_lengths, rows, st.src_len,
-                            context);
+                            static_cast<int64_t>(st.src_len) * hd, st.cross_slices, nullptr, 0, st.src_lengths, rows,
+                            st.src_len, context);
     void* o = ctx.temp(count);
     cross_attn_.project_out(ctx, context, rows, o);
     h2 = cross_block_.output(ctx, h1, o, cross_attn_.out_bias(), rows, none, block);

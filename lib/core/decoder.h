@@ -31,11 +31,16 @@ struct DecoderStep {
   // [2*rows*heads] device: entry 2i + p = p*rows*heads + i, the row of slice i's new key (p = 0) or value (p = 1)
   // in the step's projected [k rows | v rows], so that one gather_rows appends both to self_kv.
   const int32_t* append_rows = nullptr;
+  // [rows][max_len] device, or null for "every row reads its own slice": the position-origin table of beam
+  // search, row r's self-attention key/value at position p lives at position p of row origin[r*max_len + p]'s
+  // slices (written there at step p); entry [r][t] must be r, since the step appends row r's own key there.
+  const int32_t* origin = nullptr;
 };
 
 // The caches of one decoder layer (docs/decoding.md):
-//   self_kv   [max_rows*heads][2][max_len][hd]: slice i = r*heads + h holds its keys at positions 0..t, then
-//             its values (one buffer, so that one gather appends or re-indexes both)
+//   self_kv   [max_rows*heads][2][max_len][hd]: slice i = r*heads + h holds the keys that row r appended at
+//             each position 0..t, then its values (one buffer, so that one gather appends both). A hypothesis'
+//             history is spread over the slices of the rows that wrote it: DecoderStep::origin says where.
 //   cross_kv  [2][sentences][heads][src_len][hd]: the encoder output's keys, then values, per sentence
 struct DecoderLayerCache {
   void* self_kv = nullptr;

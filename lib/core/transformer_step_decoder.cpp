@@ -49,6 +49,9 @@ TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max
                                                 "internal error: the decoder's state outgrew its plan");
   lay_out_state([&](std::size_t bytes) { return state_->take(bytes); });
   upload_as(backend_, sinusoidal_positions(std::max(max_src_, max_tgt_), dim_), dt_, positions_);
+  std::vector<int32_t> identity(elems(max_hyps_, max_tgt_));
+  for (std::size_t e = 0; e < identity.size(); ++e) identity[e] = static_cast<int32_t>(e / max_tgt_);
+  backend_.copy_to_device(origin_identity_, identity.data(), identity.size() * sizeof(int32_t));
 
   // Scratch: run start and step at their largest shapes over a no-op backend, counting what they take.
   auto null = make_null_backend();
@@ -58,7 +61,7 @@ TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max
   scratch_ = std::make_unique<kernels::Workspace>(backend_, std::max(start_plan.needed(), step_plan.needed()),
                                                   "internal error: a decoding step outgrew its plan");
 
-  staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, 5 * heads_ + 1)}));
+  staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, 3 * heads_ + 2)}));
   topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
   src_lengths_.reserve(max_sent_);
   sentence_of_.reserve(max_hyps_);
@@ -70,17 +73,19 @@ template <typename Take>
 void TransformerStepDecoder::lay_out_state(Take&& take) {
   const std::size_t f = kernels::dtype_size(dt_), i32 = sizeof(int32_t);
   positions_ = take(elems(std::max(max_src_, max_tgt_), dim_) * f);
-  // Self-attention caches: K and V of every layer in one buffer, plus one spare of the same size that select()
-  // gathers into before swapping it in (gathering in place would overwrite rows still to be read).
-  const std::size_t self_bytes = 2 * elems(max_hyps_, heads_, max_tgt_, head_dim_) * f;
+  // Self-attention caches: K and V of every layer in one buffer each, never moved; the origin tables (one shared
+  // by all layers, one spare that select() gathers into: gathering in place would overwrite entries still to be
+  // read, and the identity that start() restores).
   for (DecoderLayerCache& cache : caches_) {
-    cache.self_kv = take(self_bytes);
+    cache.self_kv = take(2 * elems(max_hyps_, heads_, max_tgt_, head_dim_) * f);
     cache.cross_kv = take(2 * elems(max_sent_, max_src_, dim_) * f);
   }
-  spare_ = take(self_bytes);
+  origin_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
+  origin_spare_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
+  origin_identity_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
   dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + max_sent_) * i32));
   dev_tokens_ = static_cast<int32_t*>(take(elems(max_hyps_) * i32));
-  dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, 5 * heads_ + 1) * i32));
+  dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, 3 * heads_ + 2) * i32));
   dev_log_probs_ = static_cast<float*>(take(elems(max_hyps_, vocab_) * sizeof(float)));
   dev_topk_ = static_cast<float*>(take(elems(max_hyps_, 2 * kernels::kMaxTopK + 1) * sizeof(float)));
 }
@@ -104,6 +109,7 @@ const void* TransformerStepDecoder::forward_step(kernels::Backend& backend, Step
   st.cross_slices = dev_cross_slices_;
   st.src_lengths = dev_row_src_lengths_;
   st.append_rows = dev_append_rows_;
+  st.origin = origin_;
   const void* position = offset_ptr(positions_, elems(t, dim_), dt_);
   const void* states = model_.decoder().step(ctx, dev_tokens_, position, st, caches_);
   OutputLayer::Saved out;
@@ -113,24 +119,22 @@ const void* TransformerStepDecoder::forward_step(kernels::Backend& backend, Step
 
 void TransformerStepDecoder::upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of) {
   // One upload, packed for the current count n (slice i = j*heads + h; p = 0 keys, 1 values):
-  // [2n*heads] cache gather rows, 2i + p <- 2*(parent slice) + p | [n*heads] sentence slices | [n] source lengths |
+  // [n] parents | [n*heads] sentence slices | [n] source lengths |
   // [2n*heads] append rows, 2i + p <- p*n*heads + i (DecoderStep::append_rows).
   const int n = static_cast<int>(sentence_of.size());
   const int slices = n * heads_;
   staging_.clear();
-  for (int j = 0; j < n; ++j)
-    for (int h = 0; h < heads_; ++h)
-      for (int p = 0; p < 2; ++p) staging_.push_back(2 * ((parents ? (*parents)[j] : j) * heads_ + h) + p);
+  for (int j = 0; j < n; ++j) staging_.push_back(parents ? (*parents)[j] : j);
   for (int j = 0; j < n; ++j)
     for (int h = 0; h < heads_; ++h) staging_.push_back(sentence_of[j] * heads_ + h);
   for (int j = 0; j < n; ++j) staging_.push_back(src_lengths_[sentence_of[j]]);
   for (int i = 0; i < slices; ++i)
     for (int p = 0; p < 2; ++p) staging_.push_back(p * slices + i);
   backend_.copy_to_device(dev_rows_, staging_.data(), staging_.size() * sizeof(int32_t));
-  dev_gather_ = dev_rows_;
-  dev_cross_slices_ = dev_rows_ + 2 * elems(slices);
-  dev_row_src_lengths_ = dev_rows_ + 3 * elems(slices);
-  dev_append_rows_ = dev_rows_ + 3 * elems(slices) + n;
+  dev_parents_ = dev_rows_;
+  dev_cross_slices_ = dev_rows_ + n;
+  dev_row_src_lengths_ = dev_rows_ + n + elems(slices);
+  dev_append_rows_ = dev_rows_ + 2 * n + elems(slices);
 }
 
 void TransformerStepDecoder::start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
@@ -170,6 +174,10 @@ void TransformerStepDecoder::start(const std::vector<int32_t>& src, const std::v
   scratch_->reset();
   StepMemory memory(scratch_.get());
   encode_sources(backend_, memory, sentences, src_len);
+  // Every row reads its own slices again (select() of the last batch rewrote the first positions of both tables).
+  const std::size_t origin_bytes = elems(max_hyps_, max_tgt_) * sizeof(int32_t);
+  backend_.copy(origin_, origin_identity_, origin_bytes);
+  backend_.copy(origin_spare_, origin_identity_, origin_bytes);
 
   started_ = true;
   sentences_ = sentences, src_len_ = src_len, t_ = 0;
@@ -205,16 +213,15 @@ void TransformerStepDecoder::select(const std::vector<int32_t>& parents, const s
   }
   upload_rows(&parents, sentence_of);
   if (t_ > 0 && n > 0 && !identity) {
-    // Every cache slice (hypothesis, head) continues its parent's: gather positions 0..t-1 of its keys and of its
-    // values (rows 2i and 2i + 1 of [slices][2]) into the spare buffer and swap it in; the buffer given up becomes
-    // the next spare. With identity parents every slice already holds its own history (rows past n are simply no
-    // longer read): nothing to move.
-    const int64_t stride = elems(max_tgt_, head_dim_);
-    for (DecoderLayerCache& cache : caches_) {
-      backend_.gather_rows(dt_, cache.self_kv, stride, dev_gather_, 2 * n * heads_, elems(t_, head_dim_), spare_,
-                           stride);
-      std::swap(cache.self_kv, spare_);
-    }
+    // Hypothesis j continues parents[j]: its history is where its parent's is, origin_new[j][p] =
+    // origin[parents[j]][p] for p < t, one gather of int32 rows (4-byte elements: f32 copies them bit for bit)
+    // into the spare table, swapped in; the table given up becomes the next spare. No key or value moves: each
+    // (slice, position) was written once, at step p by the row that had that index then, and stays valid however
+    // rows are renumbered later. Positions t.. keep the identity that start() set: each row appends its own. With
+    // identity parents (rows past n are simply no longer read) the table is already right.
+    const int64_t stride = max_tgt_;
+    backend_.gather_rows(kernels::DType::f32, origin_, stride, dev_parents_, n, t_, origin_spare_, stride);
+    std::swap(origin_, origin_spare_);
   }
   live_ = n;
   sentence_of_.assign(sentence_of.begin(), sentence_of.end());

@@ -2,7 +2,8 @@
 // Incremental decoding for the encoder-decoder Transformer: the StepDecoder that search (beam, greedy, sampling)
 // runs over. start() encodes the sources and projects every decoder layer's cross-attention keys/values once per
 // sentence; step() feeds one token per live hypothesis through the decoder with q_len 1, appending its
-// self-attention keys/values to per-hypothesis caches; select() re-indexes those caches. All device memory is
+// self-attention keys/values to per-row caches; select() re-indexes them through a position-origin table and moves
+// no keys or values (docs/decoding.md). All device memory is
 // planned and allocated at construction from the limits; start/select/step allocate nothing. Cache layout:
 // docs/decoding.md.
 #include <cstdint>
@@ -58,7 +59,7 @@ class TransformerStepDecoder : public StepDecoder {
                            int src_len);
   // Checks and uploads one token per live hypothesis, resets the scratch: what step and step_topk share.
   void begin_step(const std::vector<int32_t>& tokens);
-  // Uploads the per-hypothesis indices of sentence_of (and, with parents, the cache gather index).
+  // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
 
   const Transformer& model_;
@@ -71,11 +72,13 @@ class TransformerStepDecoder : public StepDecoder {
   std::unique_ptr<kernels::Workspace> scratch_;  // activations of one start or step (reset by each)
   void* positions_ = nullptr;                    // sinusoidal [max(max_src, max_tgt), dim]
   std::vector<DecoderLayerCache> caches_;        // per decoder layer
-  void* spare_ = nullptr;                        // a self-attention cache buffer not in use (select's target)
+  int32_t* origin_ = nullptr;                    // [max_hyps][max_tgt] DecoderStep::origin, shared by all layers
+  int32_t* origin_spare_ = nullptr;              // the same size, select's target (then swapped in)
+  int32_t* origin_identity_ = nullptr;           // [max_hyps][max_tgt] entry [r][p] = r: what start() restores
   int32_t* dev_src_ = nullptr;                   // source ids [sentences*src_len], then lengths [sentences]
   int32_t* dev_tokens_ = nullptr;                // [max_hyps]
   int32_t* dev_rows_ = nullptr;                  // per-hypothesis indices, see upload_rows
-  const int32_t* dev_gather_ = nullptr;          // [2*live*heads] parent cache rows (select)
+  const int32_t* dev_parents_ = nullptr;         // [live] select's parents: the origin table's gather index
   const int32_t* dev_cross_slices_ = nullptr;    // [live*heads] sentence slices of the cross-attention memory
   const int32_t* dev_row_src_lengths_ = nullptr; // [live] source length of each hypothesis' sentence
   const int32_t* dev_append_rows_ = nullptr;     // [2*live*heads] DecoderStep::append_rows

@@ -55,9 +55,11 @@ struct GemmArgs {
 // Throws lseq::Error for a negative size, batch < 1, or a leading dimension shorter than its rows (both backends).
 void check_gemm_shape(const GemmArgs& args);
 
-// Throws lseq::Error for a negative size, head_dim outside [1, Backend::kMaxStepHeadDim], or a slice_stride too
-// short for k_len keys (both backends, Backend::attention_step).
-void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, int64_t slice_stride);
+// Throws lseq::Error for a negative size, head_dim outside [1, Backend::kMaxStepHeadDim], a slice_stride too
+// short for k_len keys, both kv_index and origin given, or an origin_stride shorter than k_len (both backends,
+// Backend::attention_step).
+void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, int64_t slice_stride,
+                                const int32_t* kv_index, const int32_t* origin, int origin_stride);
 
 struct AdamArgs {
   float lr = 0.0f;
@@ -164,15 +166,21 @@ class Backend {
   virtual void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len,
                                           int ld, float scale, void* dscores) = 0;
   // Incremental decoding's attention in one op: one query per (row, head) over cached keys/values. Slice
-  // i = r*heads + h (r < rows, h < heads) has its query [head_dim] at q + i*head_dim; its keys and values are rows
-  // of head_dim starting at s*slice_stride in k and in v, s = kv_index[i] (device array; slices may share keys) or
-  // s = i when kv_index is null. Keys j < valid = min(k_len, k_lengths[r]) take part (k_len when k_lengths is
-  // null): context[i*head_dim + d] = sum_j p_j v_j[d] with p = softmax_j(scale * q.k_j), in fp32, rounded to dt
-  // once. A slice without valid keys gets context 0 (never NaN). head_dim <= kMaxStepHeadDim.
+  // i = r*heads + h (r < rows, h < heads) has its query [head_dim] at q + i*head_dim; its key j and value j are
+  // the rows of head_dim at s_j*slice_stride + j*head_dim in k and in v, where
+  // - s_j = origin[r*origin_stride + j]*heads + h when origin (device array, entries >= 0) is not null: beam
+  //   search's position-origin table, key j of row r lives at position j of the slice of the row that wrote it
+  //   (self-attention caches that are re-indexed, never moved: docs/decoding.md); origin_stride >= k_len;
+  // - else s_j = kv_index[i] (device array; slices may share keys: cross-attention), or s_j = i when kv_index is
+  //   null. kv_index and origin exclude each other; origin_stride is ignored without origin.
+  // Keys j < valid = min(k_len, k_lengths[r]) take part (k_len when k_lengths is null): context[i*head_dim + d] =
+  // sum_j p_j v_j[d] with p = softmax_j(scale * q.k_j), in fp32, rounded to dt once. A slice without valid keys
+  // gets context 0 (never NaN). head_dim <= kMaxStepHeadDim.
   static constexpr int kMaxStepHeadDim = 256;
   virtual void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
-                              const int32_t* kv_index, const int32_t* k_lengths, int rows, int heads, int head_dim,
-                              int k_len, float scale, void* context) = 0;
+                              const int32_t* kv_index, const int32_t* origin, int origin_stride,
+                              const int32_t* k_lengths, int rows, int heads, int head_dim, int k_len, float scale,
+                              void* context) = 0;
 
   // ---- loss ----
   // Label-smoothed cross-entropy of logits [n, vocab] against targets [n]; rows whose target == ignore_index

@@ -227,6 +227,107 @@ TEST(TransformerStepDecoder, SelectContinuesTheNamedParents) {
   }
 }
 
+// (b2) Many random reorderings: three sentences x beam 3 whose hypotheses continue random parents of their sentence
+// (duplicates, any row order) and that finish at different steps, so rows are renumbered again and again while
+// the self-attention history stays where it was written. Every step equals decoding each history from scratch.
+TEST(TransformerStepDecoder, RandomReorderingsAndFinishedSentencesMatchFromScratch) {
+  for (const Variant& v : {kVariants[0], kVariants[1]}) {
+    SCOPED_TRACE(v.name);
+    Model m(v, 37);
+    const Transformer& model = *m.transformer;
+    std::mt19937_64 rng(29);
+    const Sources src = random_sources(rng, {5, 3, 7}, model.config().src_vocab);
+    std::uniform_int_distribution<int> token(3, kVocab - 1);
+    const int beam = 3, steps = 9;
+    const std::vector<int> finish_at = {4, 7, steps};  // the step before which each sentence leaves
+
+    TransformerStepDecoder dec(model, 3 * beam, src.len, steps);
+    dec.start(src.ids, src.lengths, 3, src.len);
+    std::vector<std::vector<int32_t>> hist = {{2}, {2}, {2}};
+    std::vector<int32_t> sentence_of = {0, 1, 2};
+    std::vector<float> log_probs;
+    for (int t = 0; t < steps; ++t) {
+      if (t > 0) {
+        std::vector<int32_t> parents;
+        for (int s = 0; s < 3; ++s) {
+          if (t >= finish_at[s]) continue;
+          std::vector<int32_t> own;  // the sentence's current rows
+          for (std::size_t j = 0; j < sentence_of.size(); ++j)
+            if (sentence_of[j] == s) own.push_back(static_cast<int32_t>(j));
+          std::uniform_int_distribution<std::size_t> pick(0, own.size() - 1);
+          for (int b = 0; b < beam; ++b) parents.push_back(own[pick(rng)]);
+        }
+        std::shuffle(parents.begin(), parents.end(), rng);
+        std::vector<int32_t> sentences;
+        std::vector<std::vector<int32_t>> next;
+        for (int32_t p : parents) {
+          sentences.push_back(sentence_of[p]);
+          next.push_back(hist[p]);
+          next.back().push_back(token(rng));
+        }
+        dec.select(parents, sentences);
+        hist = next;
+        sentence_of = sentences;
+      }
+      ASSERT_EQ(dec.live(), static_cast<int>(hist.size()));
+      std::vector<int32_t> tokens;
+      for (const auto& h : hist) tokens.push_back(h.back());
+      dec.step(tokens, log_probs);
+      const auto fresh = decode_plainly(model, pick_sources(src, sentence_of, src.len), hist);
+      for (std::size_t j = 0; j < hist.size(); ++j) {
+        EXPECT_TRUE(rows_close(log_probs.data() + j * kVocab, fresh.back().data() + j * kVocab, kVocab, 1e-5))
+            << "step " << t << " hypothesis " << j;
+      }
+    }
+    EXPECT_EQ(dec.live(), beam);  // only the last sentence is left
+  }
+}
+
+// A second batch after a reordered one starts from clean histories: every row reads its own keys again, and the
+// second batch's own reorderings work as in a fresh decoder (both origin tables were reset).
+TEST(TransformerStepDecoder, StartAfterReorderingForgetsTheOldOrder) {
+  Model m(kVariants[3], 43);
+  const Transformer& model = *m.transformer;
+  std::mt19937_64 rng(31);
+  const Sources first = random_sources(rng, {4, 6}, model.config().src_vocab);
+  const Sources second = random_sources(rng, {3, 5}, model.config().src_vocab);
+  TransformerStepDecoder dec(model, 4, 6, 4);
+  std::vector<float> lp;
+  dec.start(first.ids, first.lengths, 2, first.len);
+  dec.step({2, 2}, lp);
+  dec.select({1, 0, 1, 0}, {1, 0, 1, 0});
+  dec.step({5, 6, 7, 8}, lp);
+  dec.select({3, 2, 1, 0}, {0, 1, 0, 1});
+  dec.step({5, 6, 7, 8}, lp);
+  dec.select({2, 3, 3, 0}, {0, 1, 1, 0});
+  dec.step({9, 4, 3, 5}, lp);
+
+  dec.start(second.ids, second.lengths, 2, second.len);
+  std::vector<std::vector<int32_t>> hist = {{2}, {2}};
+  std::vector<int32_t> sentence_of = {0, 1};
+  const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> stages = {
+      {{0, 1}, {0, 1}}, {{1, 0, 1, 0}, {1, 0, 1, 0}}, {{0, 2, 1, 3}, {1, 1, 0, 0}}, {{1, 0, 3, 3}, {1, 1, 0, 0}}};
+  for (std::size_t stage = 0; stage < stages.size(); ++stage) {
+    const auto& [parents, sentences] = stages[stage];
+    if (stage > 0) {
+      dec.select(parents, sentences);
+      std::vector<std::vector<int32_t>> next;
+      for (int32_t p : parents) next.push_back(hist[p]);
+      hist = next;
+      sentence_of = sentences;
+      std::uniform_int_distribution<int> token(3, kVocab - 1);
+      for (auto& h : hist) h.push_back(token(rng));
+    }
+    std::vector<int32_t> tokens;
+    for (const auto& h : hist) tokens.push_back(h.back());
+    dec.step(tokens, lp);
+    const auto fresh = decode_plainly(model, pick_sources(second, sentence_of, second.len), hist);
+    for (std::size_t j = 0; j < hist.size(); ++j)
+      EXPECT_TRUE(rows_close(lp.data() + j * kVocab, fresh.back().data() + j * kVocab, kVocab, 1e-5))
+          << "stage " << stage << " hypothesis " << j;
+  }
+}
+
 // (c) Two sentences x beam 3 share their sentence's encoder state: each hypothesis scores as its sentence decoded
 // alone with the same history, hypotheses with equal histories score equally, and the two sentences differ.
 TEST(TransformerStepDecoder, HypothesesShareTheirSentencesEncoderState) {

@@ -63,8 +63,8 @@ class CpuBackend : public Backend {
   void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, int ld,
                                   float scale, void* dscores) override;
   void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
-                      const int32_t* kv_index, const int32_t* k_lengths, int rows, int heads, int head_dim, int k_len,
-                      float scale, void* context) override;
+                      const int32_t* kv_index, const int32_t* origin, int origin_stride, const int32_t* k_lengths,
+                      int rows, int heads, int head_dim, int k_len, float scale, void* context) override;
 
   void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
                      float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,

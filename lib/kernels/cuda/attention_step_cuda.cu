@@ -3,7 +3,9 @@
 // when the max grows), so any k_len works with fixed shared memory. Per tile, each thread scores one key (the
 // whole dot product, 16-byte loads where aligned); then groups of threads, each owning a run of head
 // dimensions, accumulate p_j v_j over the tile's keys. The groups' partial contexts are added in a fixed order at
-// the end: results depend only on the shape.
+// the end: results depend only on the shape. Each key has its own base: with a position-origin table (beam
+// search's re-indexed self-attention caches) key j of a slice may live in another row's slice; the scoring
+// thread of key j computes its offset once and shares it with the value phase.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -32,10 +34,12 @@ template <typename T, int W>
 __global__ void __launch_bounds__(kStepThreads)
     attention_step_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                           int64_t slice_stride, const int32_t* __restrict__ kv_index,
+                          const int32_t* __restrict__ origin, int origin_stride,
                           const int32_t* __restrict__ k_lengths, int heads, int head_dim, int k_len, float scale,
                           T* __restrict__ context) {
   __shared__ float q_s[Backend::kMaxStepHeadDim];
   __shared__ float p_s[kStepThreads];
+  __shared__ int64_t offset_s[kStepThreads];  // element offset of the tile's key (and value) j in k (and v)
   __shared__ float reduce_s[32];
   // groups * head_dim <= kStepThreads * W when chunks <= kStepThreads, else groups == 1 and head_dim <= 256.
   __shared__ float partial_s[kStepThreads * kMaxChunksPerThread * W];
@@ -43,10 +47,10 @@ __global__ void __launch_bounds__(kStepThreads)
   const int64_t i = blockIdx.x;  // the slice (row, head)
   const int tid = threadIdx.x;
   const int64_t r = i / heads;
+  const int64_t h = i - r * heads;
   const int valid = k_lengths ? min(max(k_lengths[r], 0), k_len) : k_len;
   const int64_t slice = kv_index ? kv_index[i] : i;
-  const T* keys = k + slice * slice_stride;
-  const T* values = v + slice * slice_stride;
+  const int32_t* row_origin = origin ? origin + r * origin_stride : nullptr;
   for (int d = tid; d < head_dim; d += kStepThreads) q_s[d] = to_f32(q[i * head_dim + d]);
   __syncthreads();
 
@@ -67,7 +71,10 @@ __global__ void __launch_bounds__(kStepThreads)
     const int j = t0 + tid;
     float s = -INFINITY;
     if (j < valid) {
-      const T* key = keys + static_cast<int64_t>(j) * head_dim;
+      const int64_t key_slice = row_origin ? static_cast<int64_t>(row_origin[j]) * heads + h : slice;
+      const int64_t offset = key_slice * slice_stride + static_cast<int64_t>(j) * head_dim;
+      offset_s[tid] = offset;
+      const T* key = k + offset;
       float dot = 0.0f;
 #pragma unroll 4
       for (int c = 0; c < chunks; ++c) {
@@ -84,7 +91,7 @@ __global__ void __launch_bounds__(kStepThreads)
     const float p = j < valid ? expf(s - m_new) : 0.0f;
     p_s[tid] = p;
     const float corr = expf(m - m_new);
-    l = l * corr + block_sum(p, reduce_s);  // its barriers also publish p_s
+    l = l * corr + block_sum(p, reduce_s);  // its barriers also publish p_s and offset_s
     m = m_new;
     const int tile = min(kStepThreads, valid - t0);
     if (group < groups) {
@@ -94,7 +101,7 @@ __global__ void __launch_bounds__(kStepThreads)
         for (int e = 0; e < W; ++e) acc[c][e] *= corr;
       for (int jj = group; jj < tile; jj += groups) {
         const float pj = p_s[jj];
-        const T* value = values + static_cast<int64_t>(t0 + jj) * head_dim;
+        const T* value = v + offset_s[jj];
 #pragma unroll
         for (int c = 0; c < kMaxChunksPerThread; ++c) {
           const int chunk = lane_chunk + c * span;
@@ -107,7 +114,7 @@ __global__ void __launch_bounds__(kStepThreads)
         }
       }
     }
-    __syncthreads();  // the next tile rewrites p_s
+    __syncthreads();  // the next tile rewrites p_s and offset_s
   }
 
   if (group < groups) {
@@ -132,10 +139,11 @@ __global__ void __launch_bounds__(kStepThreads)
 }  // namespace cuda
 
 void CudaBackend::attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
-                                 const int32_t* kv_index, const int32_t* k_lengths, int rows, int heads, int head_dim,
-                                 int k_len, float scale, void* context) {
+                                 const int32_t* kv_index, const int32_t* origin, int origin_stride,
+                                 const int32_t* k_lengths, int rows, int heads, int head_dim, int k_len, float scale,
+                                 void* context) {
   using namespace cuda;
-  check_attention_step_shape(rows, heads, head_dim, k_len, slice_stride);
+  check_attention_step_shape(rows, heads, head_dim, k_len, slice_stride, kv_index, origin, origin_stride);
   const int64_t slices = static_cast<int64_t>(rows) * heads;
   if (slices == 0) return;
   if (slices > 0x7FFFFFFF) fail("attention_step: {} slices exceed one launch's grid", slices);
@@ -148,12 +156,15 @@ void CudaBackend::attention_step(DType dt, const void* q, const void* k, const v
     T* tc = static_cast<T*>(context);
     const auto grid = static_cast<unsigned>(slices);
     constexpr int P = Pack<T>::size;
+    // Then every key's offset, key slice * slice_stride + j * head_dim, is a whole number of packs too.
     if (can_vectorize<T>(head_dim, tk, tv) && slice_stride % P == 0)
-      attention_step_kernel<T, P><<<grid, kStepThreads, 0, stream_>>>(tq, tk, tv, slice_stride, kv_index, k_lengths,
-                                                                      heads, head_dim, k_len, scale, tc);
+      attention_step_kernel<T, P><<<grid, kStepThreads, 0, stream_>>>(tq, tk, tv, slice_stride, kv_index, origin,
+                                                                      origin_stride, k_lengths, heads, head_dim,
+                                                                      k_len, scale, tc);
     else
-      attention_step_kernel<T, 1><<<grid, kStepThreads, 0, stream_>>>(tq, tk, tv, slice_stride, kv_index, k_lengths,
-                                                                      heads, head_dim, k_len, scale, tc);
+      attention_step_kernel<T, 1><<<grid, kStepThreads, 0, stream_>>>(tq, tk, tv, slice_stride, kv_index, origin,
+                                                                      origin_stride, k_lengths, heads, head_dim,
+                                                                      k_len, scale, tc);
   });
   check_launch("attention_step");
 }
