@@ -24,7 +24,7 @@ precision=${PRECISION:-bf16}
 warmup=${WARMUP:-10}
 steps=${STEPS:-32}
 budget=${BUDGET_S:-450}
-compile_cases=${COMPILE_CASES:-base:16384}
+compile_cases=${COMPILE_CASES-base:16384}  # set and empty: no torch.compile case
 tokens=${TOKENS:-4096,8192,16384}
 mkdir -p "$out"
 rm -f "$out"/*.log "$out/results.txt"  # a reused OUT must not show an earlier run's results
