@@ -178,12 +178,7 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool t
   b.tgt_out.assign(n, 1);
   b.src_lengths.assign(b.size, max_len);
   b.tgt_lengths.assign(b.size, max_len);
-  auto null = make_null_backend();
-  Tape tape;
-  Run how;
-  how.train = how.backward = training;
-  std::size_t measured = 0;
-  run(b, *null, nullptr, how, tape, nullptr, &measured);
+  const std::size_t measured = measure_bytes(b, training);
   // Many short sentences need more room for per-sentence lengths than this shape: up to 2 * max_tokens ids.
   return measured + StepMemory::align(2 * static_cast<std::size_t>(max_tokens) * sizeof(int32_t));
 }
@@ -192,13 +187,18 @@ std::size_t Transformer::step_bytes(const data::Batch& b, bool training) const {
   const auto key = std::make_tuple(b.size, b.src_len, b.tgt_len, training);
   auto found = step_bytes_.find(key);
   if (found != step_bytes_.end()) return found->second;
+  const std::size_t measured = measure_bytes(b, training);
+  step_bytes_.emplace(key, measured);
+  return measured;
+}
+
+std::size_t Transformer::measure_bytes(const data::Batch& b, bool training) const {
   auto null = make_null_backend();
   Tape tape;
   Run how;
   how.train = how.backward = training;
   std::size_t measured = 0;
   run(b, *null, nullptr, how, tape, nullptr, &measured);
-  step_bytes_.emplace(key, measured);
   return measured;
 }
 

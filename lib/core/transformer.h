@@ -92,6 +92,8 @@ class Transformer {
   StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
                std::vector<double>* sentence_nll, std::size_t* measured, std::vector<float>* logits = nullptr) const;
   void check_batch(const data::Batch& batch) const;
+  // The workspace bytes one step over this batch takes: the step's own code run over the no-op backend.
+  std::size_t measure_bytes(const data::Batch& batch, bool training) const;
 
   ModelConfig config_;
   kernels::Backend& backend_;
