@@ -119,9 +119,9 @@ int main(int argc, char** argv) {
                            dbias.data(), dbias.data() + D);
   });
   memory_op("split_heads qkv", 2 * 3 * TD,
-            [&] { be.split_heads(DType::f32, qkv.data(), bias.data(), B, L, H, HD, 3, heads.data()); });
+            [&] { be.split_heads(DType::f32, qkv.data(), bias.data(), B, L, L, H, HD, 3, heads.data()); });
   memory_op("merge_heads", 2 * TD,
-            [&] { be.merge_heads(DType::f32, heads.data(), B, L, H, HD, 1, y.data(), nullptr); });
+            [&] { be.merge_heads(DType::f32, heads.data(), B, L, L, H, HD, 1, y.data(), nullptr); });
   memory_op("attention_softmax_forward", 2 * S, [&] {
     be.attention_softmax_forward(DType::f32, scores.data(), lengths.data(), B, H, L, L, L, 0.125f, false, dscores.data());
   });

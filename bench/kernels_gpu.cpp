@@ -190,8 +190,8 @@ int main(int argc, char** argv) try {
             [&] { be.layer_norm_forward(dt, x, gamma, beta, T, D, 1e-6f, y, stats, stats + T); });
   memory_op("layer_norm_backward", 3 * TD,
             [&] { be.layer_norm_backward(dt, x, gamma, stats, stats + T, y, T, D, z, dparam, dparam + D); });
-  memory_op("split_heads qkv (+bias)", 2 * 3 * TD, [&] { be.split_heads(dt, qkv, bias, B, L, H, HD, 3, heads); });
-  memory_op("merge_heads", 2 * TD, [&] { be.merge_heads(dt, heads, B, L, H, HD, 1, y, nullptr); });
+  memory_op("split_heads qkv (+bias)", 2 * 3 * TD, [&] { be.split_heads(dt, qkv, bias, B, L, L, H, HD, 3, heads); });
+  memory_op("merge_heads", 2 * TD, [&] { be.merge_heads(dt, heads, B, L, L, H, HD, 1, y, nullptr); });
   memory_op("attention_softmax_forward", 2 * S,
             [&] { be.attention_softmax_forward(dt, scores, lengths, B, H, L, L, L, 0.125f, false, dscores); });
   memory_op("attention_softmax_backward", 3 * S,

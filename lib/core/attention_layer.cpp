@@ -16,10 +16,17 @@ kernels::GemmArgs batched(const LayerContext& ctx, int batch) {
   return g;
 }
 
-// Row stride of the [q_len][k_len] score/probability slices: a multiple of 8 elements (16 bytes in bf16), so that
-// every row starts aligned and cuBLAS can pick its aligned tensor-core kernels for the score and context GEMMs
-// (an odd k_len would force align1 kernels). The padding columns are never read as keys.
-int score_stride(int k_len) { return (k_len + 7) / 8 * 8; }
+// Training pads the per-head sequence length to a multiple of 8 (16 bytes in bf16): the head buffers are
+// [batch][heads][padded(len)][hd] and the score/probability slices [padded(q_len)][padded(k_len)], so every
+// attention GEMM (forward and backward) has m, n, k and leading dimensions that are multiples of 8 and cuBLAS can
+// pick its aligned tensor-core kernels (odd lengths force slow align1 kernels). split_heads writes the padding rows
+// as 0 and merge_heads drops them. Why the padding never reaches a real value:
+// - padded keys j in [k_len, padded(k_len)) are never keys: the softmax gives them probability 0 and its backward
+//   gradient 0 (and their K/V rows are 0), so they add nothing to the context, to d_q or to real rows of d_k/d_v;
+// - padded query rows get finite probabilities (zero query: a uniform softmax over the valid keys) and finite
+//   context rows, which merge_heads drops; in backward their d_context rows are 0 (split_heads), hence d_probs and
+//   d_scores rows are 0 and they add nothing to d_v = P^T dO or d_k = dS^T Q.
+int padded(int len) { return (len + 7) / 8 * 8; }
 
 }  // namespace
 
@@ -38,29 +45,31 @@ AttentionLayer::AttentionLayer(ParamTable& table, const std::string& prefix, int
   b_out_ = table.add(prefix + ".out.bias", {dim}, ParamInit::zeros);
 }
 
-void AttentionLayer::project_qkv(const LayerContext& ctx, const void* x, int batch, int len, void* qkv_heads) const {
+void AttentionLayer::project_qkv(const LayerContext& ctx, const void* x, int batch, int len, int padded_len,
+                                 void* qkv_heads) const {
   TempScope scope(ctx.memory);
   const int rows = batch * len;
   void* qkv = ctx.temp(static_cast<std::size_t>(rows) * 3 * dim_);
   linear_forward(ctx, x, rows, dim_, 3 * dim_, w_qkv_, qkv);
-  ctx.backend.split_heads(ctx.dt, qkv, ctx.w(b_qkv_), batch, len, heads_, head_dim_, 3, qkv_heads);
+  ctx.backend.split_heads(ctx.dt, qkv, ctx.w(b_qkv_), batch, len, padded_len, heads_, head_dim_, 3, qkv_heads);
 }
 
-void AttentionLayer::project_q(const LayerContext& ctx, const void* x, int batch, int q_len, void* q_heads) const {
+void AttentionLayer::project_q(const LayerContext& ctx, const void* x, int batch, int q_len, int padded_len,
+                               void* q_heads) const {
   TempScope scope(ctx.memory);
   const int rows = batch * q_len;
   void* q = ctx.temp(static_cast<std::size_t>(rows) * dim_);
   linear_forward(ctx, x, rows, dim_, dim_, w_q_, q);
-  ctx.backend.split_heads(ctx.dt, q, ctx.w(b_q_), batch, q_len, heads_, head_dim_, 1, q_heads);
+  ctx.backend.split_heads(ctx.dt, q, ctx.w(b_q_), batch, q_len, padded_len, heads_, head_dim_, 1, q_heads);
 }
 
-void AttentionLayer::project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len,
+void AttentionLayer::project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len, int padded_len,
                                 void* kv_heads) const {
   TempScope scope(ctx.memory);
   const int rows = batch * k_len;
   void* kv = ctx.temp(static_cast<std::size_t>(rows) * 2 * dim_);
   linear_forward(ctx, memory, rows, dim_, 2 * dim_, w_kv_, kv);
-  ctx.backend.split_heads(ctx.dt, kv, ctx.w(b_kv_), batch, k_len, heads_, head_dim_, 2, kv_heads);
+  ctx.backend.split_heads(ctx.dt, kv, ctx.w(b_kv_), batch, k_len, padded_len, heads_, head_dim_, 2, kv_heads);
 }
 
 void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* k, const void* v,
@@ -68,19 +77,19 @@ void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* 
                             const kernels::Dropout& drop, void* probs, void* context) const {
   TempScope scope(ctx.memory);
   const int slices = batch * heads_;
-  const int ld = score_stride(k_len);
-  const std::size_t prob_count = static_cast<std::size_t>(slices) * q_len * ld;
+  const int lq = padded(q_len), lk = padded(k_len);  // every GEMM extent below is lq, lk or head_dim
+  const std::size_t prob_count = static_cast<std::size_t>(slices) * lq * lk;
 
   kernels::GemmArgs s = batched(ctx, slices);  // scores = q k^T
   s.trans_b = true;
-  s.m = q_len, s.n = k_len, s.k = head_dim_;
-  s.a = q, s.lda = head_dim_, s.stride_a = static_cast<int64_t>(q_len) * head_dim_;
-  s.b = k, s.ldb = head_dim_, s.stride_b = static_cast<int64_t>(k_len) * head_dim_;
-  s.c = probs, s.ldc = ld, s.stride_c = static_cast<int64_t>(q_len) * ld;
+  s.m = lq, s.n = lk, s.k = head_dim_;
+  s.a = q, s.lda = head_dim_, s.stride_a = static_cast<int64_t>(lq) * head_dim_;
+  s.b = k, s.ldb = head_dim_, s.stride_b = static_cast<int64_t>(lk) * head_dim_;
+  s.c = probs, s.ldc = lk, s.stride_c = static_cast<int64_t>(lq) * lk;
   ctx.backend.gemm(s);
+  // Over all lq rows (padded query rows too, so that their context rows are finite); keys >= k_len get 0.
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, q_len, k_len, ld, scale, causal,
-                                        probs);
+  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, lq, k_len, lk, scale, causal, probs);
 
   const void* used_probs = probs;
   if (drop.p > 0.0f) {
@@ -88,14 +97,14 @@ void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* 
     ctx.backend.dropout(ctx.dt, probs, prob_count, drop, dropped);
     used_probs = dropped;
   }
-  void* context_heads = ctx.temp(static_cast<std::size_t>(batch) * q_len * dim_);
+  void* context_heads = ctx.temp(static_cast<std::size_t>(batch) * lq * dim_);
   kernels::GemmArgs c = batched(ctx, slices);  // context = probs v
-  c.m = q_len, c.n = head_dim_, c.k = k_len;
-  c.a = used_probs, c.lda = ld, c.stride_a = static_cast<int64_t>(q_len) * ld;
-  c.b = v, c.ldb = head_dim_, c.stride_b = static_cast<int64_t>(k_len) * head_dim_;
-  c.c = context_heads, c.ldc = head_dim_, c.stride_c = static_cast<int64_t>(q_len) * head_dim_;
+  c.m = lq, c.n = head_dim_, c.k = lk;
+  c.a = used_probs, c.lda = lk, c.stride_a = static_cast<int64_t>(lq) * lk;
+  c.b = v, c.ldb = head_dim_, c.stride_b = static_cast<int64_t>(lk) * head_dim_;
+  c.c = context_heads, c.ldc = head_dim_, c.stride_c = static_cast<int64_t>(lq) * head_dim_;
   ctx.backend.gemm(c);
-  ctx.backend.merge_heads(ctx.dt, context_heads, batch, q_len, heads_, head_dim_, 1, context, nullptr);
+  ctx.backend.merge_heads(ctx.dt, context_heads, batch, q_len, lq, heads_, head_dim_, 1, context, nullptr);
 }
 
 void AttentionLayer::project_out(const LayerContext& ctx, const void* context, int rows, void* o) const {
@@ -122,22 +131,23 @@ void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void*
   saved.causal = causal;
   saved.drop = drop;
   saved.batch = batch, saved.q_len = q_len, saved.k_len = k_len;
-  const std::size_t q_count = static_cast<std::size_t>(batch) * q_len * dim_;
-  const std::size_t k_count = static_cast<std::size_t>(batch) * k_len * dim_;
+  const int lq = padded(q_len), lk = padded(k_len);
+  const std::size_t q_heads = static_cast<std::size_t>(batch) * lq * dim_;  // [batch][heads][lq][hd]
+  const std::size_t k_heads = static_cast<std::size_t>(batch) * lk * dim_;
   if (kind_ == Kind::self) {
-    saved.q = ctx.keep(3 * q_count);
-    saved.k = offset_ptr(saved.q, q_count, ctx.dt);
-    saved.v = offset_ptr(saved.q, 2 * q_count, ctx.dt);
-    project_qkv(ctx, x, batch, q_len, saved.q);
+    saved.q = ctx.keep(3 * q_heads);
+    saved.k = offset_ptr(saved.q, q_heads, ctx.dt);
+    saved.v = offset_ptr(saved.q, 2 * q_heads, ctx.dt);
+    project_qkv(ctx, x, batch, q_len, lq, saved.q);
   } else {
-    saved.q = ctx.keep(q_count);
-    saved.k = ctx.keep(2 * k_count);
-    saved.v = offset_ptr(saved.k, k_count, ctx.dt);
-    project_q(ctx, x, batch, q_len, saved.q);
-    project_kv(ctx, memory, batch, k_len, saved.k);
+    saved.q = ctx.keep(q_heads);
+    saved.k = ctx.keep(2 * k_heads);
+    saved.v = offset_ptr(saved.k, k_heads, ctx.dt);
+    project_q(ctx, x, batch, q_len, lq, saved.q);
+    project_kv(ctx, memory, batch, k_len, lk, saved.k);
   }
-  saved.probs = ctx.keep(static_cast<std::size_t>(batch) * heads_ * q_len * score_stride(k_len));
-  saved.context = ctx.keep(q_count);
+  saved.probs = ctx.keep(static_cast<std::size_t>(batch) * heads_ * lq * lk);
+  saved.context = ctx.keep(static_cast<std::size_t>(batch) * q_len * dim_);
   attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs, saved.context);
   project_out(ctx, saved.context, batch * q_len, o);
 }
@@ -149,19 +159,21 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
   const std::size_t q_count = static_cast<std::size_t>(q_rows) * dim_;
   const std::size_t k_count = static_cast<std::size_t>(k_rows) * dim_;
-  const int ld = score_stride(s.k_len);
-  const std::size_t prob_count = static_cast<std::size_t>(slices) * s.q_len * ld;
+  const int lq = padded(s.q_len), lk = padded(s.k_len);  // the padded head lengths of forward (see padded())
+  const std::size_t q_heads = static_cast<std::size_t>(s.batch) * lq * dim_;
+  const std::size_t k_heads = static_cast<std::size_t>(s.batch) * lk * dim_;
+  const std::size_t prob_count = static_cast<std::size_t>(slices) * lq * lk;
 
-  // Output projection: dW_o += d_o^T context; d_context = d_o W_o, split into heads.
+  // Output projection: dW_o += d_o^T context; d_context = d_o W_o, split into heads (padded query rows 0).
   void* d_context = ctx.temp(q_count);
   linear_backward(ctx, s.context, d_o, q_rows, dim_, dim_, w_out_, d_context, false);
-  void* d_context_heads = ctx.temp(q_count);
-  ctx.backend.split_heads(ctx.dt, d_context, nullptr, s.batch, s.q_len, heads_, head_dim_, 1, d_context_heads);
+  void* d_context_heads = ctx.temp(q_heads);
+  ctx.backend.split_heads(ctx.dt, d_context, nullptr, s.batch, s.q_len, lq, heads_, head_dim_, 1, d_context_heads);
 
-  // Head gradients: self [3][B][H][L][hd] (q, k, v), cross q [1][...] and kv [2][...].
-  void* d_q = ctx.temp(kind_ == Kind::self ? 3 * q_count : q_count);
-  void* d_k = kind_ == Kind::self ? offset_ptr(d_q, q_count, ctx.dt) : ctx.temp(2 * k_count);
-  void* d_v = offset_ptr(d_k, k_count, ctx.dt);
+  // Head gradients: self [3][B][H][lq][hd] (q, k, v), cross q [1][B][H][lq][hd] and kv [2][B][H][lk][hd].
+  void* d_q = ctx.temp(kind_ == Kind::self ? 3 * q_heads : q_heads);
+  void* d_k = kind_ == Kind::self ? offset_ptr(d_q, q_heads, ctx.dt) : ctx.temp(2 * k_heads);
+  void* d_v = offset_ptr(d_k, k_heads, ctx.dt);
 
   // The dropped probabilities are recomputed from the saved ones and the key, not stored.
   const void* used_probs = s.probs;
@@ -173,49 +185,49 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   // d_v = dropped_probs^T d_context
   kernels::GemmArgs dv = batched(ctx, slices);
   dv.trans_a = true;
-  dv.m = s.k_len, dv.n = head_dim_, dv.k = s.q_len;
-  dv.a = used_probs, dv.lda = ld, dv.stride_a = static_cast<int64_t>(s.q_len) * ld;
-  dv.b = d_context_heads, dv.ldb = head_dim_, dv.stride_b = static_cast<int64_t>(s.q_len) * head_dim_;
-  dv.c = d_v, dv.ldc = head_dim_, dv.stride_c = static_cast<int64_t>(s.k_len) * head_dim_;
+  dv.m = lk, dv.n = head_dim_, dv.k = lq;
+  dv.a = used_probs, dv.lda = lk, dv.stride_a = static_cast<int64_t>(lq) * lk;
+  dv.b = d_context_heads, dv.ldb = head_dim_, dv.stride_b = static_cast<int64_t>(lq) * head_dim_;
+  dv.c = d_v, dv.ldc = head_dim_, dv.stride_c = static_cast<int64_t>(lk) * head_dim_;
   ctx.backend.gemm(dv);
   // d_probs = d_context v^T, through the dropout, then the softmax (scores gradient in place).
   void* d_probs = ctx.temp(prob_count);
   kernels::GemmArgs dp = batched(ctx, slices);
   dp.trans_b = true;
-  dp.m = s.q_len, dp.n = s.k_len, dp.k = head_dim_;
-  dp.a = d_context_heads, dp.lda = head_dim_, dp.stride_a = static_cast<int64_t>(s.q_len) * head_dim_;
-  dp.b = s.v, dp.ldb = head_dim_, dp.stride_b = static_cast<int64_t>(s.k_len) * head_dim_;
-  dp.c = d_probs, dp.ldc = ld, dp.stride_c = static_cast<int64_t>(s.q_len) * ld;
+  dp.m = lq, dp.n = lk, dp.k = head_dim_;
+  dp.a = d_context_heads, dp.lda = head_dim_, dp.stride_a = static_cast<int64_t>(lq) * head_dim_;
+  dp.b = s.v, dp.ldb = head_dim_, dp.stride_b = static_cast<int64_t>(lk) * head_dim_;
+  dp.c = d_probs, dp.ldc = lk, dp.stride_c = static_cast<int64_t>(lq) * lk;
   ctx.backend.gemm(dp);
   if (s.drop.p > 0.0f) ctx.backend.dropout(ctx.dt, d_probs, prob_count, s.drop, d_probs);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_softmax_backward(ctx.dt, s.probs, d_probs, slices * s.q_len, s.k_len, ld, scale, d_probs);
+  ctx.backend.attention_softmax_backward(ctx.dt, s.probs, d_probs, slices * lq, s.k_len, lk, scale, d_probs);
   // d_q = d_scores k; d_k = d_scores^T q
   kernels::GemmArgs dq = batched(ctx, slices);
-  dq.m = s.q_len, dq.n = head_dim_, dq.k = s.k_len;
-  dq.a = d_probs, dq.lda = ld, dq.stride_a = static_cast<int64_t>(s.q_len) * ld;
-  dq.b = s.k, dq.ldb = head_dim_, dq.stride_b = static_cast<int64_t>(s.k_len) * head_dim_;
-  dq.c = d_q, dq.ldc = head_dim_, dq.stride_c = static_cast<int64_t>(s.q_len) * head_dim_;
+  dq.m = lq, dq.n = head_dim_, dq.k = lk;
+  dq.a = d_probs, dq.lda = lk, dq.stride_a = static_cast<int64_t>(lq) * lk;
+  dq.b = s.k, dq.ldb = head_dim_, dq.stride_b = static_cast<int64_t>(lk) * head_dim_;
+  dq.c = d_q, dq.ldc = head_dim_, dq.stride_c = static_cast<int64_t>(lq) * head_dim_;
   ctx.backend.gemm(dq);
   kernels::GemmArgs dk = batched(ctx, slices);
   dk.trans_a = true;
-  dk.m = s.k_len, dk.n = head_dim_, dk.k = s.q_len;
-  dk.a = d_probs, dk.lda = ld, dk.stride_a = static_cast<int64_t>(s.q_len) * ld;
-  dk.b = s.q, dk.ldb = head_dim_, dk.stride_b = static_cast<int64_t>(s.q_len) * head_dim_;
-  dk.c = d_k, dk.ldc = head_dim_, dk.stride_c = static_cast<int64_t>(s.k_len) * head_dim_;
+  dk.m = lk, dk.n = head_dim_, dk.k = lq;
+  dk.a = d_probs, dk.lda = lk, dk.stride_a = static_cast<int64_t>(lq) * lk;
+  dk.b = s.q, dk.ldb = head_dim_, dk.stride_b = static_cast<int64_t>(lq) * head_dim_;
+  dk.c = d_k, dk.ldc = head_dim_, dk.stride_c = static_cast<int64_t>(lk) * head_dim_;
   ctx.backend.gemm(dk);
 
-  // Back through the projections (merge_heads also accumulates the projection biases' gradients).
+  // Back through the projections (merge_heads drops the padding rows and accumulates the biases' gradients).
   if (kind_ == Kind::self) {
     void* d_qkv = ctx.temp(3 * q_count);
-    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, heads_, head_dim_, 3, d_qkv, ctx.g(b_qkv_));
+    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, lq, heads_, head_dim_, 3, d_qkv, ctx.g(b_qkv_));
     linear_backward(ctx, s.x, d_qkv, q_rows, dim_, 3 * dim_, w_qkv_, dx, accumulate_dx);
   } else {
     void* d_qm = ctx.temp(q_count);
-    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, heads_, head_dim_, 1, d_qm, ctx.g(b_q_));
+    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, lq, heads_, head_dim_, 1, d_qm, ctx.g(b_q_));
     linear_backward(ctx, s.x, d_qm, q_rows, dim_, dim_, w_q_, dx, accumulate_dx);
     void* d_kvm = ctx.temp(2 * k_count);
-    ctx.backend.merge_heads(ctx.dt, d_k, s.batch, s.k_len, heads_, head_dim_, 2, d_kvm, ctx.g(b_kv_));
+    ctx.backend.merge_heads(ctx.dt, d_k, s.batch, s.k_len, lk, heads_, head_dim_, 2, d_kvm, ctx.g(b_kv_));
     linear_backward(ctx, s.memory, d_kvm, k_rows, dim_, 2 * dim_, w_kv_, d_memory, true);
   }
 }

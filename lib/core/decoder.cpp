@@ -82,7 +82,7 @@ void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
 
 void DecoderLayer::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
                                   void* cross_kv) const {
-  cross_attn_.project_kv(ctx, states, sentences, src_len, cross_kv);
+  cross_attn_.project_kv(ctx, states, sentences, src_len, src_len, cross_kv);
 }
 
 const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const DecoderStep& st,
@@ -96,7 +96,7 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     ResidualBlock::Saved block;
     const void* in = self_block_.sublayer_input(ctx, x, rows, block);
     void* qkv = ctx.temp(3 * count);  // [3][rows][heads][1][hd]
-    self_attn_.project_qkv(ctx, in, rows, 1, qkv);
+    self_attn_.project_qkv(ctx, in, rows, 1, 1, qkv);
     // Append position t's keys and values to every slice's cache in one gather (cache row 2i + p of [slices][2]
     // takes projected row st.append_rows[2i + p] of [k rows | v rows]), then attend over positions 0..t, each
     // read where the origin table says the hypothesis' history wrote it (nothing is copied when beams reorder).
@@ -117,7 +117,7 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     ResidualBlock::Saved block;
     const void* in = cross_block_.sublayer_input(ctx, h1, rows, block);
     void* q = ctx.temp(count);
-    cross_attn_.project_q(ctx, in, rows, 1, q);
+    cross_attn_.project_q(ctx, in, rows, 1, 1, q);
     // Rows share their sentence's keys/values: slices are picked by st.cross_slices, not copied per hypothesis.
     const std::size_t memory_count = static_cast<std::size_t>(st.sentences) * st.src_len * config_.dim_emb;
     void* context = ctx.temp(count);

@@ -167,18 +167,24 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool t
   }
   // Longer sentences are rejected (check_batch), and a batch holds at most max_tokens tokens.
   max_len = static_cast<int>(std::min<int64_t>({max_len, config_.max_length, max_tokens}));
-  // The largest activations come with the longest sentences: batch * len <= max_tokens tokens per side and
-  // batch * len * len <= max_tokens * max_len attention scores. Run the step on that shape over a no-op backend.
-  data::Batch b;
-  b.size = static_cast<int>((max_tokens + max_len - 1) / max_len);
-  b.src_len = b.tgt_len = max_len;
-  const std::size_t n = static_cast<std::size_t>(b.size) * max_len;
-  b.src.assign(n, 1);
-  b.tgt_in.assign(n, 1);
-  b.tgt_out.assign(n, 1);
-  b.src_lengths.assign(b.size, max_len);
-  b.tgt_lengths.assign(b.size, max_len);
-  const std::size_t measured = measure_bytes(b, training);
+  // A batch of sentences of length len holds at most max_tokens / len of them. Activations grow with the tokens
+  // (batch * len <= max_tokens per side) and attention scores with batch * len * len, but attention pads the
+  // per-head length to a multiple of 8 (AttentionLayer), so short sentences can need more room than the longest
+  // ones. Run the step over a no-op backend for every length up to max_len and keep the largest; a batch with
+  // shorter sources than targets (or the reverse) needs no more than its longer side's length on both sides.
+  std::size_t measured = 0;
+  for (int len = 1; len <= max_len; ++len) {
+    data::Batch b;
+    b.size = static_cast<int>((max_tokens + len - 1) / len);
+    b.src_len = b.tgt_len = len;
+    const std::size_t n = static_cast<std::size_t>(b.size) * len;
+    b.src.assign(n, 1);
+    b.tgt_in.assign(n, 1);
+    b.tgt_out.assign(n, 1);
+    b.src_lengths.assign(b.size, len);
+    b.tgt_lengths.assign(b.size, len);
+    measured = std::max(measured, measure_bytes(b, training));
+  }
   // Many short sentences need more room for per-sentence lengths than this shape: up to 2 * max_tokens ids.
   return measured + StepMemory::align(2 * static_cast<std::size_t>(max_tokens) * sizeof(int32_t));
 }

@@ -145,13 +145,16 @@ class Backend {
 
   // ---- attention ----
   // qkv [batch*len, parts*heads*head_dim] (+ bias [parts*heads*head_dim] if not null) ->
-  // out [parts][batch][heads][len][head_dim]. parts = 3 for self-attention QKV, 2 for cross-attention KV, 1 for Q.
-  virtual void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads,
-                           int head_dim, int parts, void* out) = 0;
-  // The inverse: in [parts][batch][heads][len][head_dim] -> out [batch*len, parts*heads*head_dim];
-  // dparam_bias (if not null) += column sums of out (the backward of split_heads' bias).
-  virtual void merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts,
-                           void* out, float* dparam_bias) = 0;
+  // out [parts][batch][heads][padded_len][head_dim]. parts = 3 for self-attention QKV, 2 for cross-attention KV, 1
+  // for Q. padded_len >= len: rows t in [len, padded_len) of every slice are written as 0 (training pads the head
+  // length to a multiple of 8 so that all attention GEMMs get aligned tensor-core kernels; decoding passes len).
+  virtual void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int padded_len,
+                           int heads, int head_dim, int parts, void* out) = 0;
+  // The inverse: in [parts][batch][heads][padded_len][head_dim] -> out [batch*len, parts*heads*head_dim]; the
+  // padding rows [len, padded_len) of in are never read. dparam_bias (if not null) += column sums of out (the
+  // backward of split_heads' bias).
+  virtual void merge_heads(DType dt, const void* in, int batch, int len, int padded_len, int heads, int head_dim,
+                           int parts, void* out, float* dparam_bias) = 0;
   // probs = softmax(scale * scores) over k_len for scores [batch][heads][q_len][ld] (ld >= k_len: the row stride;
   // the attention layer pads it to a multiple of 8 so that the score GEMMs get aligned tensor-core kernels). Keys
   // j >= k_lengths[b] (if k_lengths not null) and, when causal, keys j > i (query i) get probability 0; the padding

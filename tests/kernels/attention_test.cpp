@@ -2,54 +2,74 @@
 #include <algorithm>
 
 #include "kernels_test_util.h"
+#include "util/error.h"
 
 namespace lseq::kernels::test {
 namespace {
 
 struct HeadShape {
-  int batch, len, heads, head_dim, parts;
-  std::size_t size() const { return std::size_t(batch) * len * parts * heads * head_dim; }
+  int batch, len, padded_len, heads, head_dim, parts;
+  std::size_t tokens_size() const { return std::size_t(batch) * len * width(); }              // [batch*len, width]
+  std::size_t heads_size() const { return std::size_t(batch) * padded_len * width(); }        // padded head layout
   int width() const { return parts * heads * head_dim; }
 };
 
-// out[p][b][h][t][d] = qkv[b*len+t][(p*heads+h)*head_dim+d] + bias[...]
+// out[p][b][h][t][d] = qkv[b*len+t][(p*heads+h)*head_dim+d] + bias[...] for t < len, 0 for t in [len, padded_len)
 std::vector<double> ref_split(const std::vector<double>& qkv, const std::vector<double>& bias, HeadShape s) {
-  std::vector<double> out(s.size());
+  std::vector<double> out(s.heads_size());
   std::size_t o = 0;
   for (int p = 0; p < s.parts; ++p)
     for (int b = 0; b < s.batch; ++b)
       for (int h = 0; h < s.heads; ++h)
-        for (int t = 0; t < s.len; ++t)
+        for (int t = 0; t < s.padded_len; ++t)
           for (int d = 0; d < s.head_dim; ++d) {
             const int col = (p * s.heads + h) * s.head_dim + d;
+            if (t >= s.len) {
+              out[o++] = 0.0;
+              continue;
+            }
             out[o++] = qkv[(std::size_t(b) * s.len + t) * s.width() + col] + (bias.empty() ? 0.0 : bias[col]);
           }
   return out;
 }
 
-const std::vector<HeadShape> kHeadShapes = {{1, 1, 1, 1, 1}, {2, 3, 2, 4, 3}, {3, 5, 4, 2, 2}, {4, 33, 8, 16, 3}};
+// Unpadded and padded (training rounds the length up to a multiple of 8) head layouts.
+const std::vector<HeadShape> kHeadShapes = {
+    {1, 1, 1, 1, 1, 1}, {1, 1, 8, 1, 1, 1}, {2, 3, 8, 2, 4, 3}, {3, 5, 5, 4, 2, 2}, {4, 33, 40, 8, 16, 3}};
 
 TEST_F(CpuKernels, SplitHeadsMatchesLayoutAndMergeHeadsInvertsIt) {
   uint64_t seed = 1100;
   for (const auto& s : kHeadShapes) {
-    const auto qkv = random_floats(s.size(), ++seed), bias = random_floats(s.width(), ++seed);
-    auto out = poisoned(s.size());
-    backend.split_heads(DType::f32, qkv.data(), bias.data(), s.batch, s.len, s.heads, s.head_dim, s.parts, out.data());
+    const auto qkv = random_floats(s.tokens_size(), ++seed), bias = random_floats(s.width(), ++seed);
+    auto out = poisoned(s.heads_size());
+    backend.split_heads(DType::f32, qkv.data(), bias.data(), s.batch, s.len, s.padded_len, s.heads, s.head_dim,
+                        s.parts, out.data());
     EXPECT_TRUE(all_close(out, ref_split(to_double(qkv), to_double(bias), s), 1e-7, 1e-7));
-    backend.split_heads(DType::f32, qkv.data(), nullptr, s.batch, s.len, s.heads, s.head_dim, s.parts, out.data());
-    const auto plain = ref_split(to_double(qkv), {}, s);  // a pure copy: exact
+    out = poisoned(s.heads_size());
+    backend.split_heads(DType::f32, qkv.data(), nullptr, s.batch, s.len, s.padded_len, s.heads, s.head_dim, s.parts,
+                        out.data());
+    const auto plain = ref_split(to_double(qkv), {}, s);  // a pure copy (and zero padding rows): exact
     EXPECT_EQ(out, std::vector<float>(plain.begin(), plain.end()));
-    auto back = poisoned(s.size());
-    backend.merge_heads(DType::f32, out.data(), s.batch, s.len, s.heads, s.head_dim, s.parts, back.data(), nullptr);
-    EXPECT_EQ(back, qkv) << "parts " << s.parts;
+    auto back = poisoned(s.tokens_size());
+    backend.merge_heads(DType::f32, out.data(), s.batch, s.len, s.padded_len, s.heads, s.head_dim, s.parts,
+                        back.data(), nullptr);
+    EXPECT_EQ(back, qkv) << "parts " << s.parts << " padded_len " << s.padded_len;
   }
 }
 
+TEST_F(CpuKernels, SplitAndMergeHeadsRejectAPaddedLengthBelowTheLength) {
+  std::vector<float> buffer(64, 1.0f);
+  EXPECT_THROW(backend.split_heads(DType::f32, buffer.data(), nullptr, 1, 4, 3, 1, 2, 1, buffer.data()), Error);
+  EXPECT_THROW(backend.merge_heads(DType::f32, buffer.data(), 1, 4, 3, 1, 2, 1, buffer.data(), nullptr), Error);
+}
+
+// The padding rows of merge_heads' input hold random values: they must not reach dx or the bias gradient.
 TEST_F(CpuKernels, MergeHeadsIsTheBackwardOfSplitHeads) {
   uint64_t seed = 1200;
-  for (const auto& s : std::vector<HeadShape>{{1, 1, 1, 1, 1}, {2, 3, 2, 2, 3}}) {
-    const auto qkv = to_double(random_floats(s.size(), ++seed)), bias = to_double(random_floats(s.width(), ++seed));
-    const auto w = random_floats(s.size(), ++seed);
+  for (const auto& s : std::vector<HeadShape>{{1, 1, 1, 1, 1, 1}, {2, 3, 3, 2, 2, 3}, {2, 3, 8, 2, 2, 3}}) {
+    const auto qkv = to_double(random_floats(s.tokens_size(), ++seed));
+    const auto bias = to_double(random_floats(s.width(), ++seed));
+    const auto w = random_floats(s.heads_size(), ++seed);
     const auto wd = to_double(w);
     const auto fd_x =
         finite_difference([&](const std::vector<double>& v) { return weighted_sum(wd, ref_split(v, bias, s)); }, qkv);
@@ -57,9 +77,10 @@ TEST_F(CpuKernels, MergeHeadsIsTheBackwardOfSplitHeads) {
         finite_difference([&](const std::vector<double>& v) { return weighted_sum(wd, ref_split(qkv, v, s)); }, bias);
     const auto db0 = random_floats(s.width(), ++seed);
     for (int c = 0; c < s.width(); ++c) fd_b[c] += db0[c];
-    auto dx = poisoned(s.size());
+    auto dx = poisoned(s.tokens_size());
     auto db = db0;
-    backend.merge_heads(DType::f32, w.data(), s.batch, s.len, s.heads, s.head_dim, s.parts, dx.data(), db.data());
+    backend.merge_heads(DType::f32, w.data(), s.batch, s.len, s.padded_len, s.heads, s.head_dim, s.parts, dx.data(),
+                        db.data());
     EXPECT_TRUE(all_close(dx, fd_x, 1e-6, 1e-6));
     EXPECT_TRUE(all_close(db, fd_b, 1e-5, 1e-5));
   }

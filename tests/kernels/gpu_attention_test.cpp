@@ -24,25 +24,30 @@ TEST_F(GpuKernels, SplitAndMergeHeadsMatchCpu) {
       for (int parts : {1, 2, 3})
         for (bool with_bias : {false, true}) {
           const int width = parts * c.heads * c.head_dim, tokens = c.batch * c.len;
-          const std::size_t n = std::size_t(tokens) * width;
+          // Parts 1 and 3 pad the head length past the next multiple of 8 (zero rows written, rows ignored on merge).
+          const int padded_len = parts == 2 ? c.len : (c.len + 8) / 8 * 8;
+          const std::size_t n = std::size_t(tokens) * width, n_heads = std::size_t(c.batch) * padded_len * width;
           const auto qkv = quantize(random_floats(n, ++seed), dt);
+          const auto heads_in = quantize(random_floats(n_heads, ++seed), dt);
           const auto bias = quantize(random_floats(width, ++seed), dt);
-          std::vector<float> ref_split(n), ref_merge(n);
+          std::vector<float> ref_split(n_heads), ref_merge(n);
           auto ref_db = random_floats(width, ++seed);
           DeviceBuffer ddb(gpu(), DType::f32, ref_db);  // before the CPU accumulates into ref_db
-          cpu.split_heads(DType::f32, qkv.data(), with_bias ? bias.data() : nullptr, c.batch, c.len, c.heads,
-                          c.head_dim, parts, ref_split.data());
-          cpu.merge_heads(DType::f32, qkv.data(), c.batch, c.len, c.heads, c.head_dim, parts, ref_merge.data(),
-                          with_bias ? ref_db.data() : nullptr);
-          DeviceBuffer dq(gpu(), dt, qkv), db(gpu(), dt, bias), split(gpu(), dt, n), merged(gpu(), dt, n);
+          cpu.split_heads(DType::f32, qkv.data(), with_bias ? bias.data() : nullptr, c.batch, c.len, padded_len,
+                          c.heads, c.head_dim, parts, ref_split.data());
+          cpu.merge_heads(DType::f32, heads_in.data(), c.batch, c.len, padded_len, c.heads, c.head_dim, parts,
+                          ref_merge.data(), with_bias ? ref_db.data() : nullptr);
+          DeviceBuffer dq(gpu(), dt, qkv), dh(gpu(), dt, heads_in), db(gpu(), dt, bias), split(gpu(), dt, n_heads),
+              merged(gpu(), dt, n);
           split.poison();
           merged.poison();
-          gpu().split_heads(dt, dq.get(), with_bias ? db.get() : nullptr, c.batch, c.len, c.heads, c.head_dim, parts,
-                            split.get());
-          gpu().merge_heads(dt, dq.get(), c.batch, c.len, c.heads, c.head_dim, parts, merged.get(),
+          gpu().split_heads(dt, dq.get(), with_bias ? db.get() : nullptr, c.batch, c.len, padded_len, c.heads,
+                            c.head_dim, parts, split.get());
+          gpu().merge_heads(dt, dh.get(), c.batch, c.len, padded_len, c.heads, c.head_dim, parts, merged.get(),
                             with_bias ? ddb.f32() : nullptr);
           const std::string what = label(dt) + " batch " + std::to_string(c.batch) + " len " + std::to_string(c.len) +
-                                   " parts " + std::to_string(parts) + (with_bias ? " bias" : "");
+                                   " padded " + std::to_string(padded_len) + " parts " + std::to_string(parts) +
+                                   (with_bias ? " bias" : "");
           EXPECT_TRUE(within(split.download(), ref_split, bound_for(dt, 1e-3))) << what << " split";
           EXPECT_EQ(merged.download(), ref_merge) << what << " merge (a copy)";
           EXPECT_TRUE(within(ddb.download(), ref_db, Bound{1e-5, 2e-7 * tokens + 1e-6})) << what << " dbias";
@@ -59,8 +64,8 @@ TEST_F(GpuKernels, PackedMergeHeadsBiasGradientIsReproducible) {
     DeviceBuffer in(gpu(), dt, quantize(random_floats(n, 9650), dt)), out(gpu(), dt, n);
     const auto start = random_floats(width, 9651);
     DeviceBuffer first(gpu(), DType::f32, start), second(gpu(), DType::f32, start);
-    gpu().merge_heads(dt, in.get(), batch, len, heads, head_dim, parts, out.get(), first.f32());
-    gpu().merge_heads(dt, in.get(), batch, len, heads, head_dim, parts, out.get(), second.f32());
+    gpu().merge_heads(dt, in.get(), batch, len, len, heads, head_dim, parts, out.get(), first.f32());
+    gpu().merge_heads(dt, in.get(), batch, len, len, heads, head_dim, parts, out.get(), second.f32());
     const auto a = first.download(), b = second.download();
     for (std::size_t i = 0; i < a.size(); ++i)
       ASSERT_EQ(float_bits(a[i]), float_bits(b[i])) << label(dt) << " dbias element " << i;

@@ -46,7 +46,7 @@ TEST_F(GpuKernels, ReductionsAreReproducible) {
         what + " bias_gelu_dropout dbias");
     // merge_heads over 4099 tokens of 5 heads x 103 dims
     expect_reproducible(
-        gpu(), start, [&](float* acc) { gpu().merge_heads(dt, dx.get(), 1, rows, 5, 103, 1, out.get(), acc); },
+        gpu(), start, [&](float* acc) { gpu().merge_heads(dt, dx.get(), 1, rows, rows, 5, 103, 1, out.get(), acc); },
         what + " merge_heads dbias");
     // embedding: 4099 tokens of a 7-word vocabulary, 515 columns
     const auto tokens = random_ints(rows, 12005, 0, 6);

@@ -11,30 +11,45 @@ namespace lseq::kernels {
 
 using cpu::f32;
 
-void CpuBackend::split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads, int head_dim,
-                             int parts, void* out) {
+void CpuBackend::split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int padded_len,
+                             int heads, int head_dim, int parts, void* out) {
   cpu::require_f32(dt, "split_heads");
+  if (batch < 0 || len < 0 || padded_len < len || heads < 0 || head_dim < 0 || parts < 1)
+    fail("split_heads: invalid shape batch={} len={} padded_len={} heads={} head_dim={} parts={}", batch, len,
+         padded_len, heads, head_dim, parts);
   const float* in = f32(qkv);
   const float* pb = static_cast<const float*>(bias);
   float* po = f32(out);
   const int width = parts * heads * head_dim;
   const int64_t tokens = static_cast<int64_t>(batch) * len;
+  auto slice = [&](int64_t p, int64_t b, int64_t h) {
+    return po + ((p * batch + b) * heads + h) * padded_len * head_dim;
+  };
   // One task per input row (b, t): it scatters into every (part, head) block of the output.
   cpu::parallel_for(threads_, tokens, width, [&](int64_t row) {
     const int64_t b = row / len, t = row % len;
     for (int p = 0; p < parts; ++p)
       for (int h = 0; h < heads; ++h) {
         const int col = (p * heads + h) * head_dim;
-        float* dst = po + ((((p * batch + b) * heads + h) * len + t) * head_dim);
+        float* dst = slice(p, b, h) + t * head_dim;
         const float* src = in + row * width + col;
         for (int d = 0; d < head_dim; ++d) dst[d] = src[d] + (pb ? pb[col + d] : 0.0f);
       }
   });
+  if (padded_len > len)
+    for (int64_t p = 0; p < parts; ++p)
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+          std::fill(slice(p, b, h) + static_cast<int64_t>(len) * head_dim,
+                    slice(p, b, h) + static_cast<int64_t>(padded_len) * head_dim, 0.0f);
 }
 
-void CpuBackend::merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts,
-                             void* out, float* dparam_bias) {
+void CpuBackend::merge_heads(DType dt, const void* in, int batch, int len, int padded_len, int heads, int head_dim,
+                             int parts, void* out, float* dparam_bias) {
   cpu::require_f32(dt, "merge_heads");
+  if (batch < 0 || len < 0 || padded_len < len || heads < 0 || head_dim < 0 || parts < 1)
+    fail("merge_heads: invalid shape batch={} len={} padded_len={} heads={} head_dim={} parts={}", batch, len,
+         padded_len, heads, head_dim, parts);
   const float* pi = f32(in);
   float* po = f32(out);
   const int width = parts * heads * head_dim;
@@ -44,7 +59,7 @@ void CpuBackend::merge_heads(DType dt, const void* in, int batch, int len, int h
     for (int p = 0; p < parts; ++p)
       for (int h = 0; h < heads; ++h) {
         const int col = (p * heads + h) * head_dim;
-        const float* src = pi + ((((p * batch + b) * heads + h) * len + t) * head_dim);
+        const float* src = pi + ((((p * batch + b) * heads + h) * padded_len + t) * head_dim);
         float* dst = po + row * width + col;
         for (int d = 0; d < head_dim; ++d) dst[d] = src[d];
       }

@@ -54,10 +54,10 @@ class CpuBackend : public Backend {
                            const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
                            float* dparam_beta) override;
 
-  void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads, int head_dim, int parts,
-                   void* out) override;
-  void merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts, void* out,
-                   float* dparam_bias) override;
+  void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int padded_len, int heads,
+                   int head_dim, int parts, void* out) override;
+  void merge_heads(DType dt, const void* in, int batch, int len, int padded_len, int heads, int head_dim, int parts,
+                   void* out, float* dparam_bias) override;
   void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
                                  int q_len, int k_len, int ld, float scale, bool causal, void* probs) override;
   void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, int ld,

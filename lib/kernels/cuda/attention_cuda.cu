@@ -30,21 +30,28 @@ __device__ __forceinline__ HeadPos head_pos(int col, int heads, int head_dim) {
   return HeadPos{part, ph - part * heads, col - ph * head_dim};
 }
 
-// Index of element (token row, head position) in [parts][batch][heads][len][head_dim].
-__device__ __forceinline__ int64_t head_index(int row, HeadPos pos, int batch, int len, int heads, int head_dim) {
+// Index of element (token row b*len + t, head position) in [parts][batch][heads][padded_len][head_dim].
+__device__ __forceinline__ int64_t head_index(int row, HeadPos pos, int batch, int len, int padded_len, int heads,
+                                              int head_dim) {
   const int b = row / len, t = row - b * len;
-  return (((static_cast<int64_t>(pos.part) * batch + b) * heads + pos.head) * len + t) * head_dim + pos.offset;
+  return (((static_cast<int64_t>(pos.part) * batch + b) * heads + pos.head) * padded_len + t) * head_dim +
+         pos.offset;
 }
 
 template <typename T, typename I>
-__global__ void split_heads_kernel(const T* qkv, const T* bias, I n, int batch, int len, int heads, int head_dim,
-                                   int parts, T* out) {
+__global__ void split_heads_kernel(const T* qkv, const T* bias, I n, int batch, int len, int padded_len, int heads,
+                                   int head_dim, int parts, T* out) {
   const int width = parts * heads * head_dim;
+  // One thread per output element, padding rows included (written as 0).
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
     const int d = static_cast<int>(i % head_dim);
     I rest = i / head_dim;
-    const int t = static_cast<int>(rest % len);
-    rest /= len;
+    const int t = static_cast<int>(rest % padded_len);
+    rest /= padded_len;
+    if (t >= len) {
+      out[i] = from_f32<T>(0.0f);
+      continue;
+    }
     const int h = static_cast<int>(rest % heads);
     rest /= heads;
     const int b = static_cast<int>(rest % batch);
@@ -59,8 +66,8 @@ __global__ void split_heads_kernel(const T* qkv, const T* bias, I n, int batch, 
 // One thread per pack of the input [tokens, width], in input order (coalesced reads; each head's run of packs is
 // a contiguous write). The bias is added in fp32 and rounded once, as in the scalar kernel.
 template <typename T, typename I>
-__global__ void split_heads_pack_kernel(const T* qkv, const T* bias, I packs, int batch, int len, int heads,
-                                        int head_dim, int width, T* out) {
+__global__ void split_heads_pack_kernel(const T* qkv, const T* bias, I packs, int batch, int len, int padded_len,
+                                        int heads, int head_dim, int width, T* out) {
   constexpr int P = Pack<T>::size;
   const int row_packs = width / P;
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < packs; i += I(gridDim.x) * blockDim.x) {
@@ -74,7 +81,7 @@ __global__ void split_heads_pack_kernel(const T* qkv, const T* bias, I packs, in
 #pragma unroll
       for (int k = 0; k < P; ++k) v[k] += bv[k];
     }
-    store_pack(out + head_index(row, head_pos(col, heads, head_dim), batch, len, heads, head_dim), v);
+    store_pack(out + head_index(row, head_pos(col, heads, head_dim), batch, len, padded_len, heads, head_dim), v);
   }
 }
 
@@ -82,11 +89,11 @@ template <typename T>
 struct MergeHeads {  // out[token, col] = in[p][b][h][t][d]; returns the value for the bias gradient
   const T* in;
   T* out;
-  int batch, len, heads, head_dim, width;
+  int batch, len, padded_len, heads, head_dim, width;
   __device__ float operator()(int row, int col) const {
     const int b = row / len, t = row % len;
     const int p = col / (heads * head_dim), h = (col / head_dim) % heads, d = col % head_dim;
-    const T v = in[(((static_cast<int64_t>(p) * batch + b) * heads + h) * len + t) * head_dim + d];
+    const T v = in[(((static_cast<int64_t>(p) * batch + b) * heads + h) * padded_len + t) * head_dim + d];
     out[static_cast<int64_t>(row) * width + col] = v;
     return to_f32(v);
   }
@@ -94,15 +101,15 @@ struct MergeHeads {  // out[token, col] = in[p][b][h][t][d]; returns the value f
 
 // merge_heads without a bias gradient: one thread per pack of the output [tokens, width] (an exact copy).
 template <typename T, typename I>
-__global__ void merge_heads_pack_kernel(const T* in, I packs, int batch, int len, int heads, int head_dim, int width,
-                                        T* out) {
+__global__ void merge_heads_pack_kernel(const T* in, I packs, int batch, int len, int padded_len, int heads,
+                                        int head_dim, int width, T* out) {
   constexpr int P = Pack<T>::size;
   const int row_packs = width / P;
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < packs; i += I(gridDim.x) * blockDim.x) {
     const int row = static_cast<int>(i / row_packs);
     const int col = static_cast<int>(i - static_cast<I>(row) * row_packs) * P;
     copy_pack(out + static_cast<int64_t>(row) * width + col,
-              in + head_index(row, head_pos(col, heads, head_dim), batch, len, heads, head_dim));
+              in + head_index(row, head_pos(col, heads, head_dim), batch, len, padded_len, heads, head_dim));
   }
 }
 
@@ -110,8 +117,8 @@ __global__ void merge_heads_pack_kernel(const T* in, I packs, int batch, int len
 // columns and walks the rows of its chunk; each thread sums its pack's columns in fp32, the block adds its 8 row
 // lanes in a fixed order and writes one partial per (chunk, column) for finish_column_sums.
 template <typename T>
-__global__ void merge_heads_pack_bias_kernel(const T* in, int tokens, int batch, int len, int heads, int head_dim,
-                                             int width, int rows_per_chunk, T* out, float* partials) {
+__global__ void merge_heads_pack_bias_kernel(const T* in, int tokens, int batch, int len, int padded_len, int heads,
+                                             int head_dim, int width, int rows_per_chunk, T* out, float* partials) {
   constexpr int P = Pack<T>::size;
   constexpr int kTileCols = kColTile * P;
   __shared__ float shared[kColRowsPerPass][kTileCols];
@@ -125,7 +132,7 @@ __global__ void merge_heads_pack_bias_kernel(const T* in, int tokens, int batch,
     const HeadPos pos = head_pos(col, heads, head_dim);
     for (int r = r0 + threadIdx.y; r < r1; r += kColRowsPerPass) {
       float v[P];  // bf16/fp16 -> fp32 -> bf16/fp16 is exact, so the stored copy equals the input
-      load_pack(in + head_index(r, pos, batch, len, heads, head_dim), v);
+      load_pack(in + head_index(r, pos, batch, len, padded_len, heads, head_dim), v);
       store_pack(out + static_cast<int64_t>(r) * width + col, v);
 #pragma unroll
       for (int k = 0; k < P; ++k) sum[k] += v[k];
@@ -353,12 +360,13 @@ unsigned softmax_pack_blocks(int64_t rows, int group) {
 
 using namespace cuda;
 
-void CudaBackend::split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int heads, int head_dim,
-                              int parts, void* out) {
-  if (batch < 0 || len < 0 || heads < 0 || head_dim < 0 || parts < 1)
-    fail("split_heads: invalid shape batch={} len={} heads={} head_dim={} parts={}", batch, len, heads, head_dim,
-         parts);
-  const int64_t n = static_cast<int64_t>(parts) * batch * heads * len * head_dim;
+void CudaBackend::split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int padded_len,
+                              int heads, int head_dim, int parts, void* out) {
+  if (batch < 0 || len < 0 || padded_len < len || heads < 0 || head_dim < 0 || parts < 1)
+    fail("split_heads: invalid shape batch={} len={} padded_len={} heads={} head_dim={} parts={}", batch, len,
+         padded_len, heads, head_dim, parts);
+  const int64_t slices = static_cast<int64_t>(parts) * batch * heads;
+  const int64_t n = slices * padded_len * head_dim;  // output elements, padding rows included
   if (n == 0) return;
   bind();
   dispatch(dt, [&](auto tag) {
@@ -367,29 +375,36 @@ void CudaBackend::split_heads(DType dt, const void* qkv, const void* bias, int b
     const T* b = static_cast<const T*>(bias);
     T* dst = static_cast<T*>(out);
     if (can_vectorize<T>(head_dim, src, b, dst)) {
-      const int64_t packs = n / Pack<T>::size;
       const int width = parts * heads * head_dim;
-      dispatch_index(packs, [&](auto index) {
-        using I = decltype(index);
-        split_heads_pack_kernel<T, I>
-            <<<grid_for(packs), kThreads, 0, stream_>>>(src, b, I(packs), batch, len, heads, head_dim, width, dst);
-      });
+      const int64_t packs = static_cast<int64_t>(batch) * len * width / Pack<T>::size;  // of the input rows
+      if (packs > 0)
+        dispatch_index(packs, [&](auto index) {
+          using I = decltype(index);
+          split_heads_pack_kernel<T, I><<<grid_for(packs), kThreads, 0, stream_>>>(
+              src, b, I(packs), batch, len, padded_len, heads, head_dim, width, dst);
+        });
+      if (padded_len > len) {  // the padding rows of every slice: one strided run of zero bytes each (0 in any type)
+        const std::size_t pitch = static_cast<std::size_t>(padded_len) * head_dim * sizeof(T);
+        LSEQ_CUDA_CHECK(cudaMemset2DAsync(dst + static_cast<int64_t>(len) * head_dim, pitch, 0,
+                                          static_cast<std::size_t>(padded_len - len) * head_dim * sizeof(T),
+                                          static_cast<std::size_t>(slices), stream_));
+      }
       return;
     }
     dispatch_index(n, [&](auto index) {
       using I = decltype(index);
-      split_heads_kernel<T, I>
-          <<<grid_for(n), kThreads, 0, stream_>>>(src, b, I(n), batch, len, heads, head_dim, parts, dst);
+      split_heads_kernel<T, I><<<grid_for(n), kThreads, 0, stream_>>>(src, b, I(n), batch, len, padded_len, heads,
+                                                                       head_dim, parts, dst);
     });
   });
   check_launch("split_heads");
 }
 
-void CudaBackend::merge_heads(DType dt, const void* in, int batch, int len, int heads, int head_dim, int parts,
-                              void* out, float* dparam_bias) {
-  if (batch < 0 || len < 0 || heads < 0 || head_dim < 0 || parts < 1)
-    fail("merge_heads: invalid shape batch={} len={} heads={} head_dim={} parts={}", batch, len, heads, head_dim,
-         parts);
+void CudaBackend::merge_heads(DType dt, const void* in, int batch, int len, int padded_len, int heads, int head_dim,
+                              int parts, void* out, float* dparam_bias) {
+  if (batch < 0 || len < 0 || padded_len < len || heads < 0 || head_dim < 0 || parts < 1)
+    fail("merge_heads: invalid shape batch={} len={} padded_len={} heads={} head_dim={} parts={}", batch, len,
+         padded_len, heads, head_dim, parts);
   const int tokens = batch * len, width = parts * heads * head_dim;
   if (tokens == 0 || width == 0) return;
   bind();
@@ -405,8 +420,8 @@ void CudaBackend::merge_heads(DType dt, const void* in, int batch, int len, int 
         const int64_t packs = static_cast<int64_t>(tokens) * width / P;
         dispatch_index(packs, [&](auto index) {
           using I = decltype(index);
-          merge_heads_pack_kernel<T, I>
-              <<<grid_for(packs), kThreads, 0, stream_>>>(src, I(packs), batch, len, heads, head_dim, width, dst);
+          merge_heads_pack_kernel<T, I><<<grid_for(packs), kThreads, 0, stream_>>>(
+              src, I(packs), batch, len, padded_len, heads, head_dim, width, dst);
         });
         return;
       }
@@ -414,12 +429,12 @@ void CudaBackend::merge_heads(DType dt, const void* in, int batch, int len, int 
       const ColumnPlan plan = plan_column_sums(tokens, width / P, P, scratch_float_count());
       chunks = plan.chunks;
       merge_heads_pack_bias_kernel<T><<<column_grid(width / P, plan), column_block(), 0, stream_>>>(
-          src, tokens, batch, len, heads, head_dim, width, plan.rows_per_chunk, dst, partials);
+          src, tokens, batch, len, padded_len, heads, head_dim, width, plan.rows_per_chunk, dst, partials);
       return;
     }
     const ColumnPlan plan = plan_column_sums(tokens, width, 1, scratch_float_count());
     chunks = plan.chunks;
-    const MergeHeads<T> op{src, dst, batch, len, heads, head_dim, width};
+    const MergeHeads<T> op{src, dst, batch, len, padded_len, heads, head_dim, width};
     column_kernel<<<column_grid(width, plan), column_block(), 0, stream_>>>(op, tokens, width, plan.rows_per_chunk,
                                                                             partials);
   });
