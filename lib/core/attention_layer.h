@@ -18,7 +18,7 @@ class AttentionLayer {
   struct Saved {
     const void* x = nullptr;       // query-side input [batch*q_len, dim]
     const void* memory = nullptr;  // cross: key/value-side input [batch*k_len, dim]
-    // Head buffers over lengths padded to multiples of 8 (lq, lk; padding rows 0: see attention_layer.cpp).
+    // Head buffers over lengths lq, lk padded to multiples of 8 when above 8 (padding rows 0: attention_layer.cpp).
     void* q = nullptr;        // heads [batch][heads][lq][hd]; self: followed by k and v (fused buffer)
     void* k = nullptr;
     void* v = nullptr;        // cross: k and v are one buffer [2][batch][heads][lk][hd]
@@ -35,14 +35,15 @@ class AttentionLayer {
 
   // ---- steps (also used by incremental decoding) ----
   // Heads [parts][batch][heads][padded_len][hd] with rows [len, padded_len) 0 (Backend::split_heads); decoding
-  // passes padded_len = len, training the length rounded up to a multiple of 8.
+  // passes padded_len = len, training the padded length of attend.
   void project_qkv(const LayerContext& ctx, const void* x, int batch, int len, int padded_len, void* qkv_heads) const;
   void project_q(const LayerContext& ctx, const void* x, int batch, int q_len, int padded_len, void* q_heads) const;
   void project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len, int padded_len,
                   void* kv_heads) const;
-  // q [batch][heads][lq][hd], k and v [batch][heads][lk][hd] with lq, lk = q_len, k_len rounded up to multiples of 8
-  // (padding rows 0, as project_* write them with those padded lengths). probs [batch][heads][lq][lk] (softmax over
-  // the k_len keys, masked; padding columns 0; padded query rows finite); context [batch*q_len, dim] (merged heads).
+  // q [batch][heads][lq][hd], k and v [batch][heads][lk][hd] with lq, lk = q_len, k_len, rounded up to multiples of
+  // 8 when above 8 (padding rows 0, as project_* write them with those padded lengths). probs [batch][heads][lq][lk]
+  // (softmax over the k_len keys, masked; padding columns 0; padded query rows finite); context [batch*q_len, dim]
+  // (merged heads).
   void attend(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths, int batch,
               int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, void* context) const;
   void project_out(const LayerContext& ctx, const void* context, int rows, void* o) const;

@@ -1,7 +1,7 @@
-// Attention pads each head's length to a multiple of 8 (AttentionLayer): the padding must not change any real
-// value. The same sentences run as a batch of odd length (5: heads padded to 8) and as a batch of length 8
-// (already a multiple of 8: no head padding, three extra padding tokens of random input, masked by k_lengths);
-// outputs, input gradients and parameter gradients of the real tokens must agree.
+// Attention pads each head's length above 8 to a multiple of 8 (AttentionLayer): the padding must not change any
+// real value. The same sentences run as a batch of odd length (13: heads padded to 16) and as a batch of length 16
+// (already a multiple of 8: no head padding, extra padding tokens of random input, masked by k_lengths); outputs,
+// input gradients and parameter gradients of the real tokens must agree.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,7 +106,7 @@ void expect_near(const std::vector<float>& a, const std::vector<float>& b, const
 
 void check(AttentionLayer::Kind kind, bool causal, int q_len, int k_len, std::vector<int32_t> k_lengths) {
   const bool cross = kind == AttentionLayer::Kind::cross;
-  const int long_len = 8;  // the longer batch: a multiple of 8, so its heads are not padded
+  const int long_len = 16;  // the longer batch: a multiple of 8, so its heads are not padded
   std::mt19937_64 rng(77);
   const auto x = test::random_floats(rng, std::size_t(kBatch) * q_len * kDim, 1.0);
   const auto mem = cross ? test::random_floats(rng, std::size_t(kBatch) * k_len * kDim, 1.0) : std::vector<float>{};
@@ -125,15 +125,16 @@ void check(AttentionLayer::Kind kind, bool causal, int q_len, int k_len, std::ve
 }
 
 TEST(AttentionPadding, SelfAttentionIgnoresHeadPadding) {
-  check(AttentionLayer::Kind::self, false, 5, 5, {5, 3});
+  check(AttentionLayer::Kind::self, false, 13, 13, {13, 10});
 }
 
 TEST(AttentionPadding, CausalSelfAttentionIgnoresHeadPadding) {
-  check(AttentionLayer::Kind::self, true, 5, 5, {5, 2});
+  check(AttentionLayer::Kind::self, true, 13, 13, {13, 9});
 }
 
 TEST(AttentionPadding, CrossAttentionIgnoresHeadPadding) {
-  check(AttentionLayer::Kind::cross, false, 3, 7, {7, 4});
+  check(AttentionLayer::Kind::cross, false, 11, 15, {15, 10});
+  check(AttentionLayer::Kind::cross, false, 3, 11, {11, 4});  // short queries (not padded) over padded keys
 }
 
 }  // namespace

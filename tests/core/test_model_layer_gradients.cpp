@@ -95,6 +95,12 @@ TEST(ModelLayerGradients, CausalSelfAttentionWithPadding) {
   check_attention(AttentionLayer::Kind::self, true, 2, 4, 4, {4, 1}, 0.0f);
 }
 
+// Lengths above 8: attention pads each head's length to a multiple of 8 (here 11 -> 16, 9 -> 16).
+TEST(ModelLayerGradients, AttentionWithHeadPadding) {
+  check_attention(AttentionLayer::Kind::self, true, 2, 11, 11, {11, 6}, 0.0f);
+  check_attention(AttentionLayer::Kind::cross, false, 2, 9, 11, {11, 7}, 0.2f);
+}
+
 TEST(ModelLayerGradients, CrossAttentionWithSourcePadding) {
   check_attention(AttentionLayer::Kind::cross, false, 3, 4, 5, {5, 3, 1}, 0.0f);
 }

@@ -253,17 +253,13 @@ TEST(ModelWorkspace, PlannedOnceCoversEveryBatchUpToTheLimits) {
   // Forward-only plans are smaller (no backward buffers) and enough for forward_loss.
   const std::size_t inference = model.workspace_bytes(max_tokens, max_len, false);
   EXPECT_LT(inference, planned);
-  // Attention pads each head's length to a multiple of 8, so the one-token sentences are the worst case here
-  // (40 of them take 40 * 8 padded head rows), not the longest ones.
-  const data::Batch longest = test::random_batch(rng, 5, 8, 8, config.src_vocab);
-  const data::Batch shortest = test::random_batch(rng, 40, 1, 1, config.src_vocab);
-  EXPECT_LE(model.step_bytes(longest, false), inference);
-  EXPECT_LE(model.step_bytes(shortest, false), inference);
-  EXPECT_GT(model.step_bytes(shortest, true), inference);
-  // The plan is tight: the worst batch needs more than 80% of it.
-  EXPECT_GT(std::max(model.step_bytes(shortest, true), model.step_bytes(longest, true)), planned * 8 / 10);
+  const data::Batch largest = test::random_batch(rng, 5, 8, 8, config.src_vocab);
+  EXPECT_LE(model.step_bytes(largest, false), inference);
+  EXPECT_GT(model.step_bytes(largest, true), inference);
+  // The plan is tight: the largest batch needs more than 80% of it.
+  EXPECT_GT(model.step_bytes(largest, true), planned * 8 / 10);
   // A batch beyond the plan grows the workspace instead of failing.
-  const data::Batch too_big = test::random_batch(rng, 64, 1, 1, config.src_vocab);
+  const data::Batch too_big = test::random_batch(rng, 8, 8, 8, config.src_vocab);
   EXPECT_GT(model.step_bytes(too_big, true), planned);
   EXPECT_NO_THROW(model.forward_backward(too_big, 1, 1, 1.0f, ws));
   EXPECT_GE(ws.capacity(), model.step_bytes(too_big, true));
