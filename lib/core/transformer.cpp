@@ -168,9 +168,9 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool t
   // Longer sentences are rejected (check_batch), and a batch holds at most max_tokens tokens.
   max_len = static_cast<int>(std::min<int64_t>({max_len, config_.max_length, max_tokens}));
   // A batch of sentences of length len holds at most max_tokens / len of them. Activations grow with the tokens
-  // (batch * len <= max_tokens per side) and attention scores with batch * len * len, but attention pads the
-  // per-head length to a multiple of 8 (AttentionLayer), so short sentences can need more room than the longest
-  // ones. Run the step over a no-op backend for every length up to max_len and keep the largest; a batch with
+  // (batch * len <= max_tokens per side) and attention scores with batch * len * len, but attention pads head
+  // lengths above 8 to a multiple of 8 (AttentionLayer), so shorter sentences (9 tokens: 16 rows) can need more
+  // room than the longest ones. Run the step over a no-op backend for every length up to max_len and keep the largest; a batch with
   // shorter sources than targets (or the reverse) needs no more than its longer side's length on both sides.
   std::size_t measured = 0;
   for (int len = 1; len <= max_len; ++len) {
