@@ -15,19 +15,9 @@ namespace lseq::kernels::cuda {
 constexpr int kPackColLanes = 32;  // threads across the columns of a block (one pack each)
 constexpr int kPackRowLanes = 8;   // threads across the rows
 
-// Row chunks for the packed column kernel: about 1024 blocks in all, at least 64 rows per chunk, and the partials
-// of `arrays` arrays within the scratch.
+// Row chunks for the packed column kernel: the plain plan with blocks covering kPackColLanes packs of columns.
 inline ColumnPlan plan_pack_column_sums(int rows, int cols, int pack, int arrays, std::size_t scratch_floats) {
-  ColumnPlan plan;
-  const int tile = kPackColLanes * pack;
-  const int tiles = (cols + tile - 1) / tile;
-  int chunks = std::max(1, std::min((rows + 63) / 64, std::max(1, 1024 / std::max(1, tiles))));
-  const std::size_t cap = scratch_floats / (static_cast<std::size_t>(arrays) * std::max(1, cols));
-  if (cap < 1) fail("column sums over {} columns exceed the CUDA backend's scratch", cols);
-  chunks = static_cast<int>(std::min<std::size_t>(chunks, cap));
-  plan.rows_per_chunk = std::max(1, (rows + chunks - 1) / chunks);
-  plan.chunks = std::max(1, (rows + plan.rows_per_chunk - 1) / plan.rows_per_chunk);
-  return plan;
+  return plan_column_sums(rows, cols, arrays, scratch_floats, kPackColLanes * pack);
 }
 
 inline dim3 pack_column_grid(int cols, int pack, const ColumnPlan& plan) {

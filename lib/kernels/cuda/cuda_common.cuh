@@ -129,9 +129,11 @@ struct ColumnPlan {
   int rows_per_chunk = 1;
 };
 
-inline ColumnPlan plan_column_sums(int rows, int cols, int arrays, std::size_t scratch_floats) {
+// Row chunks: about 1024 blocks in all, at least 64 rows per chunk, and the partials of `arrays` arrays within
+// the scratch; `tile` is how many columns one block covers.
+inline ColumnPlan plan_column_sums(int rows, int cols, int arrays, std::size_t scratch_floats, int tile = kColTile) {
   ColumnPlan plan;
-  const int tiles = (cols + kColTile - 1) / kColTile;
+  const int tiles = (cols + tile - 1) / tile;
   int chunks = std::max(1, std::min((rows + 63) / 64, std::max(1, 1024 / std::max(1, tiles))));
   const std::size_t cap = scratch_floats / (static_cast<std::size_t>(arrays) * std::max(1, cols));
   if (cap < 1) fail("column sums over {} columns exceed the CUDA backend's scratch", cols);
