@@ -2,8 +2,7 @@
 // the cache again, and the batcher reading batches from it (tokens/s on one core without the prefetch thread,
 // and with it), plus the padding ratio of the batches. Reports, never asserts.
 //
-//   bench_data_pipeline CORPUS_PREFIX | SRC TGT  --vocab spm.model [--max-tokens 4096] [--langs de en] ...
-#include <CLI/CLI.hpp>
+//   bench_data_pipeline CORPUS_PREFIX | SRC TGT  --vocab spm.model [--max-tokens 4096] [--langs de,en] ...
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -14,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "bench_support.h"
 #include "data/batcher.h"
 #include "data/corpus_cache.h"
 #include "data/vocab.h"
@@ -56,24 +56,42 @@ static EpochStats drain(Batcher& batcher, double min_seconds) {
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"lseq data pipeline benchmark"};
   std::vector<std::string> corpus;
   std::string vocab_path, cache_dir;
   std::vector<std::string> langs = {"de", "en"};
   int64_t max_tokens = 4096;
   int maxi_batch = 100, max_length = 0, vocab_size = 8000, threads = 0;
   double min_seconds = 3;
-  app.add_option("corpus", corpus, "corpus prefix (PREFIX.de PREFIX.en) or the two files")->required();
-  app.add_option("--vocab", vocab_path, "SentencePiece model (trained on the corpus when missing)")->required();
-  app.add_option("--max-tokens,--mini-batch-words", max_tokens, "padded tokens per batch");
-  app.add_option("--maxi-batch", maxi_batch, "maxi-batch size (mini-batches sorted together)");
-  app.add_option("--max-length", max_length, "skip pairs longer than this (0: keep all)");
-  app.add_option("--langs", langs, "suffixes of a corpus prefix")->expected(2);
-  app.add_option("--dim-vocabs", vocab_size, "size of a vocabulary trained here");
-  app.add_option("--cache-dir", cache_dir, "where the cache goes (default: a fresh temp dir, so encoding is timed)");
-  app.add_option("--threads", threads, "encoding threads (0: all cores)");
-  app.add_option("--min-seconds", min_seconds, "run the batcher at least this long (whole epochs)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    lseq::bench::Args args(argc, argv, {"help"},
+                           {"vocab", "max-tokens", "mini-batch-words", "maxi-batch", "max-length", "langs",
+                            "dim-vocabs", "cache-dir", "threads", "min-seconds"});
+    if (args.flag("help") || args.positional().empty() || args.get("vocab", "").empty()) {
+      fmt::print(
+          "usage: {} CORPUS_PREFIX | SRC TGT --vocab spm.model [--max-tokens 4096] [--maxi-batch 100] "
+          "[--max-length 0] [--langs de,en] [--dim-vocabs 8000] [--cache-dir DIR] [--threads 0] [--min-seconds 3]\n"
+          "  --vocab is trained on the corpus when missing; the cache goes to a fresh temp dir unless --cache-dir "
+          "is given (so encoding is timed)\n",
+          argv[0]);
+      return args.flag("help") ? 0 : 2;
+    }
+    corpus = args.positional();
+    vocab_path = args.get("vocab", "");
+    max_tokens = args.get_int("max-tokens", args.get_int("mini-batch-words", max_tokens));
+    maxi_batch = static_cast<int>(args.get_int("maxi-batch", maxi_batch));
+    max_length = static_cast<int>(args.get_int("max-length", max_length));
+    vocab_size = static_cast<int>(args.get_int("dim-vocabs", vocab_size));
+    threads = static_cast<int>(args.get_int("threads", threads));
+    min_seconds = args.get_double("min-seconds", min_seconds);
+    cache_dir = args.get("cache-dir", "");
+    const std::string lang_list = args.get("langs", "de,en");
+    const std::size_t comma = lang_list.find(',');
+    if (comma == std::string::npos) lseq::fail("--langs expects two suffixes separated by a comma, e.g. de,en");
+    langs = {lang_list.substr(0, comma), lang_list.substr(comma + 1)};
+  } catch (const lseq::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  }
 
   try {
     if (corpus.size() == 1) corpus = {corpus[0] + "." + langs[0], corpus[0] + "." + langs[1]};
