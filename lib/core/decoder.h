@@ -20,17 +20,21 @@ struct DecoderMemory {
   int len = 0;                       // src_len
 };
 
-// One incremental decoding step (forward only, no dropout) of `rows` live hypotheses, shared by all layers.
+// One incremental decoding step (forward only, no dropout) of `rows` live hypotheses, shared by all layers. The
+// step's position t reaches the ops only through device arrays (self_lengths, append_dst), never as an argument,
+// so that the ops of a step can be recorded once and replayed at every position (Backend::record).
 struct DecoderStep {
   int rows = 0;                           // live hypotheses
-  int t = 0;                              // position of the fed token; self-attention covers positions 0..t
   int max_len = 0;                        // positions a self-attention cache holds (its slices are max_len*hd apart)
   int sentences = 0, src_len = 0;         // shape of the cross-attention keys/values
   const int32_t* cross_slices = nullptr;  // [rows*heads] device: sentence_of[r]*heads + h, the (r, h) memory slice
   const int32_t* src_lengths = nullptr;   // [rows] device: source length of row r's sentence
+  const int32_t* self_lengths = nullptr;  // [rows] device: t + 1, the positions self-attention covers
   // [2*rows*heads] device: entry 2i + p = p*rows*heads + i, the row of slice i's new key (p = 0) or value (p = 1)
-  // in the step's projected [k rows | v rows], so that one gather_rows appends both to self_kv.
+  // in the step's projected [k rows | v rows], so that one gather_rows appends both to self_kv...
   const int32_t* append_rows = nullptr;
+  // ... [2*rows*heads] device: at cache row append_dst[2i + p] = (2i + p)*max_len + t of self_kv's [.][hd] rows.
+  const int32_t* append_dst = nullptr;
   // [rows][max_len] device, or null for "every row reads its own slice": the position-origin table of beam
   // search, row r's self-attention key/value at position p lives at position p of row origin[r*max_len + p]'s
   // slices (written there at step p); entry [r][t] must be r, since the step appends row r's own key there.
@@ -64,7 +68,8 @@ class DecoderLayer {
   // ---- incremental decoding ----
   // cross_kv [2][sentences][heads][src_len][hd] from the encoder output [sentences*src_len, dim].
   void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len, void* cross_kv) const;
-  // x [rows, dim] at position step.t -> the layer output [rows, dim] (kept); appends position t to the caches.
+  // x [rows, dim] at the step's position t -> the layer output [rows, dim] (kept); appends position t to the
+  // caches.
   const void* step(const LayerContext& ctx, const void* x, const DecoderStep& step,
                    const DecoderLayerCache& cache) const;
 
@@ -99,8 +104,8 @@ class Decoder {
   // Fills every layer's cross_kv from the encoder output [sentences*src_len, dim].
   void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
                       const std::vector<DecoderLayerCache>& caches) const;
-  // tokens [rows] (device) at position step.t; position_row: row t of the positions table. Returns the final
-  // decoder states [rows, dim] (kept), the input of the output layer.
+  // tokens [rows] (device) at the step's position t; position_row: row t of the positions table (device memory
+  // the caller fills). Returns the final decoder states [rows, dim] (kept), the input of the output layer.
   const void* step(const LayerContext& ctx, const int32_t* tokens, const void* position_row, const DecoderStep& step,
                    const std::vector<DecoderLayerCache>& caches) const;
 

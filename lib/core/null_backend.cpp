@@ -23,7 +23,7 @@ class NullBackend final : public Backend {
   void cast(DType, const void*, DType, void*, std::size_t) override {}
   void reduce_sum(const float*, std::size_t, float*, bool) override {}
   void dropout(DType, const void*, std::size_t, const Dropout&, void*) override {}
-  void gather_rows(DType, const void*, int64_t, const int32_t*, int, int64_t, void*, int64_t) override {}
+  void gather_rows(DType, const void*, int64_t, const int32_t*, int, int64_t, void*, int64_t, const int32_t*) override {}
   void gemm(const GemmArgs&) override {}
   void embedding_forward(DType, const int32_t*, int, int, const void*, int, float, const void*, const Dropout&,
                          void*) override {}

@@ -20,6 +20,12 @@ std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
          static_cast<std::size_t>(d);
 }
 
+// int32 entries of the step inputs for up to `hyps` hypotheses, or of their used prefix for `hyps` live ones:
+// tokens and self-attention lengths at their max_hyps-based offsets, append rows 2*hyps*heads.
+std::size_t step_input_count(int max_hyps, int heads, int live = -1) {
+  return 2 * elems(max_hyps) + 1 + 2 * elems(live < 0 ? max_hyps : live, heads);
+}
+
 }  // namespace
 
 TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max_hypotheses, int max_src_len,
@@ -57,11 +63,12 @@ TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max
   auto null = make_null_backend();
   StepMemory start_plan(nullptr), step_plan(nullptr);
   encode_sources(*null, start_plan, max_sent_, max_src_);
-  forward_step(*null, step_plan, max_hyps_, max_tgt_ - 1, max_sent_, max_src_);
+  forward_step(*null, step_plan, max_hyps_, max_sent_, max_src_);
   scratch_ = std::make_unique<kernels::Workspace>(backend_, std::max(start_plan.needed(), step_plan.needed()),
                                                   "internal error: a decoding step outgrew its plan");
 
   staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, 3 * heads_ + 2)}));
+  step_staging_.assign(step_input_count(max_hyps_, heads_), 0);
   topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
   src_lengths_.reserve(max_sent_);
   sentence_of_.reserve(max_hyps_);
@@ -84,7 +91,14 @@ void TransformerStepDecoder::lay_out_state(Take&& take) {
   origin_spare_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
   origin_identity_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
   dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + max_sent_) * i32));
-  dev_tokens_ = static_cast<int32_t*>(take(elems(max_hyps_) * i32));
+  dev_step_ = static_cast<int32_t*>(take(step_input_count(max_hyps_, heads_) * i32));
+  if (dev_step_) {
+    dev_tokens_ = dev_step_;
+    dev_position_ = dev_tokens_ + max_hyps_;
+    dev_self_lengths_ = dev_position_ + 1;
+    dev_append_dst_ = dev_self_lengths_ + max_hyps_;
+  }
+  step_position_ = take(elems(dim_) * f);
   dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, 3 * heads_ + 2) * i32));
   dev_log_probs_ = static_cast<float*>(take(elems(max_hyps_, vocab_) * sizeof(float)));
   dev_topk_ = static_cast<float*>(take(elems(max_hyps_, 2 * kernels::kMaxTopK + 1) * sizeof(float)));
@@ -100,18 +114,21 @@ void TransformerStepDecoder::encode_sources(kernels::Backend& backend, StepMemor
   model_.decoder().project_memory(ctx, encoded, sentences, src_len, caches_);
 }
 
-const void* TransformerStepDecoder::forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t,
+const void* TransformerStepDecoder::forward_step(kernels::Backend& backend, StepMemory& memory, int rows,
                                                  int sentences, int src_len) {
   const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   DecoderStep st;
-  st.rows = rows, st.t = t, st.max_len = max_tgt_;
+  st.rows = rows, st.max_len = max_tgt_;
   st.sentences = sentences, st.src_len = src_len;
   st.cross_slices = dev_cross_slices_;
   st.src_lengths = dev_row_src_lengths_;
+  st.self_lengths = dev_self_lengths_;
   st.append_rows = dev_append_rows_;
+  st.append_dst = dev_append_dst_;
   st.origin = origin_;
-  const void* position = offset_ptr(positions_, elems(t, dim_), dt_);
-  const void* states = model_.decoder().step(ctx, dev_tokens_, position, st, caches_);
+  // Row t of the positions table, picked on the device by the uploaded position.
+  backend.gather_rows(dt_, positions_, dim_, dev_position_, 1, dim_, step_position_, dim_, nullptr);
+  const void* states = model_.decoder().step(ctx, dev_tokens_, step_position_, st, caches_);
   OutputLayer::Saved out;
   model_.output_layer().forward(ctx, states, rows, out);
   return out.logits;
@@ -219,9 +236,10 @@ void TransformerStepDecoder::select(const std::vector<int32_t>& parents, const s
     // (slice, position) was written once, at step p by the row that had that index then, and stays valid however
     // rows are renumbered later. Positions t.. keep the identity that start() set: each row appends its own. With
     // identity parents (rows past n are simply no longer read) the table is already right.
+    // The gathered rows are copied back rather than the tables swapped: recorded steps read origin_ at its address.
     const int64_t stride = max_tgt_;
-    backend_.gather_rows(kernels::DType::f32, origin_, stride, dev_parents_, n, t_, origin_spare_, stride);
-    std::swap(origin_, origin_spare_);
+    backend_.gather_rows(kernels::DType::f32, origin_, stride, dev_parents_, n, t_, origin_spare_, stride, nullptr);
+    backend_.gather_rows(kernels::DType::f32, origin_spare_, stride, nullptr, n, t_, origin_, stride, nullptr);
   }
   live_ = n;
   sentence_of_.assign(sentence_of.begin(), sentence_of.end());
@@ -241,17 +259,47 @@ void TransformerStepDecoder::begin_step(const std::vector<int32_t>& tokens) {
   for (int32_t id : tokens) {
     if (id < 0 || id >= vocab_) fail("internal error: step() got token id {} outside the target vocabulary", id);
   }
-  if (live_ > 0) backend_.copy_to_device(dev_tokens_, tokens.data(), tokens.size() * sizeof(int32_t));
-  scratch_->reset();
+  if (live_ == 0) return;
+  // Laid out as dev_step_ (see the header); every row is at position t_.
+  int32_t* in = step_staging_.data();
+  std::copy(tokens.begin(), tokens.end(), in);
+  in[max_hyps_] = t_;
+  std::fill_n(in + max_hyps_ + 1, live_, t_ + 1);
+  int32_t* append_dst = in + 2 * max_hyps_ + 1;
+  for (int r = 0; r < 2 * live_ * heads_; ++r) append_dst[r] = r * max_tgt_ + t_;
+  backend_.copy_to_device(dev_step_, in, step_input_count(max_hyps_, heads_, live_) * sizeof(int32_t));
+}
+
+void TransformerStepDecoder::run_step_ops(int k, const std::function<void()>& ops) {
+  const StepShape shape{live_, sentences_, src_len_, k};
+  const bool repeated = shape == last_shape_;
+  last_shape_ = shape;
+  if (use_graphs_) {
+    auto it = graphs_.find(shape);
+    if (it != graphs_.end()) return it->second->replay();
+    if (repeated) {
+      if (graphs_.size() >= kMaxGraphs) graphs_.clear();
+      std::unique_ptr<kernels::OpGraph> graph = backend_.record(ops);
+      if (graph) {
+        graph->replay();
+        graphs_.emplace(shape, std::move(graph));
+        return;
+      }
+    }
+  }
+  ops();
 }
 
 void TransformerStepDecoder::step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) {
   begin_step(tokens);
   log_probs.resize(elems(live_, vocab_));
   if (live_ > 0) {
-    StepMemory memory(scratch_.get());
-    const void* logits = forward_step(backend_, memory, live_, t_, sentences_, src_len_);
-    backend_.log_softmax(dt_, logits, live_, vocab_, dev_log_probs_);
+    run_step_ops(0, [&] {
+      scratch_->reset();
+      StepMemory memory(scratch_.get());
+      const void* logits = forward_step(backend_, memory, live_, sentences_, src_len_);
+      backend_.log_softmax(dt_, logits, live_, vocab_, dev_log_probs_);
+    });
     backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
   }
   ++t_;
@@ -267,14 +315,17 @@ void TransformerStepDecoder::step_topk(const std::vector<int32_t>& tokens, int k
   ids.resize(n);
   eos_log_probs.resize(live_);
   if (live_ > 0) {
-    StepMemory memory(scratch_.get());
-    const void* logits = forward_step(backend_, memory, live_, t_, sentences_, src_len_);
     // Packed for this step's live and k, so that one copy (one synchronisation) brings everything back.
     float* dev_values = dev_topk_;
     int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + n);
     float* dev_eos = dev_topk_ + 2 * n;
-    backend_.topk_log_softmax(dt_, logits, live_, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
-                              dev_eos);
+    run_step_ops(k, [&] {
+      scratch_->reset();
+      StepMemory memory(scratch_.get());
+      const void* logits = forward_step(backend_, memory, live_, sentences_, src_len_);
+      backend_.topk_log_softmax(dt_, logits, live_, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
+                                dev_eos);
+    });
     topk_staging_.resize(2 * n + live_);
     backend_.copy_to_host(topk_staging_.data(), dev_topk_, topk_staging_.size() * sizeof(float));
     std::memcpy(values.data(), topk_staging_.data(), n * sizeof(float));

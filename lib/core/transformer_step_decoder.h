@@ -3,11 +3,17 @@
 // runs over. start() encodes the sources and projects every decoder layer's cross-attention keys/values once per
 // sentence; step() feeds one token per live hypothesis through the decoder with q_len 1, appending its
 // self-attention keys/values to per-row caches; select() re-indexes them through a position-origin table and moves
-// no keys or values (docs/decoding.md). All device memory is
-// planned and allocated at construction from the limits; start/select/step allocate nothing. Cache layout:
-// docs/decoding.md.
+// no keys or values (docs/decoding.md). All device memory is planned and allocated at construction from the limits;
+// start/select/step allocate nothing. Cache layout: docs/decoding.md.
+//
+// A step's ops get its position and tokens only through device memory at fixed addresses, so on a backend that can
+// record (CUDA graphs) the ops of a step shape (live hypotheses, sentences, source length, k) are recorded once and
+// replayed at every later step of that shape: the host then issues one graph launch per step instead of ~60 ops.
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "core/decoder.h"
@@ -44,6 +50,10 @@ class TransformerStepDecoder : public StepDecoder {
   int live() const override { return live_; }
 
   int steps() const { return t_; }  // tokens fed since start (the position of the next one)
+  // Recorded steps (on by default; a backend that cannot record runs every step's ops as they are issued). Off
+  // runs every step op by op: what tests compare against.
+  void use_graphs(bool on) { use_graphs_ = on; }
+  std::size_t recorded_graphs() const { return graphs_.size(); }
   // Device bytes planned at construction: caches and other state, and the scratch of start/step.
   std::size_t state_bytes() const { return state_->capacity(); }
   std::size_t scratch_bytes() const { return scratch_->capacity(); }
@@ -54,11 +64,15 @@ class TransformerStepDecoder : public StepDecoder {
   void lay_out_state(Take&& take);
   // The encoder and the cross-attention projections of `sentences` x `src_len` sources already on the device.
   void encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences, int src_len);
-  // One step of `rows` hypotheses at position t: returns the logits [rows, vocab] (in the step's scratch).
-  const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int t, int sentences,
-                           int src_len);
-  // Checks and uploads one token per live hypothesis, resets the scratch: what step and step_topk share.
+  // One step of `rows` hypotheses at the position in the step inputs: returns the logits [rows, vocab] (in the
+  // step's scratch).
+  const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int sentences, int src_len);
+  // Checks the tokens and uploads the step's inputs (tokens, position, self-attention lengths, append rows) in
+  // one copy: what step and step_topk share.
   void begin_step(const std::vector<int32_t>& tokens);
+  // Runs the ops of a step of shape (live, sentences, src_len, k): replays its recording if there is one, records
+  // it when the same shape ran at the previous step too (shapes that repeat are worth recording), else runs them.
+  void run_step_ops(int k, const std::function<void()>& ops);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
 
@@ -76,7 +90,14 @@ class TransformerStepDecoder : public StepDecoder {
   int32_t* origin_spare_ = nullptr;              // the same size, select's target (then swapped in)
   int32_t* origin_identity_ = nullptr;           // [max_hyps][max_tgt] entry [r][p] = r: what start() restores
   int32_t* dev_src_ = nullptr;                   // source ids [sentences*src_len], then lengths [sentences]
-  int32_t* dev_tokens_ = nullptr;                // [max_hyps]
+  // The step's inputs, one upload per step at fixed addresses: [max_hyps] tokens | [1] position t |
+  // [max_hyps] self-attention lengths t + 1 | [2*max_hyps*heads] append rows of the caches (DecoderStep).
+  int32_t* dev_step_ = nullptr;
+  int32_t* dev_tokens_ = nullptr;
+  int32_t* dev_position_ = nullptr;
+  int32_t* dev_self_lengths_ = nullptr;
+  int32_t* dev_append_dst_ = nullptr;
+  void* step_position_ = nullptr;                // [dim] row t of positions_, gathered by the step itself
   int32_t* dev_rows_ = nullptr;                  // per-hypothesis indices, see upload_rows
   const int32_t* dev_parents_ = nullptr;         // [live] select's parents: the origin table's gather index
   const int32_t* dev_cross_slices_ = nullptr;    // [live*heads] sentence slices of the cross-attention memory
@@ -86,6 +107,14 @@ class TransformerStepDecoder : public StepDecoder {
   float* dev_topk_ = nullptr;                    // step_topk's results, packed: values | ids | eos [max_hyps*(2*32+1)]
   std::vector<float> topk_staging_;              // their host copy (reserved at construction)
   std::vector<int32_t> staging_;                 // host side of the uploads (reserved at construction)
+  std::vector<int32_t> step_staging_;            // host side of the step inputs (sized at construction)
+
+  // Recorded steps by shape (live, sentences, src_len, k; k = 0: step's log-softmax), and the previous step's shape.
+  using StepShape = std::tuple<int, int, int, int>;
+  static constexpr std::size_t kMaxGraphs = 64;  // then all are dropped and recorded again as shapes recur
+  bool use_graphs_ = true;
+  std::map<StepShape, std::unique_ptr<kernels::OpGraph>> graphs_;
+  StepShape last_shape_{-1, -1, -1, -1};
 
   bool started_ = false;
   int sentences_ = 0, src_len_ = 0, live_ = 0, t_ = 0;

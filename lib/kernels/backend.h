@@ -14,6 +14,7 @@
 // - Dropout is inverted dropout with masks from dropout_rng.h, recomputed in backward from the same key.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -68,6 +69,15 @@ struct AdamArgs {
   float bias_correction1 = 1.0f, bias_correction2 = 1.0f;  // 1 - beta^t, computed on the host
 };
 
+// A recorded sequence of ops (Backend::record) that replays them with the same arguments in one go: a CUDA graph
+// on the GPU, where it removes the host's cost of issuing every op. The device memory the ops read may change
+// between replays (that is how a replay gets new inputs); their arguments (pointers, sizes, scalars) may not.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+  virtual void replay() = 0;  // in stream order, like any op
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -82,6 +92,15 @@ class Backend {
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;  // device to device, in stream order
   virtual void synchronize() = 0;
 
+  // ---- recording ----
+  // Records the ops that `ops` issues on this backend, without running them, and returns the recording; or returns
+  // nullptr without calling `ops` where the backend cannot record (this default: the CPU backend's ops are plain
+  // host calls, nothing to save). Inside `ops` only the ops below may be called, not the memory functions above.
+  virtual std::unique_ptr<OpGraph> record(const std::function<void()>& ops) {
+    (void)ops;
+    return nullptr;
+  }
+
   // ---- elementwise ----
   virtual void fill(DType dt, void* x, std::size_t n, float value) = 0;
   // y = a + b (y may alias a or b)
@@ -94,11 +113,12 @@ class Backend {
   virtual void reduce_sum(const float* x, std::size_t n, float* out, bool accumulate) = 0;
   // y = dropout(x); also the backward (dx = dropout(dy) with the same key)
   virtual void dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) = 0;
-  // dst[r * dst_stride + e] = src[i * src_stride + e] with i = index[r] (index == nullptr: i = r), for r < rows,
-  // e < row_elems: a row gather that also copies between strided layouts (decoding caches: reorder hypotheses,
-  // append a step's keys). Any dtype (a copy). dst must not overlap src.
+  // dst[o * dst_stride + e] = src[i * src_stride + e] with i = index[r] (index == nullptr: i = r) and
+  // o = dst_index[r] (dst_index == nullptr: o = r), for r < rows, e < row_elems: a row gather (and scatter) that
+  // also copies between strided layouts (decoding caches: reorder hypotheses, append a step's keys at a position
+  // that only the device knows). Any dtype (a copy). dst must not overlap src; dst_index entries must differ.
   virtual void gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows,
-                           int64_t row_elems, void* dst, int64_t dst_stride) = 0;
+                           int64_t row_elems, void* dst, int64_t dst_stride, const int32_t* dst_index) = 0;
 
   // ---- matrix products ----
   virtual void gemm(const GemmArgs& args) = 0;

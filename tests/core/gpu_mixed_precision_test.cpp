@@ -276,5 +276,54 @@ TEST(GpuModel, IncrementalDecodingMatchesTheCpu) {
   }
 }
 
+// Recorded steps (CUDA graphs) replay exactly the ops they recorded: beam search with them gives, bit for bit, the
+// n-best lists of op-by-op steps, over a batch whose sentences stop at different lengths (the live count changes,
+// so several step shapes are recorded), a batch of another shape, and both again (replays of the first recordings
+// with new inputs). step()'s full log-probabilities too.
+TEST(GpuModel, RecordedDecodingStepsEqualOpByOpSteps) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(37, 0.3);
+  OnGpu gpu(cpu.params, on_cuda() ? DType::bf16 : DType::f32);
+  const std::vector<data::Batch> batches = {sources(11, {7, 1, 12, 4, 9}), sources(12, {3, 15, 6})};
+  BeamSearchOptions options;
+  options.beam_size = 4;
+  options.max_length_factor = 2;
+  const int src_len = 16, steps = max_output_tokens(src_len, options.max_length_factor) + 1;
+  TransformerStepDecoder recorded(*gpu.model, 5 * options.beam_size, src_len, steps);
+  TransformerStepDecoder plain(*gpu.model, 5 * options.beam_size, src_len, steps);
+  plain.use_graphs(false);
+  for (int round = 0; round < 2; ++round) {
+    for (const data::Batch& b : batches) {
+      const std::vector<NBestList> want = beam_search(plain, b, options);
+      const std::vector<NBestList> got = beam_search(recorded, b, options);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t s = 0; s < want.size(); ++s) {
+        ASSERT_EQ(got[s].size(), want[s].size()) << "round " << round << " sentence " << s;
+        for (std::size_t i = 0; i < want[s].size(); ++i) {
+          EXPECT_EQ(got[s][i].tokens, want[s][i].tokens) << "round " << round << " sentence " << s << " hyp " << i;
+          EXPECT_EQ(got[s][i].word_log_probs, want[s][i].word_log_probs) << "sentence " << s << " hyp " << i;
+        }
+      }
+    }
+  }
+  if (on_cuda()) EXPECT_GT(recorded.recorded_graphs(), 2u);  // the beam's shapes of both batches
+  EXPECT_EQ(plain.recorded_graphs(), 0u);
+
+  const data::Batch& b = batches[0];
+  for (StepDecoder* d : std::initializer_list<StepDecoder*>{&plain, &recorded})
+    d->start(b.src, b.src_lengths, b.size, b.src_len);
+  std::vector<int32_t> tokens(b.size, data::kBosId);
+  std::vector<float> lp_plain, lp_recorded;
+  for (int t = 0; t < 6; ++t) {
+    plain.step(tokens, lp_plain);
+    recorded.step(tokens, lp_recorded);
+    ASSERT_EQ(lp_recorded, lp_plain) << "step " << t;
+    for (int s = 0; s < b.size; ++s) {
+      const float* row = lp_plain.data() + static_cast<std::size_t>(s) * 500;
+      tokens[s] = static_cast<int32_t>(std::max_element(row + 4, row + 500) - row);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lseq

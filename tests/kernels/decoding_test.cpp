@@ -1,4 +1,6 @@
 // Ops of incremental decoding: the strided row gather and the fp32 log-softmax.
+#include <algorithm>
+#include <random>
 #include <tuple>
 
 #include "kernels_test_util.h"
@@ -28,8 +30,32 @@ TEST_F(CpuKernels, GatherRowsCopiesTheIndexedRowsBetweenStridedLayouts) {
       for (int64_t e = 0; e < c.row_elems; ++e) expected[r * c.dst_stride + e] = src[i * c.src_stride + e];
     }
     backend.gather_rows(DType::f32, src.data(), c.src_stride, c.indexed ? index.data() : nullptr, c.rows, c.row_elems,
-                        dst.data(), c.dst_stride);
+                        dst.data(), c.dst_stride, nullptr);
     EXPECT_TRUE(all_close(dst, expected, 0, 0)) << c.rows << " rows of " << c.row_elems;
+  }
+}
+
+TEST_F(CpuKernels, GatherRowsScattersToTheDestinationIndex) {
+  uint64_t seed = 3150;
+  for (int rows : {1, 7, 300}) {
+    const int src_rows = 5, dst_rows = 2 * rows + 3;
+    const int64_t row_elems = 3, src_stride = 4, dst_stride = 5;
+    const auto src = random_floats(std::size_t(src_rows) * src_stride, ++seed);
+    const auto index = random_ints(rows, ++seed, 0, src_rows - 1);
+    // Distinct destination rows in a shuffled order, some rows of dst left alone.
+    std::vector<int32_t> dst_index(dst_rows);
+    for (int r = 0; r < dst_rows; ++r) dst_index[r] = r;
+    std::mt19937 rng(static_cast<uint32_t>(++seed));
+    std::shuffle(dst_index.begin(), dst_index.end(), rng);
+    dst_index.resize(rows);
+    auto dst = random_floats(std::size_t(dst_rows) * dst_stride, ++seed);
+    std::vector<double> expected(dst.begin(), dst.end());
+    for (int r = 0; r < rows; ++r)
+      for (int64_t e = 0; e < row_elems; ++e)
+        expected[dst_index[r] * dst_stride + e] = src[index[r] * src_stride + e];
+    backend.gather_rows(DType::f32, src.data(), src_stride, index.data(), rows, row_elems, dst.data(), dst_stride,
+                        dst_index.data());
+    EXPECT_TRUE(all_close(dst, expected, 0, 0)) << rows << " rows";
   }
 }
 
@@ -37,11 +63,14 @@ TEST_F(CpuKernels, GatherRowsCopiesHalfPrecisionBitsAndRejectsBadArguments) {
   const std::vector<uint16_t> src = {1, 2, 3, 4, 5, 6};
   const std::vector<int32_t> index = {2, 0};
   std::vector<uint16_t> dst(4, 0);
-  backend.gather_rows(DType::bf16, src.data(), 2, index.data(), 2, 2, dst.data(), 2);
+  backend.gather_rows(DType::bf16, src.data(), 2, index.data(), 2, 2, dst.data(), 2, nullptr);
   EXPECT_EQ(dst, (std::vector<uint16_t>{5, 6, 1, 2}));
   const std::vector<int32_t> negative = {-1};
-  EXPECT_THROW(backend.gather_rows(DType::bf16, src.data(), 2, negative.data(), 1, 2, dst.data(), 2), lseq::Error);
-  EXPECT_THROW(backend.gather_rows(DType::bf16, src.data(), 1, nullptr, 1, 2, dst.data(), 2), lseq::Error);
+  EXPECT_THROW(backend.gather_rows(DType::bf16, src.data(), 2, negative.data(), 1, 2, dst.data(), 2, nullptr),
+               lseq::Error);
+  EXPECT_THROW(backend.gather_rows(DType::bf16, src.data(), 2, index.data(), 1, 2, dst.data(), 2, negative.data()),
+               lseq::Error);
+  EXPECT_THROW(backend.gather_rows(DType::bf16, src.data(), 1, nullptr, 1, 2, dst.data(), 2, nullptr), lseq::Error);
 }
 
 std::vector<double> ref_log_softmax(const std::vector<float>& x, int rows, int cols) {

@@ -1,8 +1,10 @@
 // Elementwise ops on the device against the CPU backend: fill and cast bit for bit (every 16-bit pattern, special
 // values), add/scale in every precision, deterministic sums (overwrite and accumulate), dropout with the CPU's
 // masks, and the strided row gather of decoding.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "gpu_test_util.h"
 
@@ -169,24 +171,31 @@ TEST_F(GpuKernels, GatherRowsCopiesIndexedStridedRows) {
   struct Case {
     int src_rows, rows;
     int64_t row_elems, src_stride, dst_stride;
-    bool indexed;
+    bool indexed, scattered;  // scattered: destination rows from a dst_index, a shuffle of twice as many rows
   };
   const std::vector<Case> cases = {
-      {1, 1, 1, 1, 1, true}, {5, 8, 33, 40, 35, true}, {6, 6, 512, 512, 512, false}, {300, 70000, 3, 7, 3, true},
-      {9, 20, 64, 72, 64, true}, {4, 3, 2000, 4004, 2002, true}};  // 16-byte units; 4-byte units
+      {1, 1, 1, 1, 1, true, false},        {5, 8, 33, 40, 35, true, false},  {6, 6, 512, 512, 512, false, false},
+      {300, 70000, 3, 7, 3, true, false},  {9, 20, 64, 72, 64, true, false}, {4, 3, 2000, 4004, 2002, true, false},
+      {9, 4096, 64, 192, 64, true, true},  {7, 33, 3, 7, 5, false, true}};  // 16-byte units; 4-byte units
   for (DType dt : dtypes())
     for (const auto& c : cases) {
       const auto src = quantize(random_floats(c.src_rows * c.src_stride, ++seed), dt);
       const auto index = random_ints(c.rows, ++seed, 0, c.src_rows - 1);
-      std::vector<float> ref = random_floats(std::size_t(c.rows) * c.dst_stride, ++seed);  // gaps keep their values
-      ref = quantize(ref, dt);
-      DeviceBuffer dsrc(gpu(), dt, src), dindex(gpu(), index), dst(gpu(), dt, ref);
       const int rows = c.indexed ? c.rows : std::min(c.rows, c.src_rows);
+      const int dst_rows = c.scattered ? 2 * rows : rows;
+      std::vector<int32_t> dst_index(dst_rows);
+      for (int r = 0; r < dst_rows; ++r) dst_index[r] = r;
+      std::mt19937 rng(static_cast<uint32_t>(++seed));
+      std::shuffle(dst_index.begin(), dst_index.end(), rng);
+      // gaps and rows no index names keep their values
+      std::vector<float> ref = quantize(random_floats(std::size_t(dst_rows) * c.dst_stride, ++seed), dt);
+      DeviceBuffer dsrc(gpu(), dt, src), dindex(gpu(), index), ddst_index(gpu(), dst_index), dst(gpu(), dt, ref);
       cpu.gather_rows(DType::f32, src.data(), c.src_stride, c.indexed ? index.data() : nullptr, rows, c.row_elems,
-                      ref.data(), c.dst_stride);
+                      ref.data(), c.dst_stride, c.scattered ? dst_index.data() : nullptr);
       gpu().gather_rows(dt, dsrc.get(), c.src_stride, c.indexed ? dindex.i32() : nullptr, rows, c.row_elems, dst.get(),
-                        c.dst_stride);
-      EXPECT_EQ(dst.download(), ref) << label(dt) << " rows " << c.rows << " row_elems " << c.row_elems;
+                        c.dst_stride, c.scattered ? ddst_index.i32() : nullptr);
+      EXPECT_EQ(dst.download(), ref) << label(dt) << " rows " << c.rows << " row_elems " << c.row_elems
+                                     << (c.scattered ? " scattered" : "");
     }
 }
 

@@ -28,7 +28,7 @@ class CpuBackend : public Backend {
   void reduce_sum(const float* x, std::size_t n, float* out, bool accumulate) override;
   void dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) override;
   void gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows, int64_t row_elems,
-                   void* dst, int64_t dst_stride) override;
+                   void* dst, int64_t dst_stride, const int32_t* dst_index) override;
 
   void gemm(const GemmArgs& args) override;
 

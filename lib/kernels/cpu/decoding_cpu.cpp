@@ -15,19 +15,23 @@ namespace lseq::kernels {
 using cpu::f32;
 
 void CpuBackend::gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows,
-                             int64_t row_elems, void* dst, int64_t dst_stride) {
+                             int64_t row_elems, void* dst, int64_t dst_stride, const int32_t* dst_index) {
   if (rows < 0 || row_elems < 0 || src_stride < row_elems || dst_stride < row_elems)
     fail("gather_rows: invalid shape rows={} row_elems={} src_stride={} dst_stride={}", rows, row_elems, src_stride,
          dst_stride);
   if (index)
     for (int r = 0; r < rows; ++r)
       if (index[r] < 0) fail("gather_rows: index[{}] = {} is negative", r, index[r]);
+  if (dst_index)
+    for (int r = 0; r < rows; ++r)
+      if (dst_index[r] < 0) fail("gather_rows: dst_index[{}] = {} is negative", r, dst_index[r]);
   const std::size_t size = dtype_size(dt);
   const char* s = static_cast<const char*>(src);
   char* d = static_cast<char*>(dst);
   cpu::parallel_for(threads_, rows, row_elems, [&](int64_t r) {
     const int64_t i = index ? index[r] : r;
-    std::memcpy(d + r * dst_stride * size, s + i * src_stride * size, static_cast<std::size_t>(row_elems) * size);
+    const int64_t o = dst_index ? dst_index[r] : r;
+    std::memcpy(d + o * dst_stride * size, s + i * src_stride * size, static_cast<std::size_t>(row_elems) * size);
   });
 }
 

@@ -35,6 +35,9 @@ class CudaBackend : public Backend {
   void copy(void* dst, const void* src, std::size_t bytes) override;
   void synchronize() override;
 
+  // A CUDA graph captured from the backend's stream (graph_cuda.cpp).
+  std::unique_ptr<OpGraph> record(const std::function<void()>& ops) override;
+
   void fill(DType dt, void* x, std::size_t n, float value) override;
   void add(DType dt, const void* a, const void* b, std::size_t n, void* y) override;
   void scale(DType dt, const void* x, std::size_t n, float alpha, void* y) override;
@@ -42,7 +45,7 @@ class CudaBackend : public Backend {
   void reduce_sum(const float* x, std::size_t n, float* out, bool accumulate) override;
   void dropout(DType dt, const void* x, std::size_t n, const Dropout& drop, void* y) override;
   void gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows, int64_t row_elems,
-                   void* dst, int64_t dst_stride) override;
+                   void* dst, int64_t dst_stride, const int32_t* dst_index) override;
 
   void gemm(const GemmArgs& args) override;
 

@@ -96,11 +96,11 @@ struct StoreSum {
 // divides per element.
 template <typename U>
 __global__ void gather_rows_kernel(const U* src, int64_t src_stride, const int32_t* index, int rows, int64_t row_units,
-                                   U* dst, int64_t dst_stride) {
+                                   U* dst, int64_t dst_stride, const int32_t* dst_index) {
   for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += int64_t(gridDim.y) * blockDim.y) {
     const int64_t i = index ? index[r] : r;
     const U* s = src + i * src_stride;
-    U* d = dst + r * dst_stride;
+    U* d = dst + (dst_index ? dst_index[r] : r) * dst_stride;
     for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < row_units;
          e += int64_t(gridDim.x) * blockDim.x)
       d[e] = s[e];
@@ -109,7 +109,7 @@ __global__ void gather_rows_kernel(const U* src, int64_t src_stride, const int32
 
 template <typename U>
 void launch_gather_rows(cudaStream_t stream, const void* src, int64_t src_stride_bytes, const int32_t* index, int rows,
-                        int64_t row_bytes, void* dst, int64_t dst_stride_bytes) {
+                        int64_t row_bytes, void* dst, int64_t dst_stride_bytes, const int32_t* dst_index) {
   const int64_t unit = sizeof(U), row_units = row_bytes / unit;
   int tx = 32;
   while (tx < kThreads && tx < row_units) tx *= 2;
@@ -118,7 +118,8 @@ void launch_gather_rows(cudaStream_t stream, const void* src, int64_t src_stride
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((row_units + tx - 1) / tx, 1024)),
                   static_cast<unsigned>(std::min<int64_t>((rows + ty - 1) / ty, 65535)));
   gather_rows_kernel<U><<<grid, block, 0, stream>>>(static_cast<const U*>(src), src_stride_bytes / unit, index, rows,
-                                                    row_units, static_cast<U*>(dst), dst_stride_bytes / unit);
+                                                    row_units, static_cast<U*>(dst), dst_stride_bytes / unit,
+                                                    dst_index);
 }
 
 // The widest unit (16, 8, 4 or 2 bytes) that divides every byte count and aligns both pointers.
@@ -209,7 +210,7 @@ void CudaBackend::dropout(DType dt, const void* x, std::size_t n, const Dropout&
 
 // Indices live on the device: they are not validated here (that would need a host round-trip).
 void CudaBackend::gather_rows(DType dt, const void* src, int64_t src_stride, const int32_t* index, int rows,
-                              int64_t row_elems, void* dst, int64_t dst_stride) {
+                              int64_t row_elems, void* dst, int64_t dst_stride, const int32_t* dst_index) {
   if (rows < 0 || row_elems < 0 || src_stride < row_elems || dst_stride < row_elems)
     fail("gather_rows: invalid shape rows={} row_elems={} src_stride={} dst_stride={}", rows, row_elems, src_stride,
          dst_stride);
@@ -217,11 +218,14 @@ void CudaBackend::gather_rows(DType dt, const void* src, int64_t src_stride, con
   bind();
   const int64_t elem = static_cast<int64_t>(dtype_size(dt));
   const int64_t src_bytes = src_stride * elem, dst_bytes = dst_stride * elem, row_bytes = row_elems * elem;
+  auto launch = [&](auto unit) {
+    launch_gather_rows<decltype(unit)>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes, dst_index);
+  };
   switch (gather_unit_bytes(src, src_bytes, row_bytes, dst, dst_bytes)) {
-    case 16: launch_gather_rows<uint4>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes); break;
-    case 8: launch_gather_rows<uint2>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes); break;
-    case 4: launch_gather_rows<uint32_t>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes); break;
-    default: launch_gather_rows<uint16_t>(stream_, src, src_bytes, index, rows, row_bytes, dst, dst_bytes); break;
+    case 16: launch(uint4{}); break;
+    case 8: launch(uint2{}); break;
+    case 4: launch(uint32_t{}); break;
+    default: launch(uint16_t{}); break;
   }
   check_launch("gather_rows");
 }
