@@ -14,7 +14,7 @@
 // one RESULT line per case (bench_support.h); never asserts.
 // Usage: bench_decode_throughput [--preset configs/transformer-base.yaml | --model DIR] [--cpu] [--threads N]
 //   [--precision fp32|bf16|fp16] [--vocab 32000] [--batch-sizes 32,64,128] [--beams 1,4] [--src-len 28]
-//   [--out-len 28] [--batches-per-case 5] [--seed 1]
+//   [--out-len 28] [--batches-per-case 5] [--seed 1] [--no-graphs: every decoding step op by op]
 #include <fmt/format.h>
 
 #include <chrono>
@@ -96,13 +96,13 @@ void print_status(const std::string& prefix, const char* status, const std::stri
 
 int main(int argc, char** argv) {
   try {
-    bench::Args args(argc, argv, {"cpu", "help"},
+    bench::Args args(argc, argv, {"cpu", "help", "no-graphs"},
                      {"preset", "model", "precision", "threads", "vocab", "batch-sizes", "beams", "src-len", "out-len",
                       "batches-per-case", "seed"});
     if (args.flag("help")) {
       fmt::print("usage: {} [--preset configs/transformer-base.yaml | --model DIR] [--cpu] [--threads N] "
                  "[--precision bf16] [--vocab 32000] [--batch-sizes 32,64,128] [--beams 1,4] [--src-len 28] "
-                 "[--out-len 28] [--batches-per-case 5] [--seed 1]\n",
+                 "[--out-len 28] [--batches-per-case 5] [--seed 1] [--no-graphs]\n",
                  argv[0]);
       return 0;
     }
@@ -136,8 +136,10 @@ int main(int argc, char** argv) {
     for (char& ch : model_name)
       if (ch == ' ' || ch == '=') ch = '_';
     auto prefix_of = [&](int beam, int batch) {
-      return fmt::format("RESULT bench=decode impl=lseq model={} precision={} beam={} batch={} src_len={} out_len={}",
-                         model_name, precision, beam, batch, src_len, out_len > 0 ? std::to_string(out_len) : "free");
+      return fmt::format(
+          "RESULT bench=decode impl=lseq model={} precision={} beam={} batch={} src_len={} out_len={} graphs={}",
+          model_name, precision, beam, batch, src_len, out_len > 0 ? std::to_string(out_len) : "free",
+          args.flag("no-graphs") ? "off" : "on");
     };
     auto all_cases = [&](const char* status, const std::string& reason) {
       for (int64_t beam : beams)
@@ -181,6 +183,9 @@ int main(int argc, char** argv) {
       all_cases("not-measured", e.what());
       return 0;
     }
+    // --no-graphs: every step op by op, to measure what recording the steps (CUDA graphs) gains.
+    if (auto* transformer = dynamic_cast<TransformerStepDecoder*>(decoder.get()))
+      transformer->use_graphs(!args.flag("no-graphs"));
     ForcedLengthDecoder forced(*decoder, out_len);
     StepDecoder& search_over = out_len > 0 ? static_cast<StepDecoder&>(forced) : *decoder;
 
