@@ -48,10 +48,14 @@ class ForcedLengthDecoder : public StepDecoder {
   void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
              int src_len) override {
     steps_ = 0;
+    const auto begin = std::chrono::steady_clock::now();
     inner_.start(src, src_lengths, sentences, src_len);
+    start_seconds += seconds_since(begin);
   }
   void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
+    const auto begin = std::chrono::steady_clock::now();
     inner_.select(parents, sentence_of);
+    select_seconds += seconds_since(begin);
   }
   void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
     const std::size_t vocab = static_cast<std::size_t>(inner_.vocab_size());
@@ -70,7 +74,9 @@ class ForcedLengthDecoder : public StepDecoder {
   void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
                  std::vector<float>& eos_log_probs) override {
     if (steps_ < out_len_) {
+      const auto begin = std::chrono::steady_clock::now();
       inner_.step_topk(tokens, k, values, ids, eos_log_probs);
+      step_seconds += seconds_since(begin);
       eos_log_probs.assign(tokens.size(), -std::numeric_limits<float>::infinity());
     } else {
       values.assign(tokens.size() * k, -std::numeric_limits<float>::infinity());
@@ -81,7 +87,14 @@ class ForcedLengthDecoder : public StepDecoder {
   }
   int live() const override { return inner_.live(); }
 
+  // Where a batch's time goes: encoding the sources (start), the model's steps (upload, the step's ops, the wait
+  // for its top-k) and select (reordering); the rest is the search's own host work.
+  double start_seconds = 0, step_seconds = 0, select_seconds = 0;
+
  private:
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
   StepDecoder& inner_;
   int out_len_;
   int steps_ = 0;
@@ -211,6 +224,7 @@ int main(int argc, char** argv) {
           for (int i = 0; i < batches_per_case; ++i) inputs.push_back(make_sources(int(batch)));
           int64_t tokens = 0, sentences = 0;
           bool all_forced = true;
+          forced.start_seconds = forced.step_seconds = forced.select_seconds = 0;
           const auto begin = std::chrono::steady_clock::now();
           for (const data::Batch& input : inputs) {
             for (const NBestList& list : beam_search(search_over, input, o)) {
@@ -230,9 +244,12 @@ int main(int argc, char** argv) {
             print_status(prefix, "failed", "an output does not have exactly --out-len tokens (forcing failed)");
             continue;
           }
-          fmt::print("{} sentences={} sent_s={:.1f} tgt_tok_s={:.0f} ms_batch={:.2f} peak_mem_mib={} planned_mib={} "
-                     "status=ok\n",
-                     prefix, sentences, sentences / seconds, tokens / seconds, seconds * 1e3 / batches_per_case,
+          const double per_batch = 1e3 / batches_per_case;
+          fmt::print("{} sentences={} sent_s={:.1f} tgt_tok_s={:.0f} ms_batch={:.2f} ms_start={:.2f} ms_steps={:.2f} "
+                     "ms_select={:.2f} "
+                     "peak_mem_mib={} planned_mib={} status=ok\n",
+                     prefix, sentences, sentences / seconds, tokens / seconds, seconds * per_batch,
+                     forced.start_seconds * per_batch, forced.step_seconds * per_batch, forced.select_seconds * per_batch,
                      memory && memory->valid() ? bench::mib(memory->peak_bytes()) : std::string("na"), planned);
           std::fflush(stdout);
         } catch (const Error& e) {
