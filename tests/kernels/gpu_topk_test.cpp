@@ -21,12 +21,13 @@ const std::vector<TopKShape> kShapes = {
     {2, 7, 8, 4, 3},      // fewer allowed ids than k
     {64, 500, 1, 4, 3},   // greedy
     {2, 300, 6, 0, 299},  // eos among the ranked ids, in the last column
-    {4, 32768, 4, 4, 3},    // 16-byte packs
-    {2, 32776, 3, 4, 3},    // packs, a partial last round of loads
-    {5, 1024, 32, 4, 3},    // the largest k over few elements per thread
-    {3, 16, 12, 4, 15},     // fewer allowed ids than k: filled with -inf / -1
-    {300, 32000, 4, 4, 3},  // beam 4 over 75 sentences: the narrow blocks of many rows
-    {260, 1003, 5, 4, 3},   // many rows of odd length: element by element
+    // Register-resident kernel (cols a multiple of the 16-byte pack, at most 32768) and its limits:
+    {4, 32768, 4, 4, 3},   // the most columns it holds
+    {2, 32776, 3, 4, 3},   // one pack more: the general kernel
+    {5, 1024, 32, 4, 3},   // the largest k over few elements per thread
+    {3, 16, 12, 4, 15},    // fewer allowed ids than k: filled with -inf / -1
+    {300, 32000, 4, 4, 3},  // beam 4 over 75 sentences
+    {260, 1003, 5, 4, 3},   // many rows of odd length: the general kernel
 };
 
 struct TopKOut {
