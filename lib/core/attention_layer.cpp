@@ -171,10 +171,9 @@ void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void*
     project_kv(ctx, memory, batch, k_len, lk, saved.k);
   }
   const std::size_t rows = static_cast<std::size_t>(batch) * heads_ * lq;  // score rows
-  if (fused_core(q_len, k_len, drop))
-    saved.lse = ctx.memory.keep_n<float>(rows);
-  else
-    saved.probs = ctx.keep(rows * lk);
+  const bool fused = fused_core(q_len, k_len, drop);  // one of the two, the other null (Saved outlives a step)
+  saved.lse = fused ? ctx.memory.keep_n<float>(rows) : nullptr;
+  saved.probs = fused ? nullptr : ctx.keep(rows * lk);
   saved.context = ctx.keep(static_cast<std::size_t>(batch) * q_len * dim_);
   attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs, saved.lse,
          saved.context);
