@@ -196,6 +196,24 @@ int main(int argc, char** argv) try {
             [&] { be.attention_softmax_forward(dt, scores, lengths, B, H, L, L, L, 0.125f, false, dscores); });
   memory_op("attention_softmax_backward", 3 * S,
             [&] { be.attention_softmax_backward(dt, dscores, scores, B * H * L, L, L, 0.125f, y); });
+  // The fused attention core (one kernel per direction) that replaces the two score/context GEMMs and the softmax
+  // forward above, and in backward the softmax backward and four batched GEMMs (scores, dP, dV, dQ, dK products).
+  if (Backend::fused_attention_fits(L, L, HD)) {
+    auto* lse = static_cast<float*>(buf.filled(DType::f32, std::size_t(B) * H * L, 0.0f));
+    const std::size_t head_elems = std::size_t(T) * D;
+    auto part = [&](void* base, int i) { return static_cast<char*>(base) + i * head_elems * es; };
+    const double slice_flops = 2.0 * L * L * HD * B * H;  // one [L,L,HD] product over all slices
+    results.push_back({"attention_forward (fused core)", time_ms([&] {
+                         be.attention_forward(dt, heads, part(heads, 1), part(heads, 2), lengths, B, H, L, L, L, HD,
+                                              0.125f, false, y, lse);
+                       }),
+                       2 * slice_flops, 4 * TD + double(B) * H * L * 4, false});
+    results.push_back({"attention_backward (fused core)", time_ms([&] {
+                         be.attention_backward(dt, heads, part(heads, 1), part(heads, 2), lengths, B, H, L, L, L, HD,
+                                               0.125f, false, lse, z, qkv, part(qkv, 1), part(qkv, 2));
+                       }),
+                       5 * slice_flops, 7 * TD + double(B) * H * L * 4, false});
+  }
   memory_op("bias_gelu_dropout_forward", 2 * TF,
             [&] { be.bias_activation_dropout_forward(dt, x, bias, T, F, Activation::gelu, drop, y); });
   memory_op("bias_gelu_dropout_backward", 3 * TF,
@@ -231,7 +249,7 @@ int main(int argc, char** argv) try {
   std::printf("%-40s %10s %10s %10s\n", "op", "ms", "TFLOP/s", "GB/s");
   for (const auto& r : results) {
     (r.gemm ? gemm_ms : other_ms) += r.ms;
-    if (r.gemm)
+    if (r.flops > 0)
       std::printf("%-40s %10.4f %10.1f %10.1f\n", r.op.c_str(), r.ms, r.flops / r.ms / 1e9, r.bytes / r.ms / 1e6);
     else
       std::printf("%-40s %10.4f %10s %10.1f\n", r.op.c_str(), r.ms, "", r.bytes / r.ms / 1e6);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/linear.h"
+#include "util/error.h"
 
 namespace lseq {
 
@@ -75,9 +76,31 @@ void AttentionLayer::project_kv(const LayerContext& ctx, const void* memory, int
   ctx.backend.split_heads(ctx.dt, kv, ctx.w(b_kv_), batch, k_len, padded_len, heads_, head_dim_, 2, kv_heads);
 }
 
+float AttentionLayer::scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim_)); }
+
+bool AttentionLayer::fused_core(int q_len, int k_len, const kernels::Dropout& drop) const {
+  return drop.p == 0.0f && kernels::Backend::fused_attention_fits(padded(q_len), padded(k_len), head_dim_);
+}
+
 void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* k, const void* v,
                             const int32_t* k_lengths, int batch, int q_len, int k_len, bool causal,
-                            const kernels::Dropout& drop, void* probs, void* context) const {
+                            const kernels::Dropout& drop, void* probs, float* lse, void* context) const {
+  TempScope scope(ctx.memory);
+  const int lq = padded(q_len), lk = padded(k_len);
+  void* context_heads = ctx.temp(static_cast<std::size_t>(batch) * lq * dim_);
+  if (lse) {
+    if (!fused_core(q_len, k_len, drop)) fail("internal error: fused attention core asked for where it does not apply");
+    ctx.backend.attention_forward(ctx.dt, q, k, v, k_lengths, batch, heads_, lq, lk, k_len, head_dim_, scale(), causal,
+                                  context_heads, lse);
+  } else {
+    attend_composed(ctx, q, k, v, k_lengths, batch, q_len, k_len, causal, drop, probs, context_heads);
+  }
+  ctx.backend.merge_heads(ctx.dt, context_heads, batch, q_len, lq, heads_, head_dim_, 1, context, nullptr);
+}
+
+void AttentionLayer::attend_composed(const LayerContext& ctx, const void* q, const void* k, const void* v,
+                                     const int32_t* k_lengths, int batch, int q_len, int k_len, bool causal,
+                                     const kernels::Dropout& drop, void* probs, void* context_heads) const {
   TempScope scope(ctx.memory);
   const int slices = batch * heads_;
   const int lq = padded(q_len), lk = padded(k_len);  // every GEMM extent below is lq, lk or head_dim
@@ -91,8 +114,8 @@ void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* 
   s.c = probs, s.ldc = lk, s.stride_c = static_cast<int64_t>(lq) * lk;
   ctx.backend.gemm(s);
   // Over all lq rows (padded query rows too, so that their context rows are finite); keys >= k_len get 0.
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, lq, k_len, lk, scale, causal, probs);
+  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, lq, k_len, lk, scale(), causal,
+                                        probs);
 
   const void* used_probs = probs;
   if (drop.p > 0.0f) {
@@ -100,14 +123,12 @@ void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* 
     ctx.backend.dropout(ctx.dt, probs, prob_count, drop, dropped);
     used_probs = dropped;
   }
-  void* context_heads = ctx.temp(static_cast<std::size_t>(batch) * lq * dim_);
   kernels::GemmArgs c = batched(ctx, slices);  // context = probs v
   c.m = lq, c.n = head_dim_, c.k = lk;
   c.a = used_probs, c.lda = lk, c.stride_a = static_cast<int64_t>(lq) * lk;
   c.b = v, c.ldb = head_dim_, c.stride_b = static_cast<int64_t>(lk) * head_dim_;
   c.c = context_heads, c.ldc = head_dim_, c.stride_c = static_cast<int64_t>(lq) * head_dim_;
   ctx.backend.gemm(c);
-  ctx.backend.merge_heads(ctx.dt, context_heads, batch, q_len, lq, heads_, head_dim_, 1, context, nullptr);
 }
 
 void AttentionLayer::project_out(const LayerContext& ctx, const void* context, int rows, void* o) const {
@@ -149,23 +170,25 @@ void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void*
     project_q(ctx, x, batch, q_len, lq, saved.q);
     project_kv(ctx, memory, batch, k_len, lk, saved.k);
   }
-  saved.probs = ctx.keep(static_cast<std::size_t>(batch) * heads_ * lq * lk);
+  const std::size_t rows = static_cast<std::size_t>(batch) * heads_ * lq;  // score rows
+  const bool fused = fused_core(q_len, k_len, drop);  // one of the two, the other null (Saved outlives a step)
+  saved.lse = fused ? ctx.memory.keep_n<float>(rows) : nullptr;
+  saved.probs = fused ? nullptr : ctx.keep(rows * lk);
   saved.context = ctx.keep(static_cast<std::size_t>(batch) * q_len * dim_);
-  attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs, saved.context);
+  attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs, saved.lse,
+         saved.context);
   project_out(ctx, saved.context, batch * q_len, o);
 }
 
 void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx, bool accumulate_dx,
                               void* d_memory) const {
   TempScope scope(ctx.memory);
-  const int slices = s.batch * heads_;
   const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
   const std::size_t q_count = static_cast<std::size_t>(q_rows) * dim_;
   const std::size_t k_count = static_cast<std::size_t>(k_rows) * dim_;
   const int lq = padded(s.q_len), lk = padded(s.k_len);  // the padded head lengths of forward (see padded())
   const std::size_t q_heads = static_cast<std::size_t>(s.batch) * lq * dim_;
   const std::size_t k_heads = static_cast<std::size_t>(s.batch) * lk * dim_;
-  const std::size_t prob_count = static_cast<std::size_t>(slices) * lq * lk;
 
   // Output projection: dW_o += d_o^T context; d_context = d_o W_o, split into heads (padded query rows 0).
   void* d_context = ctx.temp(q_count);
@@ -177,6 +200,34 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   void* d_q = ctx.temp(kind_ == Kind::self ? 3 * q_heads : q_heads);
   void* d_k = kind_ == Kind::self ? offset_ptr(d_q, q_heads, ctx.dt) : ctx.temp(2 * k_heads);
   void* d_v = offset_ptr(d_k, k_heads, ctx.dt);
+
+  if (s.lse)
+    ctx.backend.attention_backward(ctx.dt, s.q, s.k, s.v, s.k_lengths, s.batch, heads_, lq, lk, s.k_len, head_dim_,
+                                   scale(), s.causal, s.lse, d_context_heads, d_q, d_k, d_v);
+  else
+    backward_composed(ctx, s, d_context_heads, d_q, d_k, d_v);
+
+  // Back through the projections (merge_heads drops the padding rows and accumulates the biases' gradients).
+  if (kind_ == Kind::self) {
+    void* d_qkv = ctx.temp(3 * q_count);
+    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, lq, heads_, head_dim_, 3, d_qkv, ctx.g(b_qkv_));
+    linear_backward(ctx, s.x, d_qkv, q_rows, dim_, 3 * dim_, w_qkv_, dx, accumulate_dx);
+  } else {
+    void* d_qm = ctx.temp(q_count);
+    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, lq, heads_, head_dim_, 1, d_qm, ctx.g(b_q_));
+    linear_backward(ctx, s.x, d_qm, q_rows, dim_, dim_, w_q_, dx, accumulate_dx);
+    void* d_kvm = ctx.temp(2 * k_count);
+    ctx.backend.merge_heads(ctx.dt, d_k, s.batch, s.k_len, lk, heads_, head_dim_, 2, d_kvm, ctx.g(b_kv_));
+    linear_backward(ctx, s.memory, d_kvm, k_rows, dim_, 2 * dim_, w_kv_, d_memory, true);
+  }
+}
+
+void AttentionLayer::backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads,
+                                       void* d_q, void* d_k, void* d_v) const {
+  TempScope scope(ctx.memory);
+  const int slices = s.batch * heads_;
+  const int lq = padded(s.q_len), lk = padded(s.k_len);
+  const std::size_t prob_count = static_cast<std::size_t>(slices) * lq * lk;
 
   // The dropped probabilities are recomputed from the saved ones and the key, not stored.
   const void* used_probs = s.probs;
@@ -203,8 +254,7 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   dp.c = d_probs, dp.ldc = lk, dp.stride_c = static_cast<int64_t>(lq) * lk;
   ctx.backend.gemm(dp);
   if (s.drop.p > 0.0f) ctx.backend.dropout(ctx.dt, d_probs, prob_count, s.drop, d_probs);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-  ctx.backend.attention_softmax_backward(ctx.dt, s.probs, d_probs, slices * lq, s.k_len, lk, scale, d_probs);
+  ctx.backend.attention_softmax_backward(ctx.dt, s.probs, d_probs, slices * lq, s.k_len, lk, scale(), d_probs);
   // d_q = d_scores k; d_k = d_scores^T q
   kernels::GemmArgs dq = batched(ctx, slices);
   dq.m = lq, dq.n = head_dim_, dq.k = lk;
@@ -219,20 +269,6 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   dk.b = s.q, dk.ldb = head_dim_, dk.stride_b = static_cast<int64_t>(lq) * head_dim_;
   dk.c = d_k, dk.ldc = head_dim_, dk.stride_c = static_cast<int64_t>(lk) * head_dim_;
   ctx.backend.gemm(dk);
-
-  // Back through the projections (merge_heads drops the padding rows and accumulates the biases' gradients).
-  if (kind_ == Kind::self) {
-    void* d_qkv = ctx.temp(3 * q_count);
-    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, lq, heads_, head_dim_, 3, d_qkv, ctx.g(b_qkv_));
-    linear_backward(ctx, s.x, d_qkv, q_rows, dim_, 3 * dim_, w_qkv_, dx, accumulate_dx);
-  } else {
-    void* d_qm = ctx.temp(q_count);
-    ctx.backend.merge_heads(ctx.dt, d_q, s.batch, s.q_len, lq, heads_, head_dim_, 1, d_qm, ctx.g(b_q_));
-    linear_backward(ctx, s.x, d_qm, q_rows, dim_, dim_, w_q_, dx, accumulate_dx);
-    void* d_kvm = ctx.temp(2 * k_count);
-    ctx.backend.merge_heads(ctx.dt, d_k, s.batch, s.k_len, lk, heads_, head_dim_, 2, d_kvm, ctx.g(b_kv_));
-    linear_backward(ctx, s.memory, d_kvm, k_rows, dim_, 2 * dim_, w_kv_, d_memory, true);
-  }
 }
 
 }  // namespace lseq

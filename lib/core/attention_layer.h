@@ -22,7 +22,8 @@ class AttentionLayer {
     void* q = nullptr;        // heads [batch][heads][lq][hd]; self: followed by k and v (fused buffer)
     void* k = nullptr;
     void* v = nullptr;        // cross: k and v are one buffer [2][batch][heads][lk][hd]
-    void* probs = nullptr;    // [batch][heads][lq][lk]; before dropout
+    void* probs = nullptr;    // [batch][heads][lq][lk]; before dropout (composed core; null on the fused one)
+    float* lse = nullptr;     // fused core: the rows' log-sum-exp [batch][heads][lq] (null on the composed one)
     void* context = nullptr;  // merged heads [batch*q_len, dim]
     const int32_t* k_lengths = nullptr;
     bool causal = false;
@@ -43,9 +44,14 @@ class AttentionLayer {
   // q [batch][heads][lq][hd], k and v [batch][heads][lk][hd] with lq, lk = q_len, k_len, rounded up to multiples of
   // 8 when above 8 (padding rows 0, as project_* write them with those padded lengths). probs [batch][heads][lq][lk]
   // (softmax over the k_len keys, masked; padding columns 0; padded query rows finite); context [batch*q_len, dim]
-  // (merged heads).
+  // (merged heads). With lse not null (only where fused_core holds) the core is one fused op that writes the rows'
+  // log-sum-exp lse [batch][heads][lq] (fp32) instead of probs (not written, may be null).
   void attend(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths, int batch,
-              int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, void* context) const;
+              int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, float* lse,
+              void* context) const;
+  // Whether the core of these lengths runs fused (Backend::attention_forward/backward, the probabilities never
+  // stored): the padded lengths and head size fit the fused kernels and no dropout acts on the probabilities.
+  bool fused_core(int q_len, int k_len, const kernels::Dropout& drop) const;
   void project_out(const LayerContext& ctx, const void* context, int rows, void* o) const;
   std::size_t out_bias() const { return b_out_; }
 
@@ -68,6 +74,15 @@ class AttentionLayer {
                 void* d_memory) const;
 
  private:
+  float scale() const;  // of the scores: 1/sqrt(head_dim)
+  // The composed core (GEMMs around the softmax ops): context heads [batch][heads][lq][hd] from q, k, v; the
+  // head gradients from d_context heads.
+  void attend_composed(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths,
+                       int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs,
+                       void* context_heads) const;
+  void backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads, void* d_q, void* d_k,
+                         void* d_v) const;
+
   Kind kind_ = Kind::self;
   int dim_ = 0, heads_ = 0, head_dim_ = 0;
   std::size_t w_qkv_ = 0, b_qkv_ = 0;                    // self

@@ -82,8 +82,7 @@ void CpuBackend::attention_softmax_forward(DType dt, const void* scores, const i
   cpu::parallel_for(threads_, rows, k_len * 4, [&](int64_t row) {
     const int64_t b = row / (static_cast<int64_t>(heads) * q_len);
     const int i = static_cast<int>(row % q_len);
-    int valid = k_lengths ? std::clamp(k_lengths[b], 0, k_len) : k_len;
-    if (causal) valid = std::min(valid, i + 1);
+    const int valid = cpu::attention_valid_keys(k_lengths, b, i, k_len, causal);
     const float* s = ps + row * ld;
     float* p = pp + row * ld;
     // Keys [0, valid) take part; the rest (and the padding up to ld) get exactly 0. A row without keys is all

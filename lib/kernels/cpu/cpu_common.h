@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the CPU backend's op files: dtype checks, typed views of raw pointers, and parallel loops
 // whose results do not depend on how the work is split (no atomics; sums in a fixed order).
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,14 @@ void require_dropout_p(float p, const char* op);
 
 inline const float* f32(const void* p) { return static_cast<const float*>(p); }
 inline float* f32(void* p) { return static_cast<float*>(p); }
+
+// Keys [0, valid) of attention query row i of batch entry b take part: min(k_len, k_lengths[b]) (k_len without
+// k_lengths), and at most i + 1 when causal (attention_softmax_forward and the fused attention core).
+inline int attention_valid_keys(const int32_t* k_lengths, int64_t b, int i, int k_len, bool causal) {
+  int valid = k_lengths ? std::clamp(k_lengths[b], 0, k_len) : k_len;
+  if (causal) valid = std::min(valid, i + 1);
+  return valid;
+}
 
 // Below this many elements a loop runs on one thread: forking costs more than it saves.
 constexpr int64_t kParallelGrain = 16384;

@@ -1,0 +1,517 @@
+// The fused attention core of training (Backend::attention_forward/backward): one CTA per (batch, head) slice,
+// the slice's q, k, v (and d_context) staged whole in shared memory, so scores and probabilities never reach global
+// memory. MT sentences are short (fused_attention_fits: padded lengths up to 128, head_dim up to 64), which is what
+// makes a whole slice fit and lets the softmax see its whole row at once (no online softmax).
+//
+// 16-bit storage (bf16/fp16): the products run on tensor cores through WMMA 16x16x16 fragments with fp32
+// accumulation; lengths and head_dim are rounded up to tiles of 16 in shared memory, the extra rows and columns 0.
+//   forward:  S = q k^T (fp32, shared) -> masked softmax per row (a warp per row, fp32; lse saved) -> P (dt, written
+//             over S) -> context = P v, tile by tile to global memory.
+//   backward: S = q k^T and dP = dO v^T (fp32, shared) -> per row P = exp(scale S - lse) (masked: exactly 0),
+//             D = sum_j P dP, dS = P (dP - D) scale, both rounded to dt over S and dP -> dV = P^T dO, dK = dS^T q,
+//             dQ = dS k, tile by tile to global memory.
+// The roundings (P and dS to dt before their products) are those of the composed path, which stores probs and
+// dscores in dt.
+//
+// fp32 storage: no tensor cores (fp32 must match the CPU to ~1e-5), plain FMA loops with a warp per query row (and
+// in backward then a warp per key for dK and dV), operands read from global memory (L1/L2-resident per slice).
+//
+// No atomics: every output element is written by one thread, so results depend only on the inputs.
+#include <mma.h>
+
+#include <tuple>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/vector_access.cuh"
+
+namespace lseq::kernels {
+
+namespace cuda {
+namespace {
+
+namespace wmma = nvcuda::wmma;
+
+constexpr int kWarps = 4;
+constexpr int kSliceThreads = 32 * kWarps;
+constexpr int kTile = 16;  // WMMA m = n = k
+constexpr int kMaxLen = Backend::kMaxFusedAttentionLen;
+constexpr int kMaxHeadDim = Backend::kMaxFusedAttentionHeadDim;
+constexpr int kKeysPerLane = kMaxLen / 32;              // a score row spread over a warp
+constexpr int kDimsPerLane = (kMaxHeadDim + 31) / 32;  // a head row spread over a warp (fp32 path)
+static_assert(kMaxLen % 32 == 0, "score rows are spread evenly over a warp");
+
+__host__ __device__ constexpr int round_tile(int n) { return (n + kTile - 1) / kTile * kTile; }
+
+// Keys every row of slice s may see (k_lengths of its batch entry, clamped to k_len); row i sees the first
+// row_keys(keys, i, causal) of them: attention_softmax_forward's masks.
+__device__ __forceinline__ int slice_keys(const int32_t* k_lengths, int s, int heads, int k_len) {
+  return k_lengths ? max(0, min(k_lengths[s / heads], k_len)) : k_len;
+}
+__device__ __forceinline__ int row_keys(int keys, int i, bool causal) { return causal ? min(keys, i + 1) : keys; }
+
+// ---- tensor-core path (bf16/fp16) ----
+
+// Shared memory of one slice, in bytes from the (128-byte aligned) base. T rows have a pitch of dh + 8 elements and
+// fp32 rows one of nk + 4 (16 bytes more than the data: consecutive rows start on other banks); every region and
+// every 16x16 tile starts 32-byte aligned, as WMMA requires.
+//   q      [mq][ldh] T     k, v [nk][ldh] T     d_out (backward: d_context) [mq][ldh] T
+//   scores [mq][lds] fp32  S, then P (T, pitch 2*lds, written over each row)
+//   d_scores (backward) [mq][lds] fp32  dP, then dS (T, pitch 2*lds)
+//   tiles  [kWarps][16][16] fp32: each warp's staging tile for output tiles on their way to global memory
+// Largest (lq = lk = 128, head_dim = 64): forward 126976 bytes, backward 212992 (the H100 allows 232448 per block).
+struct SliceLayout {
+  int mq, nk, dh;  // lq, lk, head_dim rounded up to tiles
+  int ldh, lds;    // row pitches in elements: head rows (T), score rows (fp32)
+  unsigned q, k, v, d_out, scores, d_scores, tiles, bytes;
+  __host__ __device__ SliceLayout(int lq, int lk, int head_dim, bool backward)
+      : mq(round_tile(lq)), nk(round_tile(lk)), dh(round_tile(head_dim)), ldh(dh + 8), lds(nk + 4) {
+    const unsigned q_bytes = 2u * mq * ldh, k_bytes = 2u * nk * ldh, s_bytes = 4u * mq * lds;
+    q = 0;
+    k = q + q_bytes;
+    v = k + k_bytes;
+    d_out = v + k_bytes;
+    scores = d_out + (backward ? q_bytes : 0u);
+    d_scores = scores + s_bytes;
+    tiles = d_scores + (backward ? s_bytes : 0u);
+    bytes = tiles + 4u * kWarps * kTile * kTile;
+  }
+};
+
+using Accumulator = wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float>;
+
+// acc = A B over `steps` k-steps of 16 for 16-row A and 16-column B tiles in shared memory. a and b point at the
+// first k-step; a row-major A steps along its columns, a column-major one (a transposed operand) along its rows, and
+// the reverse for B.
+template <typename T, typename LayoutA, typename LayoutB>
+__device__ __forceinline__ void tile_product(Accumulator& acc, const T* a, int lda, const T* b, int ldb, int steps) {
+  constexpr bool a_rows = std::is_same_v<LayoutA, wmma::row_major>;
+  constexpr bool b_rows = std::is_same_v<LayoutB, wmma::row_major>;
+  wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, T, LayoutA> fa;
+  wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, T, LayoutB> fb;
+  wmma::fill_fragment(acc, 0.0f);
+  for (int step = 0; step < steps; ++step) {
+    wmma::load_matrix_sync(fa, a + step * (a_rows ? kTile : kTile * lda), lda);
+    wmma::load_matrix_sync(fb, b + step * (b_rows ? kTile * ldb : kTile), ldb);
+    wmma::mma_sync(acc, fa, fb, acc);
+  }
+}
+
+// Rows [0, rows) x columns [0, cols) of the row-major src [rows][cols] into dst [rows_pad][ld] (columns
+// [0, cols_pad)), zeros elsewhere. packed: 16-byte packs (cols a multiple of 8, src 16-byte aligned).
+template <typename T>
+__device__ void stage(const T* src, int rows, int cols, T* dst, int ld, int rows_pad, int cols_pad, bool packed) {
+  if (packed) {
+    constexpr int P = Pack<T>::size;
+    const int row_packs = cols_pad / P;
+    for (int e = threadIdx.x; e < rows_pad * row_packs; e += blockDim.x) {
+      const int r = e / row_packs, c = (e - r * row_packs) * P;
+      uint4 raw = make_uint4(0u, 0u, 0u, 0u);  // 0 in bf16 and fp16 alike
+      if (r < rows && c < cols) raw = *reinterpret_cast<const uint4*>(src + r * cols + c);
+      *reinterpret_cast<uint4*>(dst + r * ld + c) = raw;
+    }
+    return;
+  }
+  for (int e = threadIdx.x; e < rows_pad * cols_pad; e += blockDim.x) {
+    const int r = e / cols_pad, c = e - r * cols_pad;
+    dst[r * ld + c] = r < rows && c < cols ? src[r * cols + c] : from_f32<T>(0.0f);
+  }
+}
+
+// The warp's 16x16 result tile at (r0, c0) into dst [rows][cols] (T), clipped to rows x cols, through the warp's
+// staging tile: lane l writes 8 consecutive values of row l / 2 (one 16-byte pack when packed and whole).
+template <typename T>
+__device__ void store_tile(const Accumulator& acc, float* staging, T* dst, int rows, int cols, int r0, int c0,
+                           bool packed) {
+  wmma::store_matrix_sync(staging, acc, kTile, wmma::mem_row_major);
+  __syncwarp();
+  const int lane = threadIdx.x & 31;
+  const int r = r0 + (lane >> 1), c = c0 + (lane & 1) * 8;
+  const float* from = staging + (lane >> 1) * kTile + (lane & 1) * 8;
+  if (r < rows) {
+    T* to = dst + r * cols + c;
+    if (packed && c + 8 <= cols) {
+      float v[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = from[e];
+      store_pack(to, v);
+    } else {
+      for (int e = 0; e < 8 && c + e < cols; ++e) to[e] = from_f32<T>(from[e]);
+    }
+  }
+  __syncwarp();  // the staging tile is free again
+}
+
+// Pointers into the dynamic shared memory of a slice.
+template <typename T>
+struct SliceSmem {
+  T *q, *k, *v, *d_out;
+  float *scores, *d_scores, *staging;
+  T *p, *d_p;  // P and dS written over scores and d_scores (pitch ldp)
+  int ldp;
+  __device__ SliceSmem(unsigned char* base, const SliceLayout& L)
+      : q(reinterpret_cast<T*>(base + L.q)),
+        k(reinterpret_cast<T*>(base + L.k)),
+        v(reinterpret_cast<T*>(base + L.v)),
+        d_out(reinterpret_cast<T*>(base + L.d_out)),
+        scores(reinterpret_cast<float*>(base + L.scores)),
+        d_scores(reinterpret_cast<float*>(base + L.d_scores)),
+        staging(reinterpret_cast<float*>(base + L.tiles) + (threadIdx.x >> 5) * kTile * kTile),
+        p(reinterpret_cast<T*>(scores)),
+        d_p(reinterpret_cast<T*>(d_scores)),
+        ldp(2 * L.lds) {}
+};
+
+// The slice's q [lq][head_dim], k and v [lk][head_dim] into shared memory, zero-padded to whole tiles.
+template <typename T>
+__device__ void stage_slice(const T* q, const T* k, const T* v, int lq, int lk, int head_dim, const SliceLayout& L,
+                            const SliceSmem<T>& sm, bool packed) {
+  stage(q, lq, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
+  stage(k, lk, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
+  stage(v, lk, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
+}
+
+// out[mq][nk] (fp32, pitch L.lds) = a b^T for a [mq][ldh], b [nk][ldh] (T): the score-shaped products q k^T and
+// dO v^T, tiles dealt to the warps in turn.
+template <typename T>
+__device__ void scores_product(const T* a, const T* b, const SliceLayout& L, float* out) {
+  const int n_tiles = L.nk / kTile;
+  for (int t = threadIdx.x >> 5; t < (L.mq / kTile) * n_tiles; t += kWarps) {
+    const int ti = t / n_tiles, tj = t - ti * n_tiles;
+    Accumulator acc;
+    tile_product<T, wmma::row_major, wmma::col_major>(acc, a + ti * kTile * L.ldh, L.ldh, b + tj * kTile * L.ldh,
+                                                      L.ldh, L.dh / kTile);
+    wmma::store_matrix_sync(out + ti * kTile * L.lds + tj * kTile, acc, L.lds, wmma::mem_row_major);
+  }
+}
+
+// dst [rows][head_dim] (global, rows <= `tiles_m` * 16) = A B with B [.][ldh] row-major in shared memory: A is
+// row-major [rows][ldp] (LayoutA row_major) or the transpose of a [k][ldp] buffer (col_major); `steps` k-steps.
+template <typename T, typename LayoutA>
+__device__ void head_product(const T* a, int ldp, const T* b, const SliceLayout& L, int steps, int rows,
+                             int head_dim, float* staging, T* dst, bool packed) {
+  constexpr bool a_rows = std::is_same_v<LayoutA, wmma::row_major>;
+  const int d_tiles = L.dh / kTile;
+  for (int t = threadIdx.x >> 5; t < round_tile(rows) / kTile * d_tiles; t += kWarps) {
+    const int ti = t / d_tiles, tj = t - ti * d_tiles;
+    Accumulator acc;
+    tile_product<T, LayoutA, wmma::row_major>(acc, a + (a_rows ? ti * kTile * ldp : ti * kTile), ldp, b + tj * kTile,
+                                              L.ldh, steps);
+    store_tile(acc, staging, dst, rows, head_dim, ti * kTile, tj * kTile, packed);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kSliceThreads)
+    attention_forward_kernel(const T* q, const T* k, const T* v, const int32_t* k_lengths, int heads, int lq, int lk,
+                             int k_len, int head_dim, float scale, bool causal, bool packed, T* context, float* lse) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const SliceLayout L(lq, lk, head_dim, false);
+  const SliceSmem<T> sm(smem, L);
+  const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t q_at = static_cast<int64_t>(s) * lq * head_dim, k_at = static_cast<int64_t>(s) * lk * head_dim;
+  stage_slice(q + q_at, k + k_at, v + k_at, lq, lk, head_dim, L, sm, packed);
+  __syncthreads();
+  scores_product(sm.q, sm.k, L, sm.scores);
+  __syncthreads();
+  // Masked softmax, a warp per row: lane l holds keys l, l + 32, ... Rows past lq get P = 0.
+  const int keys = slice_keys(k_lengths, s, heads, k_len);
+  for (int i = warp; i < L.mq; i += kWarps) {
+    const int valid = i < lq ? row_keys(keys, i, causal) : 0;
+    const float* row = sm.scores + i * L.lds;
+    float x[kKeysPerLane];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < kKeysPerLane; ++c) {
+      const int j = lane + 32 * c;
+      x[c] = j < valid ? scale * row[j] : -INFINITY;
+      mx = fmaxf(mx, x[c]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kKeysPerLane; ++c)
+      if (lane + 32 * c < valid) sum += expf(x[c] - mx);
+    sum = warp_sum(sum);
+    const float row_lse = valid > 0 ? mx + logf(sum) : -INFINITY;  // a row without keys: P = 0, context 0
+    __syncwarp();  // the whole row is read before P overwrites it
+#pragma unroll
+    for (int c = 0; c < kKeysPerLane; ++c) {
+      const int j = lane + 32 * c;
+      if (j < L.nk) sm.p[i * sm.ldp + j] = from_f32<T>(j < valid ? expf(x[c] - row_lse) : 0.0f);
+    }
+    if (lane == 0 && i < lq) lse[static_cast<int64_t>(s) * lq + i] = row_lse;
+  }
+  __syncthreads();
+  head_product<T, wmma::row_major>(sm.p, sm.ldp, sm.v, L, L.nk / kTile, lq, head_dim, sm.staging, context + q_at,
+                                   packed);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kSliceThreads)
+    attention_backward_kernel(const T* q, const T* k, const T* v, const int32_t* k_lengths, int heads, int lq, int lk,
+                              int k_len, int head_dim, float scale, bool causal, bool packed, const float* lse,
+                              const T* d_context, T* d_q, T* d_k, T* d_v) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const SliceLayout L(lq, lk, head_dim, true);
+  const SliceSmem<T> sm(smem, L);
+  const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t q_at = static_cast<int64_t>(s) * lq * head_dim, k_at = static_cast<int64_t>(s) * lk * head_dim;
+  stage_slice(q + q_at, k + k_at, v + k_at, lq, lk, head_dim, L, sm, packed);
+  stage(d_context + q_at, lq, head_dim, sm.d_out, L.ldh, L.mq, L.dh, packed);
+  __syncthreads();
+  scores_product(sm.q, sm.k, L, sm.scores);        // S
+  scores_product(sm.d_out, sm.v, L, sm.d_scores);  // dP
+  __syncthreads();
+  // Softmax backward, a warp per row: P from S and lse (masked keys and rows past lq exactly 0), D = sum P dP,
+  // dS = P (dP - D) scale.
+  const int keys = slice_keys(k_lengths, s, heads, k_len);
+  for (int i = warp; i < L.mq; i += kWarps) {
+    const int valid = i < lq ? row_keys(keys, i, causal) : 0;
+    const float row_lse = valid > 0 ? lse[static_cast<int64_t>(s) * lq + i] : 0.0f;
+    float p[kKeysPerLane], dp[kKeysPerLane];
+    float dot = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kKeysPerLane; ++c) {
+      const int j = lane + 32 * c;
+      p[c] = j < valid ? expf(scale * sm.scores[i * L.lds + j] - row_lse) : 0.0f;
+      dp[c] = j < valid ? sm.d_scores[i * L.lds + j] : 0.0f;
+      dot += p[c] * dp[c];
+    }
+    dot = warp_sum(dot);
+    __syncwarp();  // the whole row is read before P and dS overwrite it
+#pragma unroll
+    for (int c = 0; c < kKeysPerLane; ++c) {
+      const int j = lane + 32 * c;
+      if (j < L.nk) {
+        sm.p[i * sm.ldp + j] = from_f32<T>(p[c]);
+        sm.d_p[i * sm.ldp + j] = from_f32<T>(p[c] * (dp[c] - dot) * scale);
+      }
+    }
+  }
+  __syncthreads();
+  // dV = P^T dO and dK = dS^T q over the mq query rows; dQ = dS k over the nk keys.
+  head_product<T, wmma::col_major>(sm.p, sm.ldp, sm.d_out, L, L.mq / kTile, lk, head_dim, sm.staging, d_v + k_at,
+                                   packed);
+  head_product<T, wmma::col_major>(sm.d_p, sm.ldp, sm.q, L, L.mq / kTile, lk, head_dim, sm.staging, d_k + k_at,
+                                   packed);
+  head_product<T, wmma::row_major>(sm.d_p, sm.ldp, sm.k, L, L.nk / kTile, lq, head_dim, sm.staging, d_q + q_at,
+                                   packed);
+}
+
+// ---- fp32 path: FMA loops, a head row spread over a warp (lane l holds elements l and l + 32) ----
+
+__device__ __forceinline__ void load_row(const float* src, int head_dim, float (&v)[kDimsPerLane]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = 0; c < kDimsPerLane; ++c) v[c] = lane + 32 * c < head_dim ? src[lane + 32 * c] : 0.0f;
+}
+
+__device__ __forceinline__ void store_row(const float (&v)[kDimsPerLane], int head_dim, float* dst) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = 0; c < kDimsPerLane; ++c)
+    if (lane + 32 * c < head_dim) dst[lane + 32 * c] = v[c];
+}
+
+// a . b for warp-spread rows; every lane gets it.
+__device__ __forceinline__ float row_dot(const float (&a)[kDimsPerLane], const float (&b)[kDimsPerLane]) {
+  float s = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kDimsPerLane; ++c) s += a[c] * b[c];
+  return warp_sum(s);
+}
+
+// acc += w * row j of src [.][head_dim], warp-spread.
+__device__ __forceinline__ void add_row(float (&acc)[kDimsPerLane], float w, const float* src, int head_dim) {
+  float r[kDimsPerLane];
+  load_row(src, head_dim, r);
+#pragma unroll
+  for (int c = 0; c < kDimsPerLane; ++c) acc[c] += w * r[c];
+}
+
+// acc = sum_j w[j] row j of src [.][head_dim] over j < n.
+__device__ __forceinline__ void weighted_rows(float (&acc)[kDimsPerLane], const float* w, int n, const float* src,
+                                              int head_dim) {
+#pragma unroll
+  for (int c = 0; c < kDimsPerLane; ++c) acc[c] = 0.0f;
+  for (int j = 0; j < n; ++j) add_row(acc, w[j], src + j * head_dim, head_dim);
+}
+
+__global__ void __launch_bounds__(kSliceThreads)
+    attention_forward_f32_kernel(const float* q, const float* k, const float* v, const int32_t* k_lengths, int heads,
+                                 int lq, int lk, int k_len, int head_dim, float scale, bool causal, float* context,
+                                 float* lse) {
+  __shared__ float probs[kWarps][kMaxLen];  // a row's scaled scores, then its probabilities
+  const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float* qs = q + static_cast<int64_t>(s) * lq * head_dim;
+  const float* ks = k + static_cast<int64_t>(s) * lk * head_dim;
+  const float* vs = v + static_cast<int64_t>(s) * lk * head_dim;
+  float* p = probs[warp];
+  const int keys = slice_keys(k_lengths, s, heads, k_len);
+  for (int i = warp; i < lq; i += kWarps) {
+    const int valid = row_keys(keys, i, causal);
+    float qi[kDimsPerLane], kj[kDimsPerLane];
+    load_row(qs + i * head_dim, head_dim, qi);
+    float mx = -INFINITY;
+    for (int j = 0; j < valid; ++j) {
+      load_row(ks + j * head_dim, head_dim, kj);
+      const float x = scale * row_dot(qi, kj);
+      if (lane == 0) p[j] = x;
+      mx = fmaxf(mx, x);
+    }
+    __syncwarp();
+    float sum = 0.0f;
+    for (int j = lane; j < valid; j += 32) sum += expf(p[j] - mx);
+    sum = warp_sum(sum);
+    const float row_lse = valid > 0 ? mx + logf(sum) : -INFINITY;
+    for (int j = lane; j < valid; j += 32) p[j] = expf(p[j] - row_lse);
+    __syncwarp();
+    float o[kDimsPerLane];
+    weighted_rows(o, p, valid, vs, head_dim);
+    store_row(o, head_dim, context + (static_cast<int64_t>(s) * lq + i) * head_dim);
+    if (lane == 0) lse[static_cast<int64_t>(s) * lq + i] = row_lse;
+    __syncwarp();  // p is the next row's
+  }
+}
+
+__global__ void __launch_bounds__(kSliceThreads)
+    attention_backward_f32_kernel(const float* q, const float* k, const float* v, const int32_t* k_lengths,
+                                  int heads, int lq, int lk, int k_len, int head_dim, float scale, bool causal,
+                                  const float* lse, const float* d_context, float* d_q, float* d_k, float* d_v) {
+  __shared__ float row_dots[kMaxLen];           // D_i = sum_j P_ij dP_ij
+  __shared__ float score_grads[kWarps][kMaxLen];  // a row's P, then dS
+  __shared__ float prob_grads[kWarps][kMaxLen];   // a row's dP
+  const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t q_at = static_cast<int64_t>(s) * lq * head_dim, k_at = static_cast<int64_t>(s) * lk * head_dim;
+  const float *qs = q + q_at, *ks = k + k_at, *vs = v + k_at, *dos = d_context + q_at;
+  const float* ls = lse + static_cast<int64_t>(s) * lq;
+  const int keys = slice_keys(k_lengths, s, heads, k_len);
+  // Rows: P, dP, D and dQ = dS k.
+  float* ds = score_grads[warp];
+  float* dp = prob_grads[warp];
+  for (int i = warp; i < lq; i += kWarps) {
+    const int valid = row_keys(keys, i, causal);
+    float qi[kDimsPerLane], doi[kDimsPerLane], r[kDimsPerLane];
+    load_row(qs + i * head_dim, head_dim, qi);
+    load_row(dos + i * head_dim, head_dim, doi);
+    for (int j = 0; j < valid; ++j) {
+      load_row(ks + j * head_dim, head_dim, r);
+      const float pj = expf(scale * row_dot(qi, r) - ls[i]);
+      load_row(vs + j * head_dim, head_dim, r);
+      const float dpj = row_dot(doi, r);
+      if (lane == 0) ds[j] = pj, dp[j] = dpj;
+    }
+    __syncwarp();
+    float dot = 0.0f;
+    for (int j = lane; j < valid; j += 32) dot += ds[j] * dp[j];
+    dot = warp_sum(dot);
+    for (int j = lane; j < valid; j += 32) ds[j] = ds[j] * (dp[j] - dot) * scale;
+    __syncwarp();
+    float dq[kDimsPerLane];
+    weighted_rows(dq, ds, valid, ks, head_dim);
+    store_row(dq, head_dim, d_q + q_at + i * head_dim);
+    if (lane == 0) row_dots[i] = dot;
+    __syncwarp();
+  }
+  __syncthreads();
+  // Keys: dV_j = sum_i P_ij dO_i, dK_j = sum_i dS_ij q_i over the rows that see key j (padding keys: 0).
+  for (int j = warp; j < lk; j += kWarps) {
+    float kj[kDimsPerLane], vj[kDimsPerLane], dk[kDimsPerLane] = {}, dv[kDimsPerLane] = {};
+    load_row(ks + j * head_dim, head_dim, kj);
+    load_row(vs + j * head_dim, head_dim, vj);
+    for (int i = 0; i < lq; ++i) {
+      if (j >= row_keys(keys, i, causal)) continue;  // the same for the whole warp
+      float qi[kDimsPerLane], doi[kDimsPerLane];
+      load_row(qs + i * head_dim, head_dim, qi);
+      load_row(dos + i * head_dim, head_dim, doi);
+      const float pij = expf(scale * row_dot(qi, kj) - ls[i]);
+      const float dsij = pij * (row_dot(doi, vj) - row_dots[i]) * scale;
+#pragma unroll
+      for (int c = 0; c < kDimsPerLane; ++c) {
+        dv[c] += pij * doi[c];
+        dk[c] += dsij * qi[c];
+      }
+    }
+    store_row(dk, head_dim, d_k + k_at + j * head_dim);
+    store_row(dv, head_dim, d_v + k_at + j * head_dim);
+  }
+}
+
+// Dynamic shared memory above the default 48 KiB must be allowed per kernel (cheap; done at every such launch, as
+// the attribute belongs to the current device).
+template <typename Kernel>
+void allow_shared_bytes(Kernel kernel, unsigned bytes) {
+  if (bytes > 48u * 1024u)
+    LSEQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+// Checks the shape (as the CPU does) and returns the slices, one block each.
+unsigned fused_slices(const char* op, int batch, int heads, int lq, int lk, int k_len, int head_dim) {
+  check_fused_attention_shape(op, batch, heads, lq, lk, k_len, head_dim);
+  return static_cast<unsigned>(batch) * static_cast<unsigned>(heads);
+}
+
+template <typename T>
+std::tuple<const T*, const T*, const T*> typed(const void* q, const void* k, const void* v) {
+  return {static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v)};
+}
+
+}  // namespace
+}  // namespace cuda
+
+using namespace cuda;
+
+void CudaBackend::attention_forward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths,
+                                    int batch, int heads, int lq, int lk, int k_len, int head_dim, float scale,
+                                    bool causal, void* context, float* lse) {
+  const unsigned slices = fused_slices("attention_forward", batch, heads, lq, lk, k_len, head_dim);
+  if (slices == 0) return;
+  bind();
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const auto [pq, pk, pv] = typed<T>(q, k, v);
+    T* out = static_cast<T*>(context);
+    if constexpr (std::is_same_v<T, float>) {
+      attention_forward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(pq, pk, pv, k_lengths, heads, lq, lk, k_len,
+                                                                          head_dim, scale, causal, out, lse);
+    } else {
+      const SliceLayout layout(lq, lk, head_dim, false);
+      const bool packed = can_vectorize<T>(head_dim, pq, pk, pv, out);
+      allow_shared_bytes(attention_forward_kernel<T>, layout.bytes);
+      attention_forward_kernel<T><<<slices, kSliceThreads, layout.bytes, stream_>>>(
+          pq, pk, pv, k_lengths, heads, lq, lk, k_len, head_dim, scale, causal, packed, out, lse);
+    }
+  });
+  check_launch("attention_forward");
+}
+
+void CudaBackend::attention_backward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths,
+                                     int batch, int heads, int lq, int lk, int k_len, int head_dim, float scale,
+                                     bool causal, const float* lse, const void* d_context, void* d_q, void* d_k,
+                                     void* d_v) {
+  const unsigned slices = fused_slices("attention_backward", batch, heads, lq, lk, k_len, head_dim);
+  if (slices == 0) return;
+  bind();
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const auto [pq, pk, pv] = typed<T>(q, k, v);
+    const T* pdo = static_cast<const T*>(d_context);
+    T *dq = static_cast<T*>(d_q), *dk = static_cast<T*>(d_k), *dv = static_cast<T*>(d_v);
+    if constexpr (std::is_same_v<T, float>) {
+      attention_backward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(
+          pq, pk, pv, k_lengths, heads, lq, lk, k_len, head_dim, scale, causal, lse, pdo, dq, dk, dv);
+    } else {
+      const SliceLayout layout(lq, lk, head_dim, true);
+      const bool packed = can_vectorize<T>(head_dim, pq, pk, pv, pdo, dq, dk, dv);
+      allow_shared_bytes(attention_backward_kernel<T>, layout.bytes);
+      attention_backward_kernel<T><<<slices, kSliceThreads, layout.bytes, stream_>>>(
+          pq, pk, pv, k_lengths, heads, lq, lk, k_len, head_dim, scale, causal, packed, lse, pdo, dq, dk, dv);
+    }
+  });
+  check_launch("attention_backward");
+}
+
+}  // namespace lseq::kernels
