@@ -2,9 +2,9 @@
 // DRELU_BGRAD) against the CPU backend: odd shapes and the transformer-base one, a mask that stays inside
 // relu_mask_bytes, no mask, and bias gradients accumulated onto non-zero values.
 //
-// x, w_in and the bias lie on a grid (multiples of 1/8, the bias offset by 1/128) that every dtype holds exactly and on
-// which every sum is exact in fp32: the pre-activations are then the same on both backends and never 0, so the ReLU
-// masks agree bit for bit and a difference in the backward is the op's, not a sign flip of a rounding.
+// x, w_in and the bias lie on a grid (multiples of 1/8, the bias offset by 1/128) that every dtype holds exactly
+// and on which every sum is exact in fp32: the pre-activations are then the same on both backends and never 0, so
+// the ReLU masks agree bit for bit and a difference in the backward is the op's, not a sign flip of a rounding.
 #include <cmath>
 
 #include "gpu_test_util.h"
@@ -40,7 +40,8 @@ TEST_F(GpuKernels, LinearBiasReluAndDreluBiasGradMatchCpu) {
       const std::size_t count = std::size_t(s.rows) * s.n;
       const std::string what = label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" +
                                std::to_string(s.n);
-      const auto x = grid_floats(std::size_t(s.rows) * s.k, ++seed), w_in = grid_floats(std::size_t(s.n) * s.k, ++seed);
+      const auto x = grid_floats(std::size_t(s.rows) * s.k, ++seed);
+      const auto w_in = grid_floats(std::size_t(s.n) * s.k, ++seed);
       const auto bias = grid_floats(s.n, ++seed, 1.0f / 128);
       const auto dy = quantize(random_floats(std::size_t(s.rows) * s.k, ++seed), dt);
       const auto w_out = quantize(random_floats(std::size_t(s.k) * s.n, ++seed), dt);
@@ -69,7 +70,7 @@ TEST_F(GpuKernels, LinearBiasReluAndDreluBiasGradMatchCpu) {
       EXPECT_TRUE(within(ddb.download(), ref_db, bias_grad_bound(dt, s.rows, s.k))) << what << " bias gradient";
       const auto after = mask.download();
       for (std::size_t i = mask_words; i < after.size(); ++i)
-        ASSERT_EQ(std::memcmp(&after[i], &guard[i], 4), 0) << what << ": the mask overran relu_mask_bytes at word " << i;
+        ASSERT_EQ(std::memcmp(&after[i], &guard[i], 4), 0) << what << ": the mask overran its bytes at word " << i;
 
       y.poison();  // inference: no mask
       gpu().linear_bias_relu_forward(dt, dx.get(), dw_in.get(), dbias.get(), s.rows, s.k, s.n, y.get(), nullptr);

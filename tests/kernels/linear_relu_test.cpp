@@ -1,8 +1,10 @@
 // The feed-forward block's fused first layer: linear_bias_relu_forward and linear_drelu_bias_grad against double
 // references, with shapes off multiples of 8 and 128, accumulated bias gradients, no mask (inference), the mask's
 // size on every backend and the argument checks.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "kernels_test_util.h"
 
@@ -14,17 +16,27 @@ struct Shape {
 };
 const std::vector<Shape> kShapes = {{1, 1, 1}, {7, 5, 13}, {9, 16, 130}, {33, 17, 257}, {64, 24, 128}, {3, 40, 300}};
 
-// h = x w^T + bias in double
-std::vector<double> ref_pre_activation(const std::vector<float>& x, const std::vector<float>& w,
-                                       const std::vector<float>& bias, Shape s) {
-  std::vector<double> h(std::size_t(s.rows) * s.n);
+// Random inputs of one shape and the pre-activations h = x w^T + bias in double.
+struct Inputs {
+  std::vector<float> x, w, bias;
+  std::vector<double> h;
+  std::string what;
+};
+
+Inputs random_inputs(Shape s, uint64_t& seed) {
+  Inputs in;
+  in.x = random_floats(std::size_t(s.rows) * s.k, ++seed);
+  in.w = random_floats(std::size_t(s.n) * s.k, ++seed);
+  in.bias = random_floats(s.n, ++seed);
+  in.h.resize(std::size_t(s.rows) * s.n);
   for (int r = 0; r < s.rows; ++r)
     for (int c = 0; c < s.n; ++c) {
-      double sum = bias[c];
-      for (int i = 0; i < s.k; ++i) sum += double(x[std::size_t(r) * s.k + i]) * w[std::size_t(c) * s.k + i];
-      h[std::size_t(r) * s.n + c] = sum;
+      double sum = in.bias[c];
+      for (int i = 0; i < s.k; ++i) sum += double(in.x[std::size_t(r) * s.k + i]) * in.w[std::size_t(c) * s.k + i];
+      in.h[std::size_t(r) * s.n + c] = sum;
     }
-  return h;
+  in.what = std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
+  return in;
 }
 
 constexpr uint8_t kGuard = 0xA5;
@@ -33,12 +45,11 @@ TEST_F(CpuKernels, LinearBiasReluForwardMatchesReference) {
   uint64_t seed = 2600;
   for (auto s : kShapes) {
     const std::size_t count = std::size_t(s.rows) * s.n;
-    const auto x = random_floats(std::size_t(s.rows) * s.k, ++seed), w = random_floats(std::size_t(s.n) * s.k, ++seed);
-    const auto bias = random_floats(s.n, ++seed);
-    const auto h = ref_pre_activation(x, w, bias, s);
+    const Inputs in = random_inputs(s, seed);
+    const auto &x = in.x, &w = in.w, &bias = in.bias;
+    const std::string& what = in.what;
     std::vector<double> ref(count);
-    for (std::size_t i = 0; i < count; ++i) ref[i] = std::max(h[i], 0.0);
-    const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
+    for (std::size_t i = 0; i < count; ++i) ref[i] = std::max(in.h[i], 0.0);
 
     auto y = poisoned(count);
     const std::size_t mask_bytes = backend.relu_mask_bytes(s.rows, s.n);
@@ -59,10 +70,11 @@ TEST_F(CpuKernels, LinearDreluBiasGradMatchesReferenceAndAccumulates) {
   uint64_t seed = 2700;
   for (auto s : kShapes) {
     const std::size_t count = std::size_t(s.rows) * s.n;
-    const auto x = random_floats(std::size_t(s.rows) * s.k, ++seed), w_in = random_floats(std::size_t(s.n) * s.k, ++seed);
-    const auto bias = random_floats(s.n, ++seed);
-    const auto dy = random_floats(std::size_t(s.rows) * s.k, ++seed), w_out = random_floats(std::size_t(s.k) * s.n, ++seed);
-    const auto h = ref_pre_activation(x, w_in, bias, s);
+    const Inputs in = random_inputs(s, seed);
+    const auto &x = in.x, &w_in = in.w, &bias = in.bias;
+    const auto& h = in.h;
+    const auto dy = random_floats(std::size_t(s.rows) * s.k, ++seed);
+    const auto w_out = random_floats(std::size_t(s.k) * s.n, ++seed);
     std::vector<float> y(count);
     std::vector<uint8_t> mask(backend.relu_mask_bytes(s.rows, s.n), kGuard);
     backend.linear_bias_relu_forward(DType::f32, x.data(), w_in.data(), bias.data(), s.rows, s.k, s.n, y.data(),
@@ -84,7 +96,7 @@ TEST_F(CpuKernels, LinearDreluBiasGradMatchesReferenceAndAccumulates) {
     auto d_h = poisoned(count);
     backend.linear_drelu_bias_grad(DType::f32, dy.data(), w_out.data(), mask.data(), s.rows, s.k, s.n, d_h.data(),
                                    d_bias.data());
-    const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
+    const std::string& what = in.what;
     EXPECT_TRUE(all_close(d_h, ref_dh, 1e-5, 1e-6)) << what << " d_h";
     // Sums of `rows` fp32-rounded values of magnitude ~sqrt(k), some of them cancelling.
     EXPECT_TRUE(all_close(d_bias, ref_db, 1e-5, 2e-7 * s.rows * std::sqrt(double(s.k)))) << what << " bias gradient";
@@ -113,8 +125,9 @@ TEST_F(CpuKernels, LinearReluOpsRejectBadArguments) {
                lseq::Error);
   EXPECT_THROW(backend.linear_drelu_bias_grad(DType::f32, a.data(), b.data(), nullptr, 2, 2, 4, out.data(), b.data()),
                lseq::Error);
-  EXPECT_THROW(backend.linear_drelu_bias_grad(DType::f32, a.data(), b.data(), mask.data(), 2, 2, 4, out.data(), nullptr),
-               lseq::Error);
+  EXPECT_THROW(
+      backend.linear_drelu_bias_grad(DType::f32, a.data(), b.data(), mask.data(), 2, 2, 4, out.data(), nullptr),
+      lseq::Error);
   EXPECT_THROW(backend.linear_drelu_bias_grad(DType::f32, a.data(), b.data(), mask.data(), 2, 2, -4, out.data(),
                                               b.data()),
                lseq::Error);
