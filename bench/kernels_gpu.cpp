@@ -2,7 +2,7 @@
 // output layer and the optimizer, in bf16 storage (fp32 with --fp32), and reports GEMM throughput (TFLOP/s)
 // against the memory-bound ops (GB/s of their minimal traffic). Each row is the mean of `reps` back-to-back
 // launches between two stream synchronisations, after a warm-up. Reports only; asserts nothing.
-//   bench_kernels_gpu [--device N] [--batch B] [--len L] [--vocab V] [--reps R] [--fp32]
+//   bench_kernels_gpu [--device N] [--batch B] [--len L] [--vocab V] [--reps R] [--ffn-rows R] [--fp32]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -245,14 +245,61 @@ int main(int argc, char** argv) try {
   memory_op("cast fp32->working 60M", params * (4.0 + es), [&] { be.cast(DType::f32, p, dt, working, params); });
   memory_op("reduce_sum 60M", params * 4.0, [&] { be.reduce_sum(g, params, scalars + 3, false); });
 
+  // The feed-forward block's first layer at the transformer-base training shape (16384 tokens, --ffn-rows): bias and
+  // ReLU as separate passes around cuBLAS GEMMs (the path of GELU, swish and FFN dropout) against the cuBLASLt
+  // epilogues (the ReLU path). Forward: h = x W_in^T, a = relu(h + b) vs one fused product writing a and the mask.
+  // Backward through W_out and the ReLU (W_out's own gradient is the same on both paths, left out): recompute a,
+  // d_a = d_o W_out, d_h = d_a relu'(h + b) with the bias gradient vs one fused product. Rows count 2*rows*D*F flops.
+  {
+    const int R = arg(argc, argv, "--ffn-rows", 16384);
+    const std::size_t RF = std::size_t(R) * F;
+    void* fx = buf.random(dt, std::size_t(R) * D);
+    void* fdo = buf.random(dt, std::size_t(R) * D);
+    void* fh = buf.random(dt, RF);
+    void* fa = buf.random(dt, RF);
+    void* fd = buf.random(dt, RF);
+    void* fdh = buf.random(dt, RF);
+    void* fmask = buf.filled(DType::f32, be.relu_mask_bytes(R, F) / 4, 0.0f);
+    auto* fdb = static_cast<float*>(buf.filled(DType::f32, F, 0.0f));
+    const Dropout none{};
+    auto product = [&](bool trans_b, int n, int k, const void* a, const void* b, void* c) {
+      GemmArgs args;  // c[R, n] = a[R, k] op(b)
+      args.trans_b = trans_b;
+      args.m = R, args.n = n, args.k = k;
+      args.a = a, args.lda = k, args.b = b, args.ldb = trans_b ? k : n, args.c = c, args.ldc = n;
+      args.ab = args.c_type = dt;
+      be.gemm(args);
+    };
+    auto ffn_row = [&](const std::string& name, const std::function<void()>& f) {
+      const double ms = time_ms(f);
+      results.push_back({name + " [" + std::to_string(R) + "x" + std::to_string(D) + "x" + std::to_string(F) + "]", ms,
+                         2.0 * R * D * F, double(es) * (2.0 * RF + double(R) * D), true});
+    };
+    ffn_row("ffn1 fwd: gemm + bias_relu", [&] {
+      product(true, F, D, fx, w, fh);
+      be.bias_activation_dropout_forward(dt, fh, bias, R, F, Activation::relu, none, fa);
+    });
+    ffn_row("ffn1 fwd: linear_bias_relu (+mask)",
+            [&] { be.linear_bias_relu_forward(dt, fx, w, bias, R, D, F, fa, fmask); });
+    ffn_row("ffn1 fwd: linear_bias_relu (no mask)",
+            [&] { be.linear_bias_relu_forward(dt, fx, w, bias, R, D, F, fa, nullptr); });
+    ffn_row("ffn bwd: relu recompute+gemm+drelu/bgrad", [&] {
+      be.bias_activation_dropout_forward(dt, fh, bias, R, F, Activation::relu, none, fa);
+      product(false, F, D, fdo, w, fd);
+      be.bias_activation_dropout_backward(dt, fh, bias, fd, R, F, Activation::relu, none, fdh, fdb);
+    });
+    ffn_row("ffn bwd: linear_drelu_bias_grad",
+            [&] { be.linear_drelu_bias_grad(dt, fdo, w, fmask, R, D, F, fdh, fdb); });
+  }
+
   double gemm_ms = 0, other_ms = 0;
-  std::printf("%-40s %10s %10s %10s\n", "op", "ms", "TFLOP/s", "GB/s");
+  std::printf("%-56s %10s %10s %10s\n", "op", "ms", "TFLOP/s", "GB/s");
   for (const auto& r : results) {
     (r.gemm ? gemm_ms : other_ms) += r.ms;
     if (r.flops > 0)
-      std::printf("%-40s %10.4f %10.1f %10.1f\n", r.op.c_str(), r.ms, r.flops / r.ms / 1e9, r.bytes / r.ms / 1e6);
+      std::printf("%-56s %10.4f %10.1f %10.1f\n", r.op.c_str(), r.ms, r.flops / r.ms / 1e9, r.bytes / r.ms / 1e6);
     else
-      std::printf("%-40s %10.4f %10s %10.1f\n", r.op.c_str(), r.ms, "", r.bytes / r.ms / 1e6);
+      std::printf("%-56s %10.4f %10s %10.1f\n", r.op.c_str(), r.ms, "", r.bytes / r.ms / 1e6);
   }
   std::printf("sum of the rows above: gemm %.2f ms, other ops %.2f ms\n", gemm_ms, other_ms);
   return 0;

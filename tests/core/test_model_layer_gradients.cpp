@@ -128,6 +128,8 @@ void check_feed_forward(Activation act, float drop) {
     FeedForwardLayer::Saved saved;
     void* o = ctx.keep(count);
     layer.forward(ctx, in, rows, ctx.dropout(drop, 5), o, saved);
+    // ReLU without activation dropout takes the fused path (bias and ReLU inside the GEMMs), the rest the other.
+    EXPECT_EQ(saved.relu_mask != nullptr, act == Activation::relu && drop == 0.0f);
     const double l = h.dot(o, r);
     if (backward) {
       float* d_o = memory.keep_n<float>(count);
@@ -139,6 +141,8 @@ void check_feed_forward(Activation act, float drop) {
   test::check_gradients(*h.backend, *h.store, test::random_floats(h.rng, count, 1.0), loss);
 }
 
+TEST(ModelLayerGradients, FeedForwardReluFused) { check_feed_forward(Activation::relu, 0.0f); }
+TEST(ModelLayerGradients, FeedForwardReluWithDropout) { check_feed_forward(Activation::relu, 0.25f); }
 TEST(ModelLayerGradients, FeedForwardGelu) { check_feed_forward(Activation::gelu, 0.0f); }
 TEST(ModelLayerGradients, FeedForwardSwishWithDropout) { check_feed_forward(Activation::swish, 0.25f); }
 

@@ -10,7 +10,8 @@
 namespace lseq {
 namespace {
 
-ModelConfig tiny_config(NormPlacement norm, TiedEmbeddings tied, float dropout = 0.0f) {
+ModelConfig tiny_config(NormPlacement norm, TiedEmbeddings tied, float dropout = 0.0f,
+                        kernels::Activation act = kernels::Activation::gelu) {
   ModelConfig c;
   c.src_vocab = tied == TiedEmbeddings::all || tied == TiedEmbeddings::source ? 13 : 11;
   c.tgt_vocab = 13;
@@ -19,7 +20,7 @@ ModelConfig tiny_config(NormPlacement norm, TiedEmbeddings tied, float dropout =
   c.dec_depth = 2;
   c.heads = 2;
   c.dim_ffn = 16;
-  c.activation = kernels::Activation::gelu;
+  c.activation = act;
   c.dropout = c.dropout_attention = c.dropout_ffn = dropout;
   c.norm = norm;
   c.tied = tied;
@@ -54,6 +55,15 @@ TEST(ModelGradients, PreNormTiedAllWithDropout) {
 }
 TEST(ModelGradients, PostNormTiedTargetWithDropout) {
   check_model(tiny_config(NormPlacement::post, TiedEmbeddings::target, 0.2f));
+}
+// ReLU without FFN dropout: the feed-forward blocks take the fused path (bias and ReLU inside the GEMMs); the tests
+// above (GELU) take the other. ReLU with dropout is checked per layer (test_model_layer_gradients.cpp): here its
+// kinks are too close to the finite differences' steps.
+TEST(ModelGradients, PreNormReluFusedFeedForward) {
+  check_model(tiny_config(NormPlacement::pre, TiedEmbeddings::none, 0.0f, kernels::Activation::relu));
+}
+TEST(ModelGradients, PostNormTiedAllReluFusedFeedForward) {
+  check_model(tiny_config(NormPlacement::post, TiedEmbeddings::all, 0.0f, kernels::Activation::relu));
 }
 
 TEST(ModelParams, TableFollowsTheDocumentedOrderAndTying) {

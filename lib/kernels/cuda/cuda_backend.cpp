@@ -1,5 +1,5 @@
-// Construction of the CUDA backend: device, stream, cuBLAS handle with its workspace, and the op scratch, all
-// made once here (no op allocates).
+// Construction of the CUDA backend: device, stream, cuBLAS and cuBLASLt handles with their shared workspace, and the
+// op scratch, all made once here (no op allocates).
 #include "kernels/cuda/cuda_backend.h"
 
 #include "kernels/cuda/cuda_check.h"
@@ -18,6 +18,7 @@ CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_t
     LSEQ_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     LSEQ_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
     LSEQ_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
+    LSEQ_CUBLAS_CHECK(cublasLtCreate(&cublas_lt_));
     // Pointers to alpha/beta come from the host; TF32 only when asked (CUBLAS_COMPUTE_32F stays exact fp32 then).
     LSEQ_CUBLAS_CHECK(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
     LSEQ_CUBLAS_CHECK(cublasSetMathMode(cublas_, allow_tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
@@ -38,6 +39,8 @@ void CudaBackend::release_resources() noexcept {
   // No throwing here: a failing GPU at shutdown must not turn into std::terminate.
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
+  release_epilogue_plans();
+  if (cublas_lt_) cublasLtDestroy(cublas_lt_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (scratch_) cudaFree(scratch_);
@@ -49,6 +52,7 @@ void CudaBackend::release_resources() noexcept {
   upload_staging_ = nullptr;
   if (stream_) cudaStreamDestroy(stream_);
   cublas_ = nullptr;
+  cublas_lt_ = nullptr;
   cublas_workspace_ = scratch_ = nullptr;
   stream_ = nullptr;
 }

@@ -1,17 +1,31 @@
 #pragma once
 // The CUDA backend: the kernel API on one GPU, in fp32, fp16 or bf16 storage with fp32 math. Every op runs in the
-// backend's own stream; cuBLAS and the backend's scratch (reduction partials, batched-GEMM pointer arrays) are
-// created once here, so no op allocates. The ops are defined by family in the *_cuda.cu/.cpp files beside this
+// backend's own stream; cuBLAS, cuBLASLt and the backend's scratch (reduction partials, batched-GEMM pointer arrays)
+// are created once here, so no op allocates. The ops are defined by family in the *_cuda.cu/.cpp files beside this
 // header, each checking its launches (an error names the op and CUDA's message).
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "kernels/backend.h"
 
 namespace lseq::kernels {
+
+namespace cuda {
+inline cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+  }
+  return CUDA_R_32F;
+}
+}  // namespace cuda
 
 class CudaBackend : public Backend {
  public:
@@ -48,6 +62,11 @@ class CudaBackend : public Backend {
                    void* dst, int64_t dst_stride, const int32_t* dst_index) override;
 
   void gemm(const GemmArgs& args) override;
+
+  void linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
+                                void* y, void* relu_mask) override;
+  void linear_drelu_bias_grad(DType dt, const void* dy, const void* w, const void* relu_mask, int rows, int m, int n,
+                              void* d_h, float* dparam_bias) override;
 
   void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
                          const void* positions, const Dropout& drop, void* out) override;
@@ -120,11 +139,34 @@ class CudaBackend : public Backend {
   // acc[c] += sum over rows of the partials [chunks, cols] written by a column-reduction kernel (fixed order).
   void finish_column_sums(const float* partials, int chunks, int cols, float* acc, const char* op);
 
+  // cuBLASLt matmuls with an epilogue (gemm_epilogue_cuda.cpp): the descriptor, layouts and the heuristic's
+  // algorithm of each (dt, rows, k, n, epilogue, pointer alignment, bias type), made at the shape's first call
+  // (desc == nullptr: cuBLASLt has no algorithm for it).
+ public:
+  struct EpiloguePlan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    DType bias_type = DType::f32;  // of the bias, or of the bias gradient the epilogue writes
+    cublasStatus_t refusal = CUBLAS_STATUS_SUCCESS;  // why desc is null, where cuBLASLt said
+  };
+
+ private:
+  using EpilogueKey = std::tuple<DType, int, int, int, int, int, DType>;  // + the bias type asked for
+  EpiloguePlan& epilogue_plan(const EpilogueKey& key, const void* bias, const void* aux, const char* op);
+  void release_epilogue_plans() noexcept;
+  // D = epilogue(op(A) B) on the plan's shape, checked; false when cuBLASLt refuses the call with
+  // CUBLAS_STATUS_NOT_SUPPORTED/INVALID_VALUE and `may_refuse` (the caller then tries another plan).
+  bool run_epilogue(const EpiloguePlan& plan, const void* a, const void* b, void* d, const void* bias, const void* aux,
+                    const char* op, bool may_refuse);
+
   int device_ = 0;
   bool allow_tf32_ = false;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublas_lt_ = nullptr;  // shares cublas_workspace_ (same stream: stream-ordered)
+  std::map<EpilogueKey, EpiloguePlan> epilogue_plans_;
   void* cublas_workspace_ = nullptr;
   void* scratch_ = nullptr;
   char* upload_staging_ = nullptr;  // pinned, kUploadSlots x kUploadSlotBytes

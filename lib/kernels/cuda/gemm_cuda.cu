@@ -13,15 +13,6 @@ namespace lseq::kernels {
 namespace cuda {
 namespace {
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::f16: return CUDA_R_16F;
-    case DType::bf16: return CUDA_R_16BF;
-  }
-  return CUDA_R_32F;
-}
-
 // k == 0: C = beta * C (exact zeros when beta == 0, whatever C held).
 template <typename T>
 __global__ void scale_c_kernel(T* c, int m, int n, int ldc, int64_t stride_c, int batch, float beta) {
