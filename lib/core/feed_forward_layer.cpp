@@ -19,12 +19,10 @@ void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows,
   saved.rows = rows;
   saved.drop = drop;
   const std::size_t count = static_cast<std::size_t>(rows) * dim_ffn_;
+  saved.h = saved.a = nullptr;  // a Saved may be reused: only this call's path may be set
   if (act_ == kernels::Activation::relu && drop.p == 0.0f) {
-    // Decoding calls forward without a backward too; the mask is kept anyway (1/16 of a bf16 a).
     saved.a = ctx.keep(count);
-    saved.relu_mask = ctx.memory.keep(ctx.backend.relu_mask_bytes(rows, dim_ffn_));
-    ctx.backend.linear_bias_relu_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_, saved.a,
-                                         saved.relu_mask);
+    ctx.backend.linear_bias_relu_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_, saved.a);
     linear_forward(ctx, saved.a, rows, dim_ffn_, dim_, w_out_, o);
     return;
   }
@@ -41,10 +39,12 @@ void FeedForwardLayer::backward(const LayerContext& ctx, const Saved& s, const v
   TempScope scope(ctx.memory);
   const std::size_t count = static_cast<std::size_t>(s.rows) * dim_ffn_;
   void* d_h = ctx.temp(count);
-  if (s.relu_mask) {
-    linear_backward(ctx, s.a, d_o, s.rows, dim_ffn_, dim_, w_out_, nullptr, false);  // W_out's gradient only
-    ctx.backend.linear_drelu_bias_grad(ctx.dt, d_o, ctx.w(w_out_), s.relu_mask, s.rows, dim_, dim_ffn_, d_h,
-                                       ctx.g(b_in_));
+  if (s.a) {
+    // relu'(x W_in^T + b_in) = (a > 0): the ReLU's gradient over a with no bias, the b_in gradient with it.
+    void* d_a = ctx.temp(count);
+    linear_backward(ctx, s.a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_a, false);
+    ctx.backend.bias_activation_dropout_backward(ctx.dt, s.a, nullptr, d_a, s.rows, dim_ffn_, act_, s.drop, d_h,
+                                                 ctx.g(b_in_));
   } else {
     void* a = ctx.temp(count);
     ctx.backend.bias_activation_dropout_forward(ctx.dt, s.h, ctx.w(b_in_), s.rows, dim_ffn_, act_, s.drop, a);

@@ -2,9 +2,8 @@
 // Position-wise feed-forward: o = dropout(act(x W_in^T + b_in)) W_out^T. The output bias b_out is applied by the
 // residual op that follows (bias_dropout_residual), like the attention's.
 // - ReLU without activation dropout (the transformer-base/big presets): the first layer's bias and ReLU run inside
-//   its matrix product (Backend::linear_bias_relu_forward), which keeps a = relu(x W_in^T + b_in) (needed for
-//   W_out's gradient) and a one-bit-per-value ReLU mask; backward needs no recompute pass, and the ReLU and bias
-//   gradients run inside the product through W_out (Backend::linear_drelu_bias_grad).
+//   its matrix product (Backend::linear_bias_relu_forward), and a = relu(x W_in^T + b_in) is kept: W_out's gradient
+//   needs it, and relu' is a > 0, so backward needs no recompute pass.
 // - Otherwise (GELU, swish, or activation dropout): only h = x W_in^T is kept; a = dropout(act(h + b_in)) is
 //   recomputed in backward (one memory-bound pass instead of rows * ffn more saved values).
 #include <string>
@@ -19,7 +18,6 @@ class FeedForwardLayer {
     const void* x = nullptr;    // input [rows, dim]
     void* h = nullptr;          // x W_in^T, before bias and activation [rows, ffn] (the unfused path)
     void* a = nullptr;          // relu(x W_in^T + b_in) [rows, ffn] (the fused path)
-    void* relu_mask = nullptr;  // its ReLU mask, Backend::relu_mask_bytes(rows, ffn) (the fused path)
     kernels::Dropout drop;
     int rows = 0;
   };

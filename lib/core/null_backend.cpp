@@ -25,8 +25,7 @@ class NullBackend final : public Backend {
   void dropout(DType, const void*, std::size_t, const Dropout&, void*) override {}
   void gather_rows(DType, const void*, int64_t, const int32_t*, int, int64_t, void*, int64_t, const int32_t*) override {}
   void gemm(const GemmArgs&) override {}
-  void linear_bias_relu_forward(DType, const void*, const void*, const void*, int, int, int, void*, void*) override {}
-  void linear_drelu_bias_grad(DType, const void*, const void*, const void*, int, int, int, void*, float*) override {}
+  void linear_bias_relu_forward(DType, const void*, const void*, const void*, int, int, int, void*) override {}
   void embedding_forward(DType, const int32_t*, int, int, const void*, int, float, const void*, const Dropout&,
                          void*) override {}
   void embedding_backward(DType, const int32_t*, int, int, int, float, const Dropout&, const void*, float*,

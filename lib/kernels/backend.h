@@ -67,10 +67,8 @@ void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, in
 // Backend::fused_attention_fits refuses (both backends, Backend::attention_forward/backward).
 void check_fused_attention_shape(const char* op, int batch, int heads, int lq, int lk, int k_len, int head_dim);
 
-// Throw lseq::Error for a negative size or an inner size k < 1 (both backends, Backend::linear_bias_relu_forward),
-// and in backward also for a null relu_mask or dparam_bias (Backend::linear_drelu_bias_grad, whose inner size is m).
-void check_linear_relu_shape(const char* op, int rows, int k, int n);
-void check_drelu_bias_grad_args(int rows, int m, int n, const void* relu_mask, const float* dparam_bias);
+// Throws lseq::Error for a negative size or an inner size k < 1 (both backends, Backend::linear_bias_relu_forward).
+void check_linear_relu_shape(int rows, int k, int n);
 
 struct AdamArgs {
   float lr = 0.0f;
@@ -134,25 +132,11 @@ class Backend {
   virtual void gemm(const GemmArgs& args) = 0;
 
   // ---- the feed-forward block's first layer with bias and ReLU fused into the matrix product ----
-  // The ReLU mask linear_bias_relu_forward writes for [rows, cols] outputs: one bit per output in rows of
-  // relu_mask_ld(cols) bits, cols rounded up to a multiple of 128 (what cuBLASLt's bit-mask needs); the bit order
-  // within a row is the backend's own. Its size is the same on every backend, so a step planned over the null
-  // backend reserves what the CPU and CUDA backends write.
-  static int64_t relu_mask_ld(int cols) { return (static_cast<int64_t>(cols) + 127) / 128 * 128; }
-  std::size_t relu_mask_bytes(int rows, int cols) const {
-    return static_cast<std::size_t>(std::max(rows, 0)) *
-           static_cast<std::size_t>(relu_mask_ld(std::max(cols, 0)) / 8);
-  }
-  // y[rows, n] = relu(x[rows, k] w^T + bias) with w [n, k] and bias [n] (type dt). relu_mask (relu_mask_bytes(rows,
-  // n), or nullptr when no backward follows) receives which outputs were positive, the input of
-  // linear_drelu_bias_grad.
+  // y[rows, n] = relu(x[rows, k] w^T + bias) with w [n, k] and bias [n] (type dt): one cuBLASLt product with a
+  // bias+ReLU epilogue on the GPU, instead of a product and a pass over its output. The backward needs no more
+  // than y: relu'(x w^T + bias) is y > 0 (bias_activation_dropout_backward over y with no bias).
   virtual void linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k,
-                                        int n, void* y, void* relu_mask) = 0;
-  // d_h[rows, n] = (dy[rows, m] w[m, n]) * relu'(mask): the gradient through the next layer's input and the ReLU,
-  // with relu_mask from linear_bias_relu_forward over [rows, n]; dparam_bias[n] += column sums of d_h (fp32,
-  // accumulates like every parameter gradient; not null).
-  virtual void linear_drelu_bias_grad(DType dt, const void* dy, const void* w, const void* relu_mask, int rows,
-                                      int m, int n, void* d_h, float* dparam_bias) = 0;
+                                        int n, void* y) = 0;
 
   // ---- embeddings ----
   // out[b,t,:] = dropout(table[tokens[b,t]] * scale + positions[t]) for b < batch, t < len.

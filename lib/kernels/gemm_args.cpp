@@ -17,15 +17,9 @@ void check_gemm_shape(const GemmArgs& g) {
          g.ldb, g.ldc, need_a, need_b, need_c);
 }
 
-void check_linear_relu_shape(const char* op, int rows, int k, int n) {
-  if (rows < 0 || k < 1 || n < 0) fail("{}: invalid shape rows={} k={} n={} (k >= 1, the others >= 0)", op, rows, k, n);
-}
-
-void check_drelu_bias_grad_args(int rows, int m, int n, const void* relu_mask, const float* dparam_bias) {
-  check_linear_relu_shape("linear_drelu_bias_grad", rows, m, n);
-  if (!relu_mask || !dparam_bias)
-    fail("linear_drelu_bias_grad: the {} is null (it needs the forward's ReLU mask and a bias gradient)",
-         relu_mask ? "bias gradient" : "ReLU mask");
+void check_linear_relu_shape(int rows, int k, int n) {
+  if (rows < 0 || k < 1 || n < 0)
+    fail("linear_bias_relu_forward: invalid shape rows={} k={} n={} (k >= 1, the others >= 0)", rows, k, n);
 }
 
 }  // namespace lseq::kernels

@@ -129,7 +129,7 @@ void check_feed_forward(Activation act, float drop) {
     void* o = ctx.keep(count);
     layer.forward(ctx, in, rows, ctx.dropout(drop, 5), o, saved);
     // ReLU without activation dropout takes the fused path (bias and ReLU inside the GEMMs), the rest the other.
-    EXPECT_EQ(saved.relu_mask != nullptr, act == Activation::relu && drop == 0.0f);
+    EXPECT_EQ(saved.a != nullptr, act == Activation::relu && drop == 0.0f);
     const double l = h.dot(o, r);
     if (backward) {
       float* d_o = memory.keep_n<float>(count);

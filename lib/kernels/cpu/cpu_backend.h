@@ -33,9 +33,7 @@ class CpuBackend : public Backend {
   void gemm(const GemmArgs& args) override;
 
   void linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
-                                void* y, void* relu_mask) override;
-  void linear_drelu_bias_grad(DType dt, const void* dy, const void* w, const void* relu_mask, int rows, int m, int n,
-                              void* d_h, float* dparam_bias) override;
+                                void* y) override;
 
   void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
                          const void* positions, const Dropout& drop, void* out) override;

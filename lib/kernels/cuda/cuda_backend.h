@@ -64,9 +64,7 @@ class CudaBackend : public Backend {
   void gemm(const GemmArgs& args) override;
 
   void linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
-                                void* y, void* relu_mask) override;
-  void linear_drelu_bias_grad(DType dt, const void* dy, const void* w, const void* relu_mask, int rows, int m, int n,
-                              void* d_h, float* dparam_bias) override;
+                                void* y) override;
 
   void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
                          const void* positions, const Dropout& drop, void* out) override;
@@ -139,26 +137,18 @@ class CudaBackend : public Backend {
   // acc[c] += sum over rows of the partials [chunks, cols] written by a column-reduction kernel (fixed order).
   void finish_column_sums(const float* partials, int chunks, int cols, float* acc, const char* op);
 
-  // cuBLASLt matmuls with an epilogue (gemm_epilogue_cuda.cpp): the descriptor, layouts and the heuristic's
-  // algorithm of each (dt, rows, k, n, epilogue, pointer alignment, bias type), made at the shape's first call
-  // (desc == nullptr: cuBLASLt has no algorithm for it).
- public:
+  // The cuBLASLt matmul of linear_bias_relu_forward (gemm_epilogue_cuda.cpp) per (dt, rows, k, n, pointer
+  // alignment): descriptor, layouts and the heuristic's algorithm, made at the shape's first call.
   struct EpiloguePlan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    DType bias_type = DType::f32;  // of the bias, or of the bias gradient the epilogue writes
-    cublasStatus_t refusal = CUBLAS_STATUS_SUCCESS;  // why desc is null, where cuBLASLt said
+    void release() noexcept;  // destroys what was made, leaves an empty plan
   };
-
- private:
-  using EpilogueKey = std::tuple<DType, int, int, int, int, int, DType>;  // + the bias type asked for
-  EpiloguePlan& epilogue_plan(const EpilogueKey& key, const void* bias, const void* aux, const char* op);
+  using EpilogueKey = std::tuple<DType, int, int, int, int>;
+  static constexpr std::size_t kMaxEpiloguePlans = 4096;  // then all are dropped and made again as shapes recur
+  EpiloguePlan& epilogue_plan(const EpilogueKey& key, const void* bias);
   void release_epilogue_plans() noexcept;
-  // D = epilogue(op(A) B) on the plan's shape, checked; false when cuBLASLt refuses the call with
-  // CUBLAS_STATUS_NOT_SUPPORTED/INVALID_VALUE and `may_refuse` (the caller then tries another plan).
-  bool run_epilogue(const EpiloguePlan& plan, const void* a, const void* b, void* d, const void* bias, const void* aux,
-                    const char* op, bool may_refuse);
 
   int device_ = 0;
   bool allow_tf32_ = false;
