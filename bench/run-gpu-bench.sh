@@ -79,7 +79,7 @@ part lseq-train-big 150 "$train_bin" --preset configs/transformer-big.yaml "${co
 part torch-eager-big 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-big.yaml \
   --modes eager "${common[@]}"
 part lseq-decode 60 "$decode_bin" --preset configs/transformer-base.yaml --precision "$precision" \
-  --batch-sizes 32,64,128 --beams 1,4 --src-len 28 --out-len 28
+  --batch-sizes 32,64,128 --beams 1,4 --src-len 28 --out-len 28 --batches-per-case 10
 part hf-generate 90 python3 bench/hf_generate.py --precision "$precision" --batch-sizes 32,64,128 --beams 1,4 \
   --src-len 28 --out-len 28
 for c in $compile_cases; do
