@@ -22,10 +22,10 @@ const std::vector<TopKShape> kShapes = {
     {64, 500, 1, 4, 3},   // greedy
     {2, 300, 6, 0, 299},  // eos among the ranked ids, in the last column
     // Register-resident kernel (cols a multiple of the 16-byte pack, at most 32768) and its limits:
-    {4, 32768, 4, 4, 3},   // the most columns it holds
-    {2, 32776, 3, 4, 3},   // one pack more: the general kernel
-    {5, 1024, 32, 4, 3},   // the largest k over few elements per thread
-    {3, 16, 12, 4, 15},    // fewer allowed ids than k: filled with -inf / -1
+    {4, 32768, 4, 4, 3},    // the most columns it holds
+    {2, 32776, 3, 4, 3},    // one pack more: the general kernel
+    {5, 1024, 32, 4, 3},    // the largest k over few elements per thread
+    {3, 16, 12, 4, 15},     // fewer allowed ids than k: filled with -inf / -1
     {300, 32000, 4, 4, 3},  // beam 4 over 75 sentences
     {260, 1003, 5, 4, 3},   // many rows of odd length: the general kernel
 };
