@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "core/embedding_layer.h"
 #include "core/layer_context.h"
 #include "core/null_backend.h"
@@ -279,7 +281,15 @@ void TransformerStepDecoder::run_step_ops(int k, const std::function<void()>& op
     if (it != graphs_.end()) return it->second->replay();
     if (repeated) {
       if (graphs_.size() >= kMaxGraphs) graphs_.clear();
-      std::unique_ptr<kernels::OpGraph> graph = backend_.record(ops);
+      std::unique_ptr<kernels::OpGraph> graph;
+      try {
+        graph = backend_.record(ops);
+      } catch (const Error& e) {
+        // Decoding still works op by op: say so once and stop trying (a driver that cannot capture, say).
+        spdlog::warn("decoding steps cannot be recorded as CUDA graphs ({}); every step now runs op by op", e.what());
+        use_graphs_ = false;
+        graphs_.clear();
+      }
       if (graph) {
         graph->replay();
         graphs_.emplace(shape, std::move(graph));
