@@ -97,13 +97,13 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     const void* in = self_block_.sublayer_input(ctx, x, rows, block);
     void* qkv = ctx.temp(3 * count);  // [3][rows][heads][1][hd]
     self_attn_.project_qkv(ctx, in, rows, 1, 1, qkv);
-    // Append position t's keys and values to every slice's cache in one gather (cache row st.append_dst[2i + p]
-    // takes projected row st.append_rows[2i + p] of [k rows | v rows]), then attend over positions 0..t (the
-    // first self_lengths[r] = t + 1 of max_len), each read where the origin table says the hypothesis' history
-    // wrote it (nothing is copied when beams reorder).
+    // Append position t's keys and values to every slice's cache in one scatter (projected row q of
+    // [k rows | v rows] goes to cache row st.append_dst[q]), then attend over positions 0..t (the first
+    // self_lengths[r] = t + 1 of max_len), each read where the origin table says the hypothesis' history wrote it
+    // (nothing is copied when beams reorder).
     const int64_t part = static_cast<int64_t>(st.max_len) * hd;  // a slice's keys, then as many values
-    ctx.backend.gather_rows(ctx.dt, offset_ptr(qkv, count, ctx.dt), hd, st.append_rows, 2 * rows * heads, hd,
-                            cache.self_kv, hd, st.append_dst);
+    ctx.backend.gather_rows(ctx.dt, offset_ptr(qkv, count, ctx.dt), hd, nullptr, 2 * rows * heads, hd, cache.self_kv,
+                            hd, st.append_dst);
     void* context = ctx.temp(count);
     self_attn_.attend_step(ctx, qkv, cache.self_kv, offset_ptr(cache.self_kv, static_cast<std::size_t>(part), ctx.dt),
                            2 * part, nullptr, st.origin, st.max_len, st.self_lengths, rows, st.max_len, context);

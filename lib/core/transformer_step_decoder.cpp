@@ -23,7 +23,7 @@ std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
 }
 
 // int32 entries of the step inputs for up to `hyps` hypotheses, or of their used prefix for `hyps` live ones:
-// tokens and self-attention lengths at their max_hyps-based offsets, append rows 2*hyps*heads.
+// tokens and self-attention lengths at their max_hyps-based offsets, cache rows to append to, 2*hyps*heads.
 std::size_t step_input_count(int max_hyps, int heads, int live = -1) {
   return 2 * elems(max_hyps) + 1 + 2 * elems(live < 0 ? max_hyps : live, heads);
 }
@@ -69,7 +69,7 @@ TransformerStepDecoder::TransformerStepDecoder(const Transformer& model, int max
   scratch_ = std::make_unique<kernels::Workspace>(backend_, std::max(start_plan.needed(), step_plan.needed()),
                                                   "internal error: a decoding step outgrew its plan");
 
-  staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, 3 * heads_ + 2)}));
+  staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, heads_ + 2)}));
   step_staging_.assign(step_input_count(max_hyps_, heads_), 0);
   topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
   src_lengths_.reserve(max_sent_);
@@ -101,7 +101,7 @@ void TransformerStepDecoder::lay_out_state(Take&& take) {
     dev_append_dst_ = dev_self_lengths_ + max_hyps_;
   }
   step_position_ = take(elems(dim_) * f);
-  dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, 3 * heads_ + 2) * i32));
+  dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, heads_ + 2) * i32));
   dev_log_probs_ = static_cast<float*>(take(elems(max_hyps_, vocab_) * sizeof(float)));
   dev_topk_ = static_cast<float*>(take(elems(max_hyps_, 2 * kernels::kMaxTopK + 1) * sizeof(float)));
 }
@@ -125,7 +125,6 @@ const void* TransformerStepDecoder::forward_step(kernels::Backend& backend, Step
   st.cross_slices = dev_cross_slices_;
   st.src_lengths = dev_row_src_lengths_;
   st.self_lengths = dev_self_lengths_;
-  st.append_rows = dev_append_rows_;
   st.append_dst = dev_append_dst_;
   st.origin = origin_;
   // Row t of the positions table, picked on the device by the uploaded position.
@@ -137,9 +136,8 @@ const void* TransformerStepDecoder::forward_step(kernels::Backend& backend, Step
 }
 
 void TransformerStepDecoder::upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of) {
-  // One upload, packed for the current count n (slice i = j*heads + h; p = 0 keys, 1 values):
-  // [n] parents | [n*heads] sentence slices | [n] source lengths |
-  // [2n*heads] append rows, 2i + p <- p*n*heads + i (DecoderStep::append_rows).
+  // One upload, packed for the current count n (slice i = j*heads + h):
+  // [n] parents | [n*heads] sentence slices | [n] source lengths.
   const int n = static_cast<int>(sentence_of.size());
   const int slices = n * heads_;
   staging_.clear();
@@ -147,13 +145,10 @@ void TransformerStepDecoder::upload_rows(const std::vector<int32_t>* parents, co
   for (int j = 0; j < n; ++j)
     for (int h = 0; h < heads_; ++h) staging_.push_back(sentence_of[j] * heads_ + h);
   for (int j = 0; j < n; ++j) staging_.push_back(src_lengths_[sentence_of[j]]);
-  for (int i = 0; i < slices; ++i)
-    for (int p = 0; p < 2; ++p) staging_.push_back(p * slices + i);
   backend_.copy_to_device(dev_rows_, staging_.data(), staging_.size() * sizeof(int32_t));
   dev_parents_ = dev_rows_;
   dev_cross_slices_ = dev_rows_ + n;
   dev_row_src_lengths_ = dev_rows_ + n + elems(slices);
-  dev_append_rows_ = dev_rows_ + 2 * n + elems(slices);
 }
 
 void TransformerStepDecoder::start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
@@ -267,12 +262,19 @@ void TransformerStepDecoder::begin_step(const std::vector<int32_t>& tokens) {
   std::copy(tokens.begin(), tokens.end(), in);
   in[max_hyps_] = t_;
   std::fill_n(in + max_hyps_ + 1, live_, t_ + 1);
+  // Projected row q = p*slices + i (key p = 0 or value p = 1 of slice i) goes to cache row (2i + p)*T + t.
   int32_t* append_dst = in + 2 * max_hyps_ + 1;
-  for (int r = 0; r < 2 * live_ * heads_; ++r) append_dst[r] = r * max_tgt_ + t_;
+  const int slices = live_ * heads_;
+  for (int q = 0; q < 2 * slices; ++q) append_dst[q] = (2 * (q % slices) + q / slices) * max_tgt_ + t_;
   backend_.copy_to_device(dev_step_, in, step_input_count(max_hyps_, heads_, live_) * sizeof(int32_t));
 }
 
-void TransformerStepDecoder::run_step_ops(int k, const std::function<void()>& ops) {
+void TransformerStepDecoder::run_step_ops(int k, const std::function<void(const void* logits)>& finish) {
+  const auto ops = [&] {
+    scratch_->reset();
+    StepMemory memory(scratch_.get());
+    finish(forward_step(backend_, memory, live_, sentences_, src_len_));
+  };
   const StepShape shape{live_, sentences_, src_len_, k};
   const bool repeated = shape == last_shape_;
   last_shape_ = shape;
@@ -304,12 +306,7 @@ void TransformerStepDecoder::step(const std::vector<int32_t>& tokens, std::vecto
   begin_step(tokens);
   log_probs.resize(elems(live_, vocab_));
   if (live_ > 0) {
-    run_step_ops(0, [&] {
-      scratch_->reset();
-      StepMemory memory(scratch_.get());
-      const void* logits = forward_step(backend_, memory, live_, sentences_, src_len_);
-      backend_.log_softmax(dt_, logits, live_, vocab_, dev_log_probs_);
-    });
+    run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, live_, vocab_, dev_log_probs_); });
     backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
   }
   ++t_;
@@ -329,10 +326,7 @@ void TransformerStepDecoder::step_topk(const std::vector<int32_t>& tokens, int k
     float* dev_values = dev_topk_;
     int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + n);
     float* dev_eos = dev_topk_ + 2 * n;
-    run_step_ops(k, [&] {
-      scratch_->reset();
-      StepMemory memory(scratch_.get());
-      const void* logits = forward_step(backend_, memory, live_, sentences_, src_len_);
+    run_step_ops(k, [&](const void* logits) {
       backend_.topk_log_softmax(dt_, logits, live_, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
                                 dev_eos);
     });

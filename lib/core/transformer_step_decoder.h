@@ -67,12 +67,13 @@ class TransformerStepDecoder : public StepDecoder {
   // One step of `rows` hypotheses at the position in the step inputs: returns the logits [rows, vocab] (in the
   // step's scratch).
   const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int sentences, int src_len);
-  // Checks the tokens and uploads the step's inputs (tokens, position, self-attention lengths, append rows) in
+  // Checks the tokens and uploads the step's inputs (tokens, position, self-attention lengths, cache rows to append to) in
   // one copy: what step and step_topk share.
   void begin_step(const std::vector<int32_t>& tokens);
-  // Runs the ops of a step of shape (live, sentences, src_len, k): replays its recording if there is one, records
-  // it when the same shape ran at the previous step too (shapes that repeat are worth recording), else runs them.
-  void run_step_ops(int k, const std::function<void()>& ops);
+  // The ops of a step of shape (live, sentences, src_len, k): forward_step, then finish(logits). Replays their
+  // recording if there is one, records them when the same shape ran at the previous step too (shapes that repeat
+  // are worth recording), else runs them.
+  void run_step_ops(int k, const std::function<void(const void* logits)>& finish);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
 
@@ -91,7 +92,7 @@ class TransformerStepDecoder : public StepDecoder {
   int32_t* origin_identity_ = nullptr;           // [max_hyps][max_tgt] entry [r][p] = r: what start() restores
   int32_t* dev_src_ = nullptr;                   // source ids [sentences*src_len], then lengths [sentences]
   // The step's inputs, one upload per step at fixed addresses: [max_hyps] tokens | [1] position t |
-  // [max_hyps] self-attention lengths t + 1 | [2*max_hyps*heads] append rows of the caches (DecoderStep).
+  // [max_hyps] self-attention lengths t + 1 | [2*max_hyps*heads] cache rows to append to (DecoderStep::append_dst).
   int32_t* dev_step_ = nullptr;
   int32_t* dev_tokens_ = nullptr;
   int32_t* dev_position_ = nullptr;
@@ -102,7 +103,6 @@ class TransformerStepDecoder : public StepDecoder {
   const int32_t* dev_parents_ = nullptr;         // [live] select's parents: the origin table's gather index
   const int32_t* dev_cross_slices_ = nullptr;    // [live*heads] sentence slices of the cross-attention memory
   const int32_t* dev_row_src_lengths_ = nullptr; // [live] source length of each hypothesis' sentence
-  const int32_t* dev_append_rows_ = nullptr;     // [2*live*heads] DecoderStep::append_rows
   float* dev_log_probs_ = nullptr;               // [max_hyps, vocab]
   float* dev_topk_ = nullptr;                    // step_topk's results, packed: values | ids | eos [max_hyps*(2*32+1)]
   std::vector<float> topk_staging_;              // their host copy (reserved at construction)

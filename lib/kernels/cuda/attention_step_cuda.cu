@@ -148,9 +148,8 @@ void CudaBackend::attention_step(DType dt, const void* q, const void* k, const v
           tq, tk, tv, slice_stride, kv_index, origin, origin_stride, k_lengths, slices, heads, head_dim, k_len, scale,
           tc);
     };
-    auto with_dims = [&](auto w) {
-      using I = std::integral_constant<int, 1>;
-      if (head_dim <= 32) return launch(w, I{});
+    auto with_dims = [&](auto w) {  // context dimensions per lane: ceil(head_dim / 32), rounded up to 1, 2, 4 or 8
+      if (head_dim <= 32) return launch(w, std::integral_constant<int, 1>{});
       if (head_dim <= 64) return launch(w, std::integral_constant<int, 2>{});
       if (head_dim <= 128) return launch(w, std::integral_constant<int, 4>{});
       launch(w, std::integral_constant<int, Backend::kMaxStepHeadDim / 32>{});
