@@ -278,7 +278,7 @@ int main(int argc, char** argv) try {
       product(true, F, D, fx, w, fh);
       be.bias_activation_dropout_forward(dt, fh, bias, R, F, Activation::relu, none, fa);
     });
-    ffn_row("ffn1 fwd: linear_bias_relu", [&] { be.linear_bias_relu_forward(dt, fx, w, bias, R, D, F, fa); });
+    ffn_row("ffn1 fwd: linear_bias_relu", [&] { be.linear_bias_forward(dt, fx, w, bias, R, D, F, true, fa); });
     ffn_row("ffn bwd: relu recompute + gemm + relu'(h + b)", [&] {
       be.bias_activation_dropout_forward(dt, fh, bias, R, F, Activation::relu, none, fa);
       product(false, F, D, fdo, w, fd);

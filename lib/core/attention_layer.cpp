@@ -60,6 +60,12 @@ void AttentionLayer::project_qkv(const LayerContext& ctx, const void* x, int bat
 
 void AttentionLayer::project_q(const LayerContext& ctx, const void* x, int batch, int q_len, int padded_len,
                                void* q_heads) const {
+  if (q_len == 1 && padded_len == 1) {
+    // One query per sentence (decoding's steps): [batch, heads*hd] already is the [batch][heads][1][hd] head layout,
+    // so the bias rides in the product's epilogue and nothing is split.
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_q_), ctx.w(b_q_), batch, dim_, dim_, false, q_heads);
+    return;
+  }
   TempScope scope(ctx.memory);
   const int rows = batch * q_len;
   void* q = ctx.temp(static_cast<std::size_t>(rows) * dim_);

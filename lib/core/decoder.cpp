@@ -109,7 +109,7 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
                            2 * part, nullptr, st.origin, st.max_len, st.self_lengths, rows, st.max_len, context);
     void* o = ctx.temp(count);
     self_attn_.project_out(ctx, context, rows, o);
-    h1 = self_block_.output(ctx, x, o, self_attn_.out_bias(), rows, none, block);
+    h1 = self_block_.output(ctx, x, o, self_attn_.out_bias(), rows, none, block, false);
   }
   const void* h2;
   {
@@ -126,7 +126,7 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
                             st.src_len, context);
     void* o = ctx.temp(count);
     cross_attn_.project_out(ctx, context, rows, o);
-    h2 = cross_block_.output(ctx, h1, o, cross_attn_.out_bias(), rows, none, block);
+    h2 = cross_block_.output(ctx, h1, o, cross_attn_.out_bias(), rows, none, block, false);
   }
   TempScope scope(ctx.memory);
   ResidualBlock::Saved block;
@@ -134,7 +134,7 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
   const void* in = ffn_block_.sublayer_input(ctx, h2, rows, block);
   void* o = ctx.temp(count);
   ffn_.forward(ctx, in, rows, none, o, ffn);
-  return ffn_block_.output(ctx, h2, o, ffn_.out_bias(), rows, none, block);
+  return ffn_block_.output(ctx, h2, o, ffn_.out_bias(), rows, none, block, false);
 }
 
 Decoder::Decoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table)

@@ -22,7 +22,7 @@ void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows,
   saved.h = saved.a = nullptr;  // a Saved may be reused: only this call's path may be set
   if (act_ == kernels::Activation::relu && drop.p == 0.0f) {
     saved.a = ctx.keep(count);
-    ctx.backend.linear_bias_relu_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_, saved.a);
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_, true, saved.a);
     linear_forward(ctx, saved.a, rows, dim_ffn_, dim_, w_out_, o);
     return;
   }

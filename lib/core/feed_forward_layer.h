@@ -2,7 +2,7 @@
 // Position-wise feed-forward: o = dropout(act(x W_in^T + b_in)) W_out^T. The output bias b_out is applied by the
 // residual op that follows (bias_dropout_residual), like the attention's.
 // - ReLU without activation dropout (the transformer-base/big presets): the first layer's bias and ReLU run inside
-//   its matrix product (Backend::linear_bias_relu_forward), and a = relu(x W_in^T + b_in) is kept: W_out's gradient
+//   its matrix product (Backend::linear_bias_forward), and a = relu(x W_in^T + b_in) is kept: W_out's gradient
 //   needs it, and relu' is a > 0, so backward needs no recompute pass.
 // - Otherwise (GELU, swish, or activation dropout): only h = x W_in^T is kept; a = dropout(act(h + b_in)) is
 //   recomputed in backward (one memory-bound pass instead of rows * ffn more saved values).

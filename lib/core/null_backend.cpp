@@ -25,7 +25,7 @@ class NullBackend final : public Backend {
   void dropout(DType, const void*, std::size_t, const Dropout&, void*) override {}
   void gather_rows(DType, const void*, int64_t, const int32_t*, int, int64_t, void*, int64_t, const int32_t*) override {}
   void gemm(const GemmArgs&) override {}
-  void linear_bias_relu_forward(DType, const void*, const void*, const void*, int, int, int, void*) override {}
+  void linear_bias_forward(DType, const void*, const void*, const void*, int, int, int, bool, void*) override {}
   void embedding_forward(DType, const int32_t*, int, int, const void*, int, float, const void*, const Dropout&,
                          void*) override {}
   void embedding_backward(DType, const int32_t*, int, int, int, float, const Dropout&, const void*, float*,
@@ -39,6 +39,8 @@ class NullBackend final : public Backend {
   void bias_dropout_residual_forward(DType, const void*, const void*, const void*, int, int, const Dropout&,
                                      void*) override {}
   void bias_dropout_residual_backward(DType, const void*, int, int, const Dropout&, void*, float*) override {}
+  void residual_layer_norm_forward(DType, const void*, const void*, const void*, int, int, const Dropout&, const void*,
+                                   const void*, float, void*, void*, float*, float*) override {}
   void layer_norm_forward(DType, const void*, const void*, const void*, int, int, float, void*, float*,
                           float*) override {}
   void layer_norm_backward(DType, const void*, const void*, const float*, const float*, const void*, int, int, void*,

@@ -22,8 +22,7 @@ void OutputLayer::forward(const LayerContext& ctx, const void* x, int rows, Save
   saved.x = x;
   saved.rows = rows;
   saved.logits = ctx.keep(static_cast<std::size_t>(rows) * vocab_);
-  linear_forward(ctx, x, rows, dim_, vocab_, weight_, saved.logits);
-  ctx.backend.add_bias(ctx.dt, saved.logits, ctx.w(bias_), rows, vocab_, saved.logits);
+  ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_), ctx.w(bias_), rows, dim_, vocab_, false, saved.logits);
 }
 
 void OutputLayer::loss(const LayerContext& ctx, const Saved& saved, const int32_t* targets, bool gradients,

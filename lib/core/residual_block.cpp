@@ -15,14 +15,16 @@ const void* ResidualBlock::sublayer_input(const LayerContext& ctx, const void* x
 }
 
 void* ResidualBlock::output(const LayerContext& ctx, const void* x, const void* o, std::size_t bias, int rows,
-                            const kernels::Dropout& drop, Saved& saved) const {
+                            const kernels::Dropout& drop, Saved& saved, bool backward) const {
   saved.drop = drop;
   const std::size_t count = static_cast<std::size_t>(rows) * dim_;
-  void* sum = ctx.keep(count);
-  ctx.backend.bias_dropout_residual_forward(ctx.dt, o, ctx.w(bias), x, rows, dim_, drop, sum);
-  if (placement_ == NormPlacement::pre) return sum;
   void* out = ctx.keep(count);
-  norm_.forward(ctx, sum, rows, out, saved.norm);
+  if (placement_ == NormPlacement::pre) {
+    ctx.backend.bias_dropout_residual_forward(ctx.dt, o, ctx.w(bias), x, rows, dim_, drop, out);
+    return out;
+  }
+  // Post-norm: the sum and its LayerNorm in one op; the sum is kept (as the LayerNorm's input) only for backward.
+  norm_.forward_residual(ctx, o, ctx.w(bias), x, rows, drop, backward, out, saved.norm);
   return out;
 }
 

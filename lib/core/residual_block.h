@@ -31,9 +31,10 @@ class ResidualBlock {
   ResidualBlock(ParamTable& table, const std::string& norm_name, int dim, float eps, NormPlacement placement);
 
   const void* sublayer_input(const LayerContext& ctx, const void* x, int rows, Saved& saved) const;
-  // Returns the block output (kept until the step ends).
+  // Returns the block output (kept until the step ends). `backward` false (decoding's steps) keeps nothing that only
+  // the backward reads.
   void* output(const LayerContext& ctx, const void* x, const void* o, std::size_t bias, int rows,
-               const kernels::Dropout& drop, Saved& saved) const;
+               const kernels::Dropout& drop, Saved& saved, bool backward = true) const;
 
   // g: gradient of the block output (may be overwritten); spare: a free buffer of the same size. Fills d_o (the
   // gradient of the sublayer output, caller's temporary) and accumulates the bias gradient.

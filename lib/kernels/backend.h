@@ -67,8 +67,8 @@ void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, in
 // Backend::fused_attention_fits refuses (both backends, Backend::attention_forward/backward).
 void check_fused_attention_shape(const char* op, int batch, int heads, int lq, int lk, int k_len, int head_dim);
 
-// Throws lseq::Error for a negative size or an inner size k < 1 (both backends, Backend::linear_bias_relu_forward).
-void check_linear_relu_shape(int rows, int k, int n);
+// Throws lseq::Error for a negative size or an inner size k < 1 (both backends, Backend::linear_bias_forward).
+void check_linear_bias_shape(int rows, int k, int n);
 
 struct AdamArgs {
   float lr = 0.0f;
@@ -131,12 +131,13 @@ class Backend {
   // ---- matrix products ----
   virtual void gemm(const GemmArgs& args) = 0;
 
-  // ---- the feed-forward block's first layer with bias and ReLU fused into the matrix product ----
-  // y[rows, n] = relu(x[rows, k] w^T + bias) with w [n, k] and bias [n] (type dt): one cuBLASLt product with a
-  // bias+ReLU epilogue on the GPU, instead of a product and a pass over its output. The backward needs no more
-  // than y: relu'(x w^T + bias) is y > 0 (bias_activation_dropout_backward over y with no bias).
-  virtual void linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k,
-                                        int n, void* y) = 0;
+  // ---- a linear map with its bias (and ReLU) fused into the matrix product ----
+  // y[rows, n] = x[rows, k] w^T + bias, or relu(x w^T + bias) when `relu`, with w [n, k] and bias [n] (type dt):
+  // one cuBLASLt product with a bias (+ReLU) epilogue on the GPU, instead of a product and a pass over its output.
+  // The bias is added to the fp32 accumulator before the one rounding to dt. The feed-forward block's backward
+  // needs no more than y: relu'(x w^T + bias) is y > 0 (bias_activation_dropout_backward over y with no bias).
+  virtual void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
+                                   bool relu, void* y) = 0;
 
   // ---- embeddings ----
   // out[b,t,:] = dropout(table[tokens[b,t]] * scale + positions[t]) for b < batch, t < len.
@@ -173,6 +174,13 @@ class Backend {
   // backward follows)
   virtual void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows,
                                   int cols, float eps, void* y, float* mean, float* rstd) = 0;
+  // The post-norm residual block's end in one op: s = residual + dropout(x + bias) (bias may be nullptr), rounded to
+  // dt as bias_dropout_residual_forward writes it, then y = LayerNorm(s) as layer_norm_forward writes it. s goes to
+  // `sum` when not null (LayerNorm's backward reads it); mean and rstd as in layer_norm_forward. Decoding passes
+  // null for all three: the row never makes a round trip through memory. y may not alias x or residual.
+  virtual void residual_layer_norm_forward(DType dt, const void* x, const void* bias, const void* residual, int rows,
+                                           int cols, const Dropout& drop, const void* gamma, const void* beta,
+                                           float eps, void* sum, void* y, float* mean, float* rstd) = 0;
   // dx (overwritten), dparam_gamma += sum dy*xhat, dparam_beta += sum dy
   virtual void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean,
                                    const float* rstd, const void* dy, int rows, int cols, void* dx,

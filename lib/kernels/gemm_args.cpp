@@ -17,9 +17,9 @@ void check_gemm_shape(const GemmArgs& g) {
          g.ldb, g.ldc, need_a, need_b, need_c);
 }
 
-void check_linear_relu_shape(int rows, int k, int n) {
+void check_linear_bias_shape(int rows, int k, int n) {
   if (rows < 0 || k < 1 || n < 0)
-    fail("linear_bias_relu_forward: invalid shape rows={} k={} n={} (k >= 1, the others >= 0)", rows, k, n);
+    fail("linear_bias_forward: invalid shape rows={} k={} n={} (k >= 1, the others >= 0)", rows, k, n);
 }
 
 }  // namespace lseq::kernels

@@ -1,5 +1,6 @@
-// LayerNorm on the device against the CPU backend: outputs and saved statistics, then the backward (dx, and the
-// gamma/beta gradients accumulated) from the CPU's statistics; one column, odd widths, wide rows; dx aliasing dy.
+// LayerNorm on the device against the CPU backend: outputs and saved statistics, the fused residual + LayerNorm,
+// then the backward (dx, and the gamma/beta gradients accumulated) from the CPU's statistics; one column, odd
+// widths, wide rows; dx aliasing dy.
 #include "gpu_test_util.h"
 
 namespace lseq::kernels::test {
@@ -39,6 +40,56 @@ TEST_F(GpuKernels, LayerNormForwardMatchesCpu) {
       gpu().layer_norm_forward(dt, dx.get(), dg.get(), db.get(), s.rows, s.cols, 1e-5f, y.get(), nullptr, nullptr);
       EXPECT_TRUE(within(y.download(), ref, bound_for(dt, 10.0))) << what << " y without statistics";
     }
+}
+
+// The fused residual + LayerNorm (warp kernel where the row fits, the two ops in sequence elsewhere): against the
+// CPU with and without dropout, and bit for bit equal to the device's own two ops (the fused kernel rounds the sum
+// to the dtype before normalising, as the sequence does), with and without the sum and statistics.
+TEST_F(GpuKernels, ResidualLayerNormForwardMatchesCpuAndTheTwoOps) {
+  uint64_t seed = 9550;
+  for (DType dt : dtypes())
+    for (auto s : kShapes)
+      for (float p : {0.0f, 0.1f}) {
+        const std::size_t n = std::size_t(s.rows) * s.cols;
+        const auto x = quantize(random_floats(n, ++seed, -2, 3), dt);
+        const auto residual = quantize(random_floats(n, ++seed, -1, 2), dt);
+        const auto bias = quantize(random_floats(s.cols, ++seed), dt);
+        const auto gamma = quantize(random_floats(s.cols, ++seed, 0.5f, 1.5f), dt);
+        const auto beta = quantize(random_floats(s.cols, ++seed), dt);
+        const Dropout drop{p, dropout_key(11, 5, 4)};
+        std::vector<float> ref_sum(n), ref(n), ref_mean(s.rows), ref_rstd(s.rows);
+        cpu.residual_layer_norm_forward(DType::f32, x.data(), bias.data(), residual.data(), s.rows, s.cols, drop,
+                                        gamma.data(), beta.data(), 1e-5f, ref_sum.data(), ref.data(), ref_mean.data(),
+                                        ref_rstd.data());
+        DeviceBuffer dx(gpu(), dt, x), dres(gpu(), dt, residual), dbias(gpu(), dt, bias), dg(gpu(), dt, gamma),
+            db(gpu(), dt, beta), sum(gpu(), dt, n), y(gpu(), dt, n), mean(gpu(), DType::f32, s.rows),
+            rstd(gpu(), DType::f32, s.rows), two_sum(gpu(), dt, n), two_y(gpu(), dt, n),
+            two_mean(gpu(), DType::f32, s.rows), two_rstd(gpu(), DType::f32, s.rows);
+        for (DeviceBuffer* b : {&sum, &y, &mean, &rstd, &two_y}) b->poison();
+        gpu().residual_layer_norm_forward(dt, dx.get(), dbias.get(), dres.get(), s.rows, s.cols, drop, dg.get(),
+                                          db.get(), 1e-5f, sum.get(), y.get(), mean.f32(), rstd.f32());
+        const std::string what = label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                                 " p=" + std::to_string(p);
+        const auto got_sum = sum.download(), got_y = y.download();
+        EXPECT_TRUE(within(got_sum, ref_sum, bound_for(dt, 4.0))) << what << " sum";
+        EXPECT_TRUE(within(got_y, ref, bound_for(dt, 10.0))) << what << " y";
+        EXPECT_TRUE(within(mean.download(), ref_mean, bound_for(dt, 1.0))) << what << " mean";
+        EXPECT_TRUE(within(rstd.download(), ref_rstd, bound_for(dt, 10.0))) << what << " rstd";
+
+        gpu().bias_dropout_residual_forward(dt, dx.get(), dbias.get(), dres.get(), s.rows, s.cols, drop,
+                                            two_sum.get());
+        gpu().layer_norm_forward(dt, two_sum.get(), dg.get(), db.get(), s.rows, s.cols, 1e-5f, two_y.get(),
+                                 two_mean.f32(), two_rstd.f32());
+        EXPECT_EQ(got_sum, two_sum.download()) << what << ": the sum differs from bias_dropout_residual_forward's";
+        EXPECT_EQ(got_y, two_y.download()) << what << ": y differs from the two ops'";
+        EXPECT_EQ(mean.download(), two_mean.download()) << what;
+        EXPECT_EQ(rstd.download(), two_rstd.download()) << what;
+
+        y.poison();  // decoding: no sum, no statistics
+        gpu().residual_layer_norm_forward(dt, dx.get(), dbias.get(), dres.get(), s.rows, s.cols, drop, dg.get(),
+                                          db.get(), 1e-5f, nullptr, y.get(), nullptr, nullptr);
+        EXPECT_EQ(y.download(), got_y) << what << " without the sum";
+      }
 }
 
 TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {

@@ -1,5 +1,6 @@
 // LayerNorm forward against a double reference (output, mean, rstd); backward against finite differences
 // of sum(w * forward) for x, gamma and beta; gamma/beta gradients accumulate.
+#include "kernels/dropout_rng.h"
 #include "kernels_test_util.h"
 
 namespace lseq::kernels::test {
@@ -49,6 +50,49 @@ TEST_F(CpuKernels, LayerNormForwardMatchesReference) {
                                nullptr, nullptr);
     EXPECT_EQ(y2, y);
   }
+}
+
+// The post-norm residual block's end: s = residual + dropout(x + bias), y = LN(s). Without dropout s and y against
+// a double reference; with dropout every s element is either the residual (dropped) or residual + (x + b)/(1 - p),
+// about p of them dropped, and y is the LayerNorm of the s returned. Without a sum buffer y is the same.
+TEST_F(CpuKernels, ResidualLayerNormForwardMatchesReference) {
+  uint64_t seed = 950;
+  const float eps = 1e-5f;
+  for (Shape s : std::vector<Shape>{{1, 1}, {3, 8}, {5, 33}, {64, 512}})
+    for (float p : {0.0f, 0.25f}) {
+      const std::size_t n = std::size_t(s.rows) * s.cols;
+      const auto x = random_floats(n, ++seed, -2, 3), residual = random_floats(n, ++seed, -1, 2);
+      const auto bias = random_floats(s.cols, ++seed);
+      const auto gamma = random_floats(s.cols, ++seed, 0.5f, 1.5f), beta = random_floats(s.cols, ++seed);
+      const Dropout drop{p, dropout_key(7, 3, 2)};
+      auto sum = poisoned(n), y = poisoned(n), mean = poisoned(s.rows), rstd = poisoned(s.rows);
+      backend.residual_layer_norm_forward(DType::f32, x.data(), bias.data(), residual.data(), s.rows, s.cols, drop,
+                                          gamma.data(), beta.data(), eps, sum.data(), y.data(), mean.data(),
+                                          rstd.data());
+      const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " p=" + std::to_string(p);
+      std::vector<double> kept(n);
+      int dropped = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double full = residual[i] + (double(x[i]) + bias[i % s.cols]) / (1.0 - p);
+        // Dropped or kept, whichever the returned sum is nearer (both fit where the two are that close).
+        const bool was_dropped = p > 0 && std::abs(sum[i] - residual[i]) < std::abs(sum[i] - full);
+        dropped += was_dropped;
+        kept[i] = was_dropped ? residual[i] : full;
+      }
+      EXPECT_TRUE(all_close(sum, kept, 1e-5, 1e-6)) << what << " sum";
+      if (p == 0) EXPECT_EQ(dropped, 0) << what;
+      if (n >= 10000) EXPECT_NEAR(double(dropped) / n, p, 0.03) << what << " dropped fraction";
+      std::vector<double> ref_mean, ref_rstd;
+      const auto ref = ref_layer_norm(to_double(sum), to_double(gamma), to_double(beta), s, eps, &ref_mean, &ref_rstd);
+      EXPECT_TRUE(all_close(y, ref, 1e-5, 1e-6)) << what << " y";
+      EXPECT_TRUE(all_close(mean, ref_mean, 1e-6, 1e-7)) << what << " mean";
+      EXPECT_TRUE(all_close(rstd, ref_rstd, 1e-6, 0)) << what << " rstd";
+      // Decoding: no sum and no statistics, the same output.
+      auto y2 = poisoned(n);
+      backend.residual_layer_norm_forward(DType::f32, x.data(), bias.data(), residual.data(), s.rows, s.cols, drop,
+                                          gamma.data(), beta.data(), eps, nullptr, y2.data(), nullptr, nullptr);
+      EXPECT_EQ(y2, y) << what;
+    }
 }
 
 TEST_F(CpuKernels, LayerNormBackwardMatchesFiniteDifferencesAndAccumulates) {

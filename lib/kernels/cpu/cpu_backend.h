@@ -32,8 +32,8 @@ class CpuBackend : public Backend {
 
   void gemm(const GemmArgs& args) override;
 
-  void linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
-                                void* y) override;
+  void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n, bool relu,
+                           void* y) override;
 
   void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
                          const void* positions, const Dropout& drop, void* out) override;
@@ -51,6 +51,9 @@ class CpuBackend : public Backend {
   void bias_dropout_residual_backward(DType dt, const void* dy, int rows, int cols, const Dropout& drop, void* dx,
                                       float* dparam_bias) override;
 
+  void residual_layer_norm_forward(DType dt, const void* x, const void* bias, const void* residual, int rows, int cols,
+                                   const Dropout& drop, const void* gamma, const void* beta, float eps, void* sum,
+                                   void* y, float* mean, float* rstd) override;
   void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows, int cols, float eps,
                           void* y, float* mean, float* rstd) override;
   void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,

@@ -1,5 +1,5 @@
-// The feed-forward block's first layer with its bias and ReLU: the CPU twin of the CUDA backend's cuBLASLt
-// epilogue, a GEMM followed by one pass over its output.
+// A linear map with its bias (and ReLU): the CPU twin of the CUDA backend's cuBLASLt epilogue, a GEMM followed by
+// one pass over its output.
 #include <algorithm>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -9,10 +9,10 @@ namespace lseq::kernels {
 
 using cpu::f32;
 
-void CpuBackend::linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k,
-                                          int n, void* y) {
-  cpu::require_f32(dt, "linear_bias_relu_forward");
-  check_linear_relu_shape(rows, k, n);
+void CpuBackend::linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
+                                     bool relu, void* y) {
+  cpu::require_f32(dt, "linear_bias_forward");
+  check_linear_bias_shape(rows, k, n);
   if (rows == 0 || n == 0) return;
   GemmArgs g;  // y = x w^T
   g.trans_b = true;
@@ -25,7 +25,10 @@ void CpuBackend::linear_bias_relu_forward(DType dt, const void* x, const void* w
   float* py = f32(y);
   cpu::parallel_for(threads_, rows, n, [&](int64_t r) {
     float* row = py + r * n;
-    for (int c = 0; c < n; ++c) row[c] = std::max(row[c] + pb[c], 0.0f);
+    if (relu)
+      for (int c = 0; c < n; ++c) row[c] = std::max(row[c] + pb[c], 0.0f);
+    else
+      for (int c = 0; c < n; ++c) row[c] += pb[c];
   });
 }
 

@@ -32,6 +32,16 @@ void CpuBackend::layer_norm_forward(DType dt, const void* x, const void* gamma, 
   });
 }
 
+// The two ops in sequence, through y when the sum is not wanted (LayerNorm in place is safe: a row's statistics are
+// taken before any of it is written).
+void CpuBackend::residual_layer_norm_forward(DType dt, const void* x, const void* bias, const void* residual, int rows,
+                                             int cols, const Dropout& drop, const void* gamma, const void* beta,
+                                             float eps, void* sum, void* y, float* mean, float* rstd) {
+  void* s = sum ? sum : y;
+  bias_dropout_residual_forward(dt, x, bias, residual, rows, cols, drop, s);
+  layer_norm_forward(dt, s, gamma, beta, rows, cols, eps, y, mean, rstd);
+}
+
 void CpuBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
                                      const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
                                      float* dparam_beta) {

@@ -63,8 +63,8 @@ class CudaBackend : public Backend {
 
   void gemm(const GemmArgs& args) override;
 
-  void linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
-                                void* y) override;
+  void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n, bool relu,
+                           void* y) override;
 
   void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
                          const void* positions, const Dropout& drop, void* out) override;
@@ -82,6 +82,9 @@ class CudaBackend : public Backend {
   void bias_dropout_residual_backward(DType dt, const void* dy, int rows, int cols, const Dropout& drop, void* dx,
                                       float* dparam_bias) override;
 
+  void residual_layer_norm_forward(DType dt, const void* x, const void* bias, const void* residual, int rows, int cols,
+                                   const Dropout& drop, const void* gamma, const void* beta, float eps, void* sum,
+                                   void* y, float* mean, float* rstd) override;
   void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows, int cols, float eps,
                           void* y, float* mean, float* rstd) override;
   void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
@@ -137,15 +140,15 @@ class CudaBackend : public Backend {
   // acc[c] += sum over rows of the partials [chunks, cols] written by a column-reduction kernel (fixed order).
   void finish_column_sums(const float* partials, int chunks, int cols, float* acc, const char* op);
 
-  // The cuBLASLt matmul of linear_bias_relu_forward (gemm_epilogue_cuda.cpp) per (dt, rows, k, n, pointer
-  // alignment): descriptor, layouts and the heuristic's algorithm, made at the shape's first call.
+  // The cuBLASLt matmul of linear_bias_forward (gemm_epilogue_cuda.cpp) per (dt, rows, k, n, pointer alignment,
+  // relu): descriptor, layouts and the heuristic's algorithm, made at the shape's first call.
   struct EpiloguePlan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
     void release() noexcept;  // destroys what was made, leaves an empty plan
   };
-  using EpilogueKey = std::tuple<DType, int, int, int, int>;
+  using EpilogueKey = std::tuple<DType, int, int, int, int, bool>;
   static constexpr std::size_t kMaxEpiloguePlans = 4096;  // then all are dropped and made again as shapes recur
   EpiloguePlan& epilogue_plan(const EpilogueKey& key, const void* bias);
   void release_epilogue_plans() noexcept;

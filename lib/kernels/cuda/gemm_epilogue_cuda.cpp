@@ -1,5 +1,5 @@
-// The feed-forward block's first layer with its bias and ReLU fused into one cuBLASLt matmul (the RELU_BIAS
-// epilogue). Row-major y = x w^T is the column-major y^T = w x^T (the operands swap, as in gemm_cuda.cu), so the
+// A linear map with its bias (and ReLU) fused into one cuBLASLt matmul (the BIAS or RELU_BIAS epilogue): the
+// feed-forward block's first layer, the output layer and the query projection in decoding. Row-major y = x w^T is the column-major y^T = w x^T (the operands swap, as in gemm_cuda.cu), so the
 // column-major rows are the features: the bias runs along n. The descriptor, layouts and algorithm of a shape are
 // made at its first call; later calls set the bias pointer and run one cublasLtMatmul.
 //
@@ -45,14 +45,14 @@ CudaBackend::EpiloguePlan& CudaBackend::epilogue_plan(const EpilogueKey& key, co
   auto found = epilogue_plans_.find(key);
   if (found != epilogue_plans_.end()) return found->second;
   if (epilogue_plans_.size() >= kMaxEpiloguePlans) release_epilogue_plans();
-  const auto [dt, rows, k, n, align] = key;
+  const auto [dt, rows, k, n, align, relu] = key;
   EpiloguePlan plan;
   cublasLtMatmulPreference_t preference = nullptr;
   auto check = [&](cublasStatus_t status, const char* call) {
     if (status == CUBLAS_STATUS_SUCCESS) return;
     if (preference) cublasLtMatmulPreferenceDestroy(preference);
     plan.release();
-    fail("linear_bias_relu_forward ({} rows {} k {} n {}): cuBLASLt {} failed: {}", dtype_name(dt), rows, k, n, call,
+    fail("linear_bias_forward ({} rows {} k {} n {}): cuBLASLt {} failed: {}", dtype_name(dt), rows, k, n, call,
          cuda::cublas_status_text(status));
   };
   auto set = [&](cublasLtMatmulDescAttributes_t attribute, const auto& value) {
@@ -66,7 +66,7 @@ CudaBackend::EpiloguePlan& CudaBackend::epilogue_plan(const EpilogueKey& key, co
   // D = y^T, n x rows.
   set(CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set(CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-  set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_RELU_BIAS);
+  set(CUBLASLT_MATMUL_DESC_EPILOGUE, relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS);
   set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda::cuda_type(dt)));
   set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // the heuristic reads the pointer's alignment
   const cudaDataType_t type = cuda::cuda_type(dt);
@@ -92,19 +92,19 @@ CudaBackend::EpiloguePlan& CudaBackend::epilogue_plan(const EpilogueKey& key, co
   preference = nullptr;
   if (found_count < 1) {
     plan.release();
-    fail("linear_bias_relu_forward: cuBLASLt has no algorithm for {} rows {} k {} n {}", dtype_name(dt), rows, k, n);
+    fail("linear_bias_forward: cuBLASLt has no algorithm for {} rows {} k {} n {}", dtype_name(dt), rows, k, n);
   }
   plan.algo = result.algo;
   return epilogue_plans_.emplace(key, plan).first->second;
 }
 
-void CudaBackend::linear_bias_relu_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k,
-                                           int n, void* y) {
-  check_linear_relu_shape(rows, k, n);
+void CudaBackend::linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
+                                      bool relu, void* y) {
+  check_linear_bias_shape(rows, k, n);
   if (rows == 0 || n == 0) return;
   bind();
   const int align = std::min({alignment_of(x), alignment_of(w), alignment_of(y), alignment_of(bias)});
-  const EpiloguePlan& plan = epilogue_plan({dt, rows, k, n, align}, bias);
+  const EpiloguePlan& plan = epilogue_plan({dt, rows, k, n, align, relu}, bias);
   LSEQ_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.0f, beta = 0.0f;

@@ -113,16 +113,46 @@ __device__ __forceinline__ void load_row(const T* row, int cols, int lane, float
   }
 }
 
-template <typename T, int N>
+// What residual_layer_norm_forward adds in front of the LayerNorm: the row normalised is s = residual +
+// dropout(x + bias), rounded to T as bias_dropout_residual_forward stores it, and kept in `sum` when not null.
+template <typename T>
+struct ResidualInput {
+  const T* bias;      // may be null
+  const T* residual;
+  DeviceMask mask;
+  T* sum;             // may be null
+};
+
+template <typename T, int N, bool kResidual>
 __global__ void __launch_bounds__(kRowWarps * 32)
-    layer_norm_forward_warp_kernel(const T* x, const T* gamma, const T* beta, int rows, int cols, float eps, T* y,
-                                   float* mean, float* rstd) {
+    layer_norm_forward_warp_kernel(const T* x, ResidualInput<T> in, const T* gamma, const T* beta, int rows, int cols,
+                                   float eps, T* y, float* mean, float* rstd) {
   constexpr int P = Pack<T>::size;
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp: no block barriers below
   float v[N][P];
   load_row<T, N>(x + row * cols, cols, lane, v);
+  if constexpr (kResidual) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      const int c = (n * 32 + lane) * P;
+      if (c >= cols) continue;
+      const int64_t i = row * cols + c;
+      float b[P], res[P];
+      if (in.bias) {
+        load_pack(in.bias + c, b);
+      } else {
+#pragma unroll
+        for (int k = 0; k < P; ++k) b[k] = 0.0f;
+      }
+      load_pack(in.residual + i, res);
+#pragma unroll
+      for (int k = 0; k < P; ++k)  // bias_dropout_residual_forward's rounding, then T's
+        v[n][k] = to_f32(from_f32<T>(__fadd_rn(res[k], __fmul_rn(v[n][k] + b[k], in.mask(i + k)))));
+      if (in.sum) store_pack(in.sum + i, v[n]);
+    }
+  }
   double s = 0.0;
 #pragma unroll
   for (int n = 0; n < N; ++n)
@@ -234,6 +264,22 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   }
 }
 
+template <typename T, bool kResidual>
+void launch_layer_norm_forward_warp(cudaStream_t stream, int packs, const T* x, const ResidualInput<T>& in,
+                                    const T* gamma, const T* beta, int rows, int cols, float eps, T* y, float* mean,
+                                    float* rstd) {
+  const unsigned blocks = static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps);
+  if (packs == 1)
+    layer_norm_forward_warp_kernel<T, 1, kResidual>
+        <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
+  else if (packs == 2)
+    layer_norm_forward_warp_kernel<T, 2, kResidual>
+        <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
+  else
+    layer_norm_forward_warp_kernel<T, 4, kResidual>
+        <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
+}
+
 template <typename T, int N>
 void launch_layer_norm_backward_warp(cudaStream_t stream, const T* x, const T* gamma, const float* mean,
                                      const float* rstd, const T* dy, int rows, int cols, T* dx, float* partials,
@@ -261,20 +307,47 @@ void CudaBackend::layer_norm_forward(DType dt, const void* x, const void* gamma,
     const auto* pb = static_cast<const T*>(beta);
     auto* py = static_cast<T*>(y);
     const int packs = can_vectorize<T>(cols, px, pg, pb, py) ? packs_per_lane<T>(cols) : 0;
-    const unsigned blocks = static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps);
-    if (packs == 1)
-      layer_norm_forward_warp_kernel<T, 1><<<blocks, kRowWarps * 32, 0, stream_>>>(px, pg, pb, rows, cols, eps, py,
-                                                                                  mean, rstd);
-    else if (packs == 2)
-      layer_norm_forward_warp_kernel<T, 2><<<blocks, kRowWarps * 32, 0, stream_>>>(px, pg, pb, rows, cols, eps, py,
-                                                                                  mean, rstd);
-    else if (packs == 4)
-      layer_norm_forward_warp_kernel<T, 4><<<blocks, kRowWarps * 32, 0, stream_>>>(px, pg, pb, rows, cols, eps, py,
-                                                                                  mean, rstd);
+    if (packs > 0)
+      launch_layer_norm_forward_warp<T, false>(stream_, packs, px, ResidualInput<T>{}, pg, pb, rows, cols, eps, py,
+                                               mean, rstd);
     else
       layer_norm_forward_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(px, pg, pb, cols, eps, py, mean, rstd);
   });
   check_launch("layer_norm_forward");
+}
+
+void CudaBackend::residual_layer_norm_forward(DType dt, const void* x, const void* bias, const void* residual,
+                                              int rows, int cols, const Dropout& drop, const void* gamma,
+                                              const void* beta, float eps, void* sum, void* y, float* mean,
+                                              float* rstd) {
+  if (cols < 1) fail("residual_layer_norm_forward: needs at least one column, got {}", cols);
+  if (rows < 0) fail("residual_layer_norm_forward: invalid row count {}", rows);
+  const DeviceMask mask = make_mask(drop, "residual_layer_norm_forward");
+  if (rows == 0) return;
+  bool fused = false;
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const ResidualInput<T> in{static_cast<const T*>(bias), static_cast<const T*>(residual), mask, static_cast<T*>(sum)};
+    const auto* px = static_cast<const T*>(x);
+    const auto* pg = static_cast<const T*>(gamma);
+    const auto* pb = static_cast<const T*>(beta);
+    auto* py = static_cast<T*>(y);
+    const int packs =
+        can_vectorize<T>(cols, px, in.bias, in.residual, in.sum, pg, pb, py) ? packs_per_lane<T>(cols) : 0;
+    if (packs == 0) return;
+    bind();
+    launch_layer_norm_forward_warp<T, true>(stream_, packs, px, in, pg, pb, rows, cols, eps, py, mean, rstd);
+    fused = true;
+  });
+  if (fused) {
+    check_launch("residual_layer_norm_forward");
+    return;
+  }
+  // Rows the warp kernel does not take: the two ops in sequence, through y when the sum is not wanted (the
+  // LayerNorm kernels read a row's statistics before writing any of it, so in place is safe).
+  void* s = sum ? sum : y;
+  bias_dropout_residual_forward(dt, x, bias, residual, rows, cols, drop, s);
+  layer_norm_forward(dt, s, gamma, beta, rows, cols, eps, y, mean, rstd);
 }
 
 void CudaBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,

@@ -1,10 +1,12 @@
-// The feed-forward block's fused first layer on the device (cuBLASLt's RELU_BIAS epilogue) against the CPU backend:
-// odd shapes and the transformer-base one, every output written, and the backward the layer builds on it (relu'
-// read off the output: bias_activation_dropout_backward over y with no bias) equal to the CPU's.
+// A linear map with its bias (and ReLU) fused on the device (cuBLASLt's BIAS and RELU_BIAS epilogues) against the CPU
+// backend: odd shapes and the transformer-base ones, every output written, and the backward the feed-forward layer
+// builds on the ReLU version (relu' read off the output: bias_activation_dropout_backward over y with no bias)
+// equal to the CPU's.
 //
 // x, w and the bias lie on a grid (multiples of 1/8, the bias offset by 1/128) that every dtype holds exactly and
 // on which every sum is exact in fp32: the pre-activations are then the same on both backends and never 0, so which
 // outputs the ReLU opens agrees exactly and a difference is the op's, not a sign flip of a rounding.
+#include <algorithm>
 #include <cmath>
 
 #include "gpu_test_util.h"
@@ -39,9 +41,9 @@ TEST_F(GpuKernels, LinearBiasReluForwardMatchesCpu) {
       std::vector<float> ref_y(count), ref_dx(count), ref_db = random_floats(s.n, ++seed);
       DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), ddy(gpu(), dt, dy), y(gpu(), dt, count),
           grad_x(gpu(), dt, count), db(gpu(), DType::f32, ref_db);
-      cpu.linear_bias_relu_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, ref_y.data());
+      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, true, ref_y.data());
       y.poison();
-      gpu().linear_bias_relu_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, y.get());
+      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, true, y.get());
       const auto got_y = y.download();
       EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
 
@@ -56,11 +58,36 @@ TEST_F(GpuKernels, LinearBiasReluForwardMatchesCpu) {
     }
 }
 
-TEST_F(GpuKernels, LinearBiasReluForwardRejectsBadShapes) {
+// The bias-only epilogue, as the output layer (vocabulary-wide n) and decoding's query projection use it.
+TEST_F(GpuKernels, LinearBiasForwardWithoutReluMatchesCpu) {
+  uint64_t seed = 9800;
+  const std::vector<Shape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {512, 512, 512}, {96, 512, 32000}};
+  for (DType dt : dtypes())
+    for (Shape s : shapes) {
+      const std::size_t count = std::size_t(s.rows) * s.n;
+      const std::string what =
+          label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
+      const auto x = grid_floats(std::size_t(s.rows) * s.k, ++seed);
+      const auto w = grid_floats(std::size_t(s.n) * s.k, ++seed);
+      const auto bias = grid_floats(s.n, ++seed, 1.0f / 128);
+      std::vector<float> ref_y(count);
+      DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), y(gpu(), dt, count);
+      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, false, ref_y.data());
+      y.poison();
+      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, false, y.get());
+      const auto got_y = y.download();
+      EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
+      const auto negative = std::count_if(got_y.begin(), got_y.end(), [](float v) { return v < 0.0f; });
+      if (count > 100) EXPECT_GT(negative, 0) << what << ": no ReLU, so negative outputs stay";
+    }
+}
+
+TEST_F(GpuKernels, LinearBiasForwardRejectsBadShapes) {
   DeviceBuffer a(gpu(), DType::f32, 64);
-  EXPECT_THROW(gpu().linear_bias_relu_forward(DType::f32, a.get(), a.get(), a.get(), -1, 2, 4, a.get()),
+  EXPECT_THROW(gpu().linear_bias_forward(DType::f32, a.get(), a.get(), a.get(), -1, 2, 4, true, a.get()),
                lseq::Error);
-  EXPECT_THROW(gpu().linear_bias_relu_forward(DType::f32, a.get(), a.get(), a.get(), 2, 0, 4, a.get()), lseq::Error);
+  EXPECT_THROW(gpu().linear_bias_forward(DType::f32, a.get(), a.get(), a.get(), 2, 0, 4, false, a.get()),
+               lseq::Error);
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+// A linear map with its bias (and ReLU) fused, linear_bias_forward, against a double reference: shapes off
+// multiples of 8 and 128, with and without the ReLU, every output written, and the argument checks.
+#include <algorithm>
+#include <string>
+
+#include "kernels_test_util.h"
+
+namespace lseq::kernels::test {
+namespace {
+
+struct Shape {
+  int rows, k, n;  // x [rows, k], w [n, k], y [rows, n]
+};
+
+TEST_F(CpuKernels, LinearBiasForwardMatchesReference) {
+  uint64_t seed = 2600;
+  const std::vector<Shape> shapes = {{1, 1, 1}, {7, 5, 13}, {9, 16, 130}, {33, 17, 257}, {64, 24, 128}, {3, 40, 300}};
+  for (bool relu : {true, false})
+    for (Shape s : shapes) {
+      const auto x = random_floats(std::size_t(s.rows) * s.k, ++seed);
+      const auto w = random_floats(std::size_t(s.n) * s.k, ++seed);
+      const auto bias = random_floats(s.n, ++seed);
+      std::vector<double> ref(std::size_t(s.rows) * s.n);
+      int positive = 0;
+      for (int r = 0; r < s.rows; ++r)
+        for (int c = 0; c < s.n; ++c) {
+          double sum = bias[c];
+          for (int i = 0; i < s.k; ++i) sum += double(x[std::size_t(r) * s.k + i]) * w[std::size_t(c) * s.k + i];
+          ref[std::size_t(r) * s.n + c] = relu ? std::max(sum, 0.0) : sum;
+          positive += sum > 0;
+        }
+      auto y = poisoned(ref.size());  // NaN: an output left unwritten fails
+      backend.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, relu, y.data());
+      const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) +
+                               (relu ? " relu" : " bias only");
+      EXPECT_TRUE(all_close(y, ref, 1e-5, 1e-6)) << what;
+      if (ref.size() > 100) {
+        EXPECT_GT(positive, 0) << what << ": the ReLU was never open, the case tests too little";
+        EXPECT_LT(positive, int(ref.size())) << what << ": the ReLU was never closed, the case tests too little";
+      }
+    }
+}
+
+TEST_F(CpuKernels, LinearBiasForwardRejectsBadShapes) {
+  std::vector<float> a(16, 1.0f), out(16);
+  EXPECT_THROW(backend.linear_bias_forward(DType::f32, a.data(), a.data(), a.data(), -1, 2, 4, true, out.data()),
+               lseq::Error);
+  EXPECT_THROW(backend.linear_bias_forward(DType::f32, a.data(), a.data(), a.data(), 2, 0, 4, false, out.data()),
+               lseq::Error);
+  EXPECT_THROW(backend.linear_bias_forward(DType::f32, a.data(), a.data(), a.data(), 2, 2, -4, true, out.data()),
+               lseq::Error);
+}
+
+}  // namespace
+}  // namespace lseq::kernels::test
