@@ -1,8 +1,13 @@
 // The CUDA topk_log_softmax against the CPU backend's: on logits from a coarse grid (exact ties, no near-ties) the
 // same ids in every dtype; on continuous logits the same values within rounding, and the same ids wherever the
-// CPU's log-probabilities are separated by more than that rounding.
+// CPU's log-probabilities are separated by more than that rounding; on constructed rows (ties at the k-th place,
+// NaN, infinities), which steer the register-resident kernel's threshold list into being long, empty or overflowing,
+// the same ids and the same values (NaN and infinities exactly).
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
 #include <set>
 
 #include "gpu_test_util.h"
@@ -28,6 +33,13 @@ const std::vector<TopKShape> kShapes = {
     {3, 16, 12, 4, 15},     // fewer allowed ids than k: filled with -inf / -1
     {300, 32000, 4, 4, 3},  // beam 4 over 75 sentences
     {260, 1003, 5, 4, 3},   // many rows of odd length: the general kernel
+    // The register-resident kernel's threshold (the k-th largest of the threads' maxima) and its fallback:
+    {512, 32000, 8, 4, 3},     // the decoding case: beam 4 over 128 sentences
+    {6, 32000, 8, 10000, 3},   // a third of the threads hold no allowed id
+    {4, 32000, 8, 31996, 3},   // fewer allowed ids than k in a full row
+    {3, 64, 8, 60, 63},        // fewer allowed ids than k, two warps
+    {4, 2048, 32, 2000, 5},    // 48 allowed ids for k = 32
+    {7, 32000, 32, 0, 31999},  // the largest k over a full row, every id allowed
 };
 
 struct TopKOut {
@@ -85,33 +97,158 @@ TEST_F(GpuKernels, TopKLogSoftmaxChoosesTheCpusIdsOnTiedGridLogits) {
     }
 }
 
+// Continuous logits (already quantized to dt): the CPU's values within fp32 rounding, distinct allowed ids, and the
+// CPU's id wherever the CPU's own log-probabilities are not (nearly) tied.
+void expect_cpus_top_k(CpuBackend& cpu, Backend& gpu, DType dt, const TopKShape& s, const std::vector<float>& logits) {
+  const TopKOut ref = cpu_topk(cpu, logits, s), got = device_topk(gpu, dt, logits, s);
+  std::vector<float> full(logits.size());
+  cpu.log_softmax(DType::f32, logits.data(), s.rows, s.cols, full.data());
+  const double tol = 1e-5;  // fp32 arithmetic on the same (quantized) inputs: only the log-sum-exp differs
+  for (int r = 0; r < s.rows; ++r) {
+    std::set<int32_t> seen;
+    for (int i = 0; i < s.k; ++i) {
+      const std::size_t at = std::size_t(r) * s.k + i;
+      const int32_t id = got.ids[at];
+      if (ref.ids[at] < 0) {
+        EXPECT_EQ(id, -1) << where(dt, s, r, i);
+        continue;
+      }
+      ASSERT_TRUE(id >= s.first_allowed_id && id < s.cols) << where(dt, s, r, i) << " id " << id;
+      EXPECT_TRUE(seen.insert(id).second) << where(dt, s, r, i) << " repeats id " << id;
+      EXPECT_NEAR(got.values[at], ref.values[at], tol) << where(dt, s, r, i);
+      // Another id only where the CPU itself sees (nearly) the same log-probability for both.
+      if (id != ref.ids[at])
+        EXPECT_NEAR(full[std::size_t(r) * s.cols + id], ref.values[at], 2 * tol)
+            << where(dt, s, r, i) << " id " << id << " instead of " << ref.ids[at];
+    }
+    EXPECT_NEAR(got.eos[r], ref.eos[r], tol) << where(dt, s, r, -1);
+  }
+}
+
 TEST_F(GpuKernels, TopKLogSoftmaxMatchesCpuOnContinuousLogits) {
   uint64_t seed = 10600;
   for (DType dt : dtypes())
-    for (const TopKShape& s : kShapes) {
-      const auto logits = quantize(random_floats(std::size_t(s.rows) * s.cols, ++seed, -8, 8), dt);
+    for (const TopKShape& s : kShapes)
+      expect_cpus_top_k(cpu, gpu(), dt, s, quantize(random_floats(std::size_t(s.rows) * s.cols, ++seed, -8, 8), dt));
+}
+
+// Logits shaped like a language model's: a normal bulk and a few tokens far above it, so that the threshold list is
+// about k long (uniform logits put dozens of bf16 ties at the top instead).
+TEST_F(GpuKernels, TopKLogSoftmaxMatchesCpuOnPeakedLogits) {
+  uint64_t seed = 10800;
+  const std::vector<TopKShape> shapes = {{512, 32000, 8, 4, 3}, {128, 32000, 1, 4, 3}, {64, 32000, 32, 4, 3}};
+  for (DType dt : dtypes())
+    for (const TopKShape& s : shapes) {
+      std::mt19937_64 rng(++seed);
+      std::normal_distribution<float> bulk(0.0f, 2.0f);
+      std::uniform_real_distribution<float> peak(6.0f, 14.0f);
+      std::uniform_int_distribution<int> column(0, s.cols - 1), peaks(0, 2 * s.k);
+      std::vector<float> logits(std::size_t(s.rows) * s.cols);
+      for (float& v : logits) v = bulk(rng);
+      for (int r = 0; r < s.rows; ++r)
+        for (int p = peaks(rng); p > 0; --p) logits[std::size_t(r) * s.cols + column(rng)] = peak(rng);
+      expect_cpus_top_k(cpu, gpu(), dt, s, quantize(logits, dt));
+    }
+}
+
+// got equals ref within tol; NaN and infinities exactly.
+::testing::AssertionResult same_value(float got, float ref, double tol) {
+  if (std::isnan(ref) ? std::isnan(got) : std::isinf(ref) ? got == ref : std::fabs(double(got) - ref) <= tol)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "got " << got << ", expected " << ref;
+}
+
+// Constructed rows: a grid bulk below 2 (multiples of 1/16 in [-8, 1], exact in every dtype) and one feature.
+enum class RowKind {
+  tied_best,        // `count` allowed ids at 2, the best value
+  tied_at_kth,      // k / 2 allowed ids above 2, then `count` at 2: the tie straddles the k-th place
+  nan_entries,      // `count` NaN: every log-probability is NaN, ranked by id
+  plus_inf,         // one +inf: NaN as well
+  few_finite,       // -inf except `count` allowed ids (none: a NaN row)
+  half_minus_inf,   // a random half of the row at -inf
+  best_disallowed,  // the ids below first_allowed_id far above the rest
+};
+
+struct RowCase {
+  RowKind kind;
+  int count;
+};
+
+// One row of the case: `allowed` is the allowed ids in a random order (positions of the features).
+void build_row(const RowCase& c, int k, int first_allowed_id, std::mt19937_64& rng, std::vector<int>& allowed,
+               float* row, int cols) {
+  std::uniform_int_distribution<int> grid(-128, 16);
+  for (int v = 0; v < cols; ++v) row[v] = grid(rng) / 16.0f;
+  std::shuffle(allowed.begin(), allowed.end(), rng);
+  const int n = static_cast<int>(allowed.size());
+  const int count = std::min(c.count, n);
+  const float inf = std::numeric_limits<float>::infinity();
+  switch (c.kind) {
+    case RowKind::tied_best:
+      for (int i = 0; i < count; ++i) row[allowed[i]] = 2.0f;
+      break;
+    case RowKind::tied_at_kth: {
+      const int above = std::min(k / 2, n);
+      for (int i = 0; i < above; ++i) row[allowed[i]] = 3.0f + 0.5f * (i % 4);  // ties among these too
+      for (int i = above; i < std::min(n, above + count); ++i) row[allowed[i]] = 2.0f;
+      break;
+    }
+    case RowKind::nan_entries:
+      for (int i = 0; i < count; ++i) row[allowed[i]] = std::numeric_limits<float>::quiet_NaN();
+      break;
+    case RowKind::plus_inf:
+      row[allowed[0]] = inf;
+      break;
+    case RowKind::few_finite:
+      for (int v = 0; v < cols; ++v) row[v] = -inf;
+      for (int i = 0; i < count; ++i) row[allowed[i]] = grid(rng) / 16.0f;
+      break;
+    case RowKind::half_minus_inf:
+      for (int v = 0; v < cols; ++v)
+        if (rng() & 1) row[v] = -inf;
+      break;
+    case RowKind::best_disallowed:
+      for (int v = 0; v < std::min(first_allowed_id, cols); ++v) row[v] = 6.0f;
+      break;
+  }
+}
+
+TEST_F(GpuKernels, TopKLogSoftmaxMatchesCpuOnTiesNanAndInfinities) {
+  std::vector<RowCase> cases;
+  // Tie counts around k and around capacities a shared candidate list might have, and beyond.
+  for (int count : {1, 2, 7, 8, 9, 33, 100, 1000, 1019, 1020, 1024, 1025, 2040, 2043, 2044, 2048, 2049, 3000, 40000}) {
+    cases.push_back({RowKind::tied_best, count});
+    cases.push_back({RowKind::tied_at_kth, count});
+  }
+  for (int count : {1, 5, 3000}) cases.push_back({RowKind::nan_entries, count});
+  cases.push_back({RowKind::plus_inf, 1});
+  for (int count : {0, 1, 3, 7, 8, 9, 31, 32, 33, 50, 1500}) cases.push_back({RowKind::few_finite, count});
+  for (int i = 0; i < 3; ++i) cases.push_back({RowKind::half_minus_inf, 0});
+  cases.push_back({RowKind::best_disallowed, 0});
+  const int rows = static_cast<int>(cases.size());
+  const std::vector<TopKShape> shapes = {
+      {rows, 32000, 8, 4, 3}, {rows, 32000, 32, 4, 5}, {rows, 32000, 1, 0, 31999}, {rows, 32000, 8, 20000, 3},
+      {rows, 64, 8, 4, 3},    {rows, 64, 8, 60, 3},    {rows, 4096, 5, 100, 4095}, {rows, 1003, 8, 4, 3},
+  };
+  uint64_t seed = 10900;
+  for (DType dt : dtypes())
+    for (const TopKShape& s : shapes) {
+      std::mt19937_64 rng(++seed);
+      std::vector<int> allowed(s.cols - s.first_allowed_id);
+      std::iota(allowed.begin(), allowed.end(), s.first_allowed_id);
+      std::vector<float> logits(std::size_t(rows) * s.cols);
+      for (int r = 0; r < rows; ++r)
+        build_row(cases[r], s.k, s.first_allowed_id, rng, allowed, &logits[std::size_t(r) * s.cols], s.cols);
       const TopKOut ref = cpu_topk(cpu, logits, s), got = device_topk(gpu(), dt, logits, s);
-      std::vector<float> full(logits.size());
-      cpu.log_softmax(DType::f32, logits.data(), s.rows, s.cols, full.data());
-      const double tol = 1e-5;  // fp32 arithmetic on the same (quantized) inputs: only the log-sum-exp differs
-      for (int r = 0; r < s.rows; ++r) {
-        std::set<int32_t> seen;
+      for (int r = 0; r < rows; ++r) {
+        const std::string row_case =
+            " case " + std::to_string(static_cast<int>(cases[r].kind)) + " count " + std::to_string(cases[r].count);
         for (int i = 0; i < s.k; ++i) {
           const std::size_t at = std::size_t(r) * s.k + i;
-          const int32_t id = got.ids[at];
-          if (ref.ids[at] < 0) {
-            EXPECT_EQ(id, -1) << where(dt, s, r, i);
-            continue;
-          }
-          ASSERT_TRUE(id >= s.first_allowed_id && id < s.cols) << where(dt, s, r, i) << " id " << id;
-          EXPECT_TRUE(seen.insert(id).second) << where(dt, s, r, i) << " repeats id " << id;
-          EXPECT_NEAR(got.values[at], ref.values[at], tol) << where(dt, s, r, i);
-          // Another id only where the CPU itself sees (nearly) the same log-probability for both.
-          if (id != ref.ids[at])
-            EXPECT_NEAR(full[std::size_t(r) * s.cols + id], ref.values[at], 2 * tol)
-                << where(dt, s, r, i) << " id " << id << " instead of " << ref.ids[at];
+          ASSERT_EQ(got.ids[at], ref.ids[at]) << where(dt, s, r, i) << row_case;
+          EXPECT_TRUE(same_value(got.values[at], ref.values[at], 1e-5)) << where(dt, s, r, i) << row_case;
         }
-        EXPECT_NEAR(got.eos[r], ref.eos[r], tol) << where(dt, s, r, -1);
+        EXPECT_TRUE(same_value(got.eos[r], ref.eos[r], 1e-5)) << where(dt, s, r, -1) << row_case;
       }
     }
 }

@@ -1,8 +1,8 @@
 // Beam search's top-k of the next-token log-probabilities (Backend::topk_log_softmax), one block per row. Rows that
-// fit (cols <= 32768, 16-byte aligned) are read once into registers (topk_log_softmax_resident_kernel); others take
-// the general kernel: an online max/sum pass for the log-sum-exp, then every thread keeps the k best of its strided
-// slice (sorted, in local memory) and k block-wide rounds take the best head among the threads. Only
-// rows x (2k + 1) values are written.
+// fit (cols <= 32768, 16-byte aligned) are read once into registers (topk_log_softmax_resident_kernel, which narrows
+// the row to a short list of candidates with a threshold); others take the general kernel: an online max/sum pass
+// for the log-sum-exp, then every thread keeps the k best of its strided slice (sorted, in local memory) and k
+// block-wide rounds take the best head among the threads. Only rows x (2k + 1) values are written.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -26,7 +26,7 @@ __device__ float row_lse(const T* x, int cols, float* shared) {
     if (xv > m) {
       s = s * expf(m - xv) + 1.0f;
       m = xv;
-    } else {
+    } else if (xv != -INFINITY) {  // -inf adds nothing (while m is -inf, exp(xv - m) would be NaN)
       s += expf(xv - m);
     }
   }
@@ -88,15 +88,117 @@ __global__ void topk_log_softmax_kernel(const T* logits, int cols, int k, int fi
 
 // The decoding case (rows = hypotheses, cols = 32000): the row is read once with 16-byte loads into registers
 // (kPacks packs of P per thread, pack q at slot q / blockDim.x), so the log-sum-exp and the top-k work on registers.
-// The top-k then takes k block-wide rounds of "best remaining": each thread offers its best element worse than
-// the last one taken (topk_better is a total order over (value, id) with unique ids, so "worse than the last
-// taken" is exactly "not taken yet"), and only the thread that owned the winner looks for its next best. Needs
-// cols % P == 0, a 16-byte aligned row start and cols <= kPacks * P * blockDim.x.
+// The top-k goes through a threshold: tau, the k-th largest of the threads' best allowed log-probabilities, is at
+// most the row's k-th best value (k threads each own an element at least that good), so the elements >= tau (a few
+// more than k on real logits) hold the top-k. They go to a shared list, of which one warp takes the exact top-k.
+// Rows whose list is shorter than k (NaN rows, fewer than k numbers among the allowed ids) or longer than
+// kTopKCandidates (large ties at tau, rows of -inf) take k block-wide rounds of "best remaining" instead: each
+// thread offers its best element worse than the last one taken (topk_better is a total order over (value, id) with
+// unique ids, so "worse than the last taken" is exactly "not taken yet"), and only the thread that owned the winner
+// looks for its next best. Both give the same ids and values. Needs cols % P == 0, a 16-byte aligned row start and
+// cols <= kPacks * P * blockDim.x.
 constexpr int kResidentTopKThreads = 1024;
+constexpr int kTopKCandidates = 2048;  // the shared list of elements >= tau
+static_assert(kMaxTopK <= 32, "block_threshold takes one key a lane in each of k rounds");
 
 template <typename T>
 constexpr int topk_resident_packs() {
   return 32 / Pack<T>::size;  // 32 values per thread: 32768 columns at 1024 threads
+}
+
+// Unsigned keys in the order of the numbers they come from (not NaN; -0 taken as +0, equal as in topk_better), so
+// that a warp's best is one warp-wide unsigned max.
+__device__ __forceinline__ uint32_t order_key(float v) {
+  const uint32_t bits = __float_as_uint(v + 0.0f);
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+// The inverse of order_key; keys below that of -FLT_MAX (-inf's, also with low bits cleared) give -inf.
+__device__ __forceinline__ float key_value(uint32_t key) {
+  if (key < 0x00800000u) return -INFINITY;
+  return __uint_as_float((key & 0x80000000u) ? key & 0x7fffffffu : ~key);
+}
+
+__device__ __forceinline__ uint32_t warp_max_key(uint32_t key) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, key);
+#else
+  for (int offset = 16; offset > 0; offset >>= 1) key = max(key, __shfl_xor_sync(0xffffffffu, key, offset));
+  return key;
+#endif
+}
+
+__device__ __forceinline__ int32_t warp_min_id(int32_t id) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_min_sync(0xffffffffu, id);
+#else
+  for (int offset = 16; offset > 0; offset >>= 1) id = min(id, __shfl_xor_sync(0xffffffffu, id, offset));
+  return id;
+#endif
+}
+
+// tau: the k-th largest of the threads' my_max (-inf for a thread without a number at its allowed ids); every
+// thread gets it. Each warp takes its k largest in k rounds of one warp-wide max, in which the winning lane drops
+// out (a key's low 5 bits hold the lane, so exactly one lane wins), and warp 0 merges the warps' sorted lists the
+// same way. The cleared low bits may make tau a few ulps lower: still a bound, the list just a little longer.
+// warp_keys holds 32 * k keys.
+__device__ float block_threshold(float my_max, int k, uint32_t* warp_keys, float* shared_tau) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const uint32_t lane_bits = 31 - lane;
+  uint32_t key = (order_key(my_max) & ~31u) | lane_bits;
+  for (int r = 0; r < k; ++r) {  // k <= 32 rounds over 32 lanes: the winner was never dropped
+    const uint32_t best = warp_max_key(key);
+    if (lane == 0) warp_keys[warp * k + r] = best & ~31u;
+    if (key == best) key = 0;  // below every key offered
+  }
+  __syncthreads();
+  if (warp == 0) {
+    // Lane l walks warp l's list, best first. There are warps * k >= k entries: k rounds never run out.
+    const uint32_t* list = warp_keys + lane * k;
+    key = lane < warps ? list[0] | lane_bits : 0u;
+    uint32_t next = lane < warps && k > 1 ? list[1] | lane_bits : 0u;  // loaded a round ahead
+    uint32_t best = 0;
+    for (int r = 0, head = 0; r < k; ++r) {
+      best = warp_max_key(key);
+      if (key == best) {
+        key = next;
+        ++head;
+        next = lane < warps && head + 1 < k ? list[head + 1] | lane_bits : 0u;
+      }
+    }
+    if (lane == 0) *shared_tau = key_value(best & ~31u);
+  }
+  __syncthreads();
+  return *shared_tau;
+}
+
+// Run by one warp: the k best of the n candidates (k <= n, numbers with unique ids) by topk_better, written best
+// first. Lane l holds candidates l, l + 32, ...; each round takes the best of the lanes' heads (the largest key, then
+// the lowest id: topk_better's order on numbers) and only its owner looks for its next best.
+__device__ void select_candidates(const float* candidate_v, const int32_t* candidate_id, int n, int k, float* values,
+                                  int32_t* ids) {
+  const int lane = threadIdx.x & 31;
+  auto next_best = [&](float last_v, int32_t last_id, float& best_v, int32_t& best_id) {
+    best_v = nan_f32(), best_id = kNoTopKId;
+    for (int c = lane; c < n; c += 32) {
+      const float v = candidate_v[c];
+      const int32_t id = candidate_id[c];
+      if (topk_better(last_v, last_id, v, id) && topk_better(v, id, best_v, best_id)) best_v = v, best_id = id;
+    }
+  };
+  float my_v;
+  int32_t my_id;
+  next_best(INFINITY, -1, my_v, my_id);
+  for (int i = 0; i < k; ++i) {  // n - i >= 1 candidates are left: some lane offers a key above 0
+    const uint32_t my_key = my_id == kNoTopKId ? 0u : order_key(my_v);
+    const uint32_t best_key = warp_max_key(my_key);
+    const int32_t best_id = warp_min_id(my_key == best_key ? my_id : kNoTopKId);
+    if (my_id == best_id) {
+      values[i] = my_v;
+      ids[i] = my_id;
+      next_best(my_v, my_id, my_v, my_id);
+    }
+  }
 }
 
 template <typename T>
@@ -107,9 +209,15 @@ __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_residen
   __shared__ float shared[32];
   __shared__ float shared_v[32];
   __shared__ int32_t shared_id[32];
+  __shared__ uint32_t warp_keys[32 * kMaxTopK];
+  __shared__ float candidate_v[kTopKCandidates];
+  __shared__ int32_t candidate_id[kTopKCandidates];
+  __shared__ int candidate_count;
+  __shared__ float tau_shared;
   const int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
   const int packs = cols / P;
+  if (threadIdx.x == 0) candidate_count = 0;  // block_max's barriers come before the first append
   float val[kPacks][P];
   float m = -INFINITY;
 #pragma unroll
@@ -121,7 +229,7 @@ __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_residen
       for (int j = 0; j < P; ++j) m = fmaxf(m, val[i][j]);
     } else {
 #pragma unroll
-      for (int j = 0; j < P; ++j) val[i][j] = 0.0f;  // past the row: never offered (id >= cols)
+      for (int j = 0; j < P; ++j) val[i][j] = nan_f32();  // past the row: never a candidate, never offered
     }
   }
   const float row_max = block_max(m, shared);
@@ -132,38 +240,66 @@ __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_residen
 #pragma unroll
       for (int j = 0; j < P; ++j) s += expf(val[i][j] - row_max);
   const float lse = row_max + logf(block_sum(s, shared));
+  // log p. Ids below first_allowed_id become NaN too, so that the threshold and the candidates need no id checks
+  // (fmaxf skips NaN, and NaN fails every >=); the rounds of the fallback check ids themselves.
+  float my_max = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < kPacks; ++i)
+  for (int i = 0; i < kPacks; ++i) {
+    const int32_t first_id = (threadIdx.x + i * blockDim.x) * P;
 #pragma unroll
-    for (int j = 0; j < P; ++j) val[i][j] -= lse;  // log p
-  // This thread's best allowed element worse than (last_v, last_id); (NaN, kNoTopKId) when none.
-  auto next_best = [&](float last_v, int32_t last_id, float& best_v, int32_t& best_id) {
-    best_v = nan_f32(), best_id = kNoTopKId;
+    for (int j = 0; j < P; ++j) val[i][j] -= lse;
+    if (first_id < first_allowed_id)
+#pragma unroll
+      for (int j = 0; j < P; ++j)
+        if (first_id + j < first_allowed_id) val[i][j] = nan_f32();
+#pragma unroll
+    for (int j = 0; j < P; ++j) my_max = fmaxf(my_max, val[i][j]);
+  }
+  const float tau = block_threshold(my_max, k, warp_keys, &tau_shared);
+  if (my_max >= tau)  // only the few threads that hold a candidate
 #pragma unroll
     for (int i = 0; i < kPacks; ++i)
 #pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const int32_t id = (threadIdx.x + i * blockDim.x) * P + j;
-        if (id >= first_allowed_id && id < cols && topk_better(last_v, last_id, val[i][j], id) &&
-            topk_better(val[i][j], id, best_v, best_id))
-          best_v = val[i][j], best_id = id;
+      for (int j = 0; j < P; ++j)
+        if (val[i][j] >= tau) {
+          const int slot = atomicAdd(&candidate_count, 1);
+          if (slot < kTopKCandidates)
+            candidate_v[slot] = val[i][j], candidate_id[slot] = (threadIdx.x + i * blockDim.x) * P + j;
+        }
+  __syncthreads();
+  const int candidates = candidate_count;  // the same in every thread: the branch below is block-uniform
+  if (candidates >= k && candidates <= kTopKCandidates) {
+    if (threadIdx.x < 32) select_candidates(candidate_v, candidate_id, candidates, k, values + row * k, ids + row * k);
+  } else {
+    // This thread's best allowed element worse than (last_v, last_id); (NaN, kNoTopKId) when none.
+    auto next_best = [&](float last_v, int32_t last_id, float& best_v, int32_t& best_id) {
+      best_v = nan_f32(), best_id = kNoTopKId;
+#pragma unroll
+      for (int i = 0; i < kPacks; ++i)
+#pragma unroll
+        for (int j = 0; j < P; ++j) {
+          const int32_t id = (threadIdx.x + i * blockDim.x) * P + j;
+          if (id >= first_allowed_id && id < cols && topk_better(last_v, last_id, val[i][j], id) &&
+              topk_better(val[i][j], id, best_v, best_id))
+            best_v = val[i][j], best_id = id;
+        }
+    };
+    // Nothing taken yet: (+inf, -1) is better than every element (+inf ties go to the lower id, NaN comes last).
+    float my_v;
+    int32_t my_id;
+    next_best(INFINITY, -1, my_v, my_id);
+    for (int i = 0; i < k; ++i) {
+      float best_v = my_v;
+      int32_t best_id = my_id;
+      block_best(best_v, best_id, shared_v, shared_id);
+      if (threadIdx.x == 0) {
+        const bool empty = best_id == kNoTopKId;
+        values[row * k + i] = empty ? -INFINITY : best_v;
+        ids[row * k + i] = empty ? -1 : best_id;
       }
-  };
-  // Nothing taken yet: (+inf, -1) is better than every element (+inf ties go to the lower id, NaN comes last).
-  float my_v;
-  int32_t my_id;
-  next_best(INFINITY, -1, my_v, my_id);
-  for (int i = 0; i < k; ++i) {
-    float best_v = my_v;
-    int32_t best_id = my_id;
-    block_best(best_v, best_id, shared_v, shared_id);
-    if (threadIdx.x == 0) {
-      const bool empty = best_id == kNoTopKId;
-      values[row * k + i] = empty ? -INFINITY : best_v;
-      ids[row * k + i] = empty ? -1 : best_id;
+      // Ids are unique, so only the owner looks further (nobody once only empty slots remain).
+      if (best_id != kNoTopKId && my_id == best_id) next_best(best_v, best_id, my_v, my_id);
     }
-    // Ids are unique, so only the owner looks further (nobody once only empty slots remain).
-    if (best_id != kNoTopKId && my_id == best_id) next_best(best_v, best_id, my_v, my_id);
   }
   if (threadIdx.x == 0) eos_log_prob[row] = to_f32(x[eos_id]) - lse;
 }
