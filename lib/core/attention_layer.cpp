@@ -58,6 +58,14 @@ void AttentionLayer::project_qkv(const LayerContext& ctx, const void* x, int bat
   ctx.backend.split_heads(ctx.dt, qkv, ctx.w(b_qkv_), batch, len, padded_len, heads_, head_dim_, 3, qkv_heads);
 }
 
+void AttentionLayer::project_step_qkv(const LayerContext& ctx, const void* x, int rows, void* cache,
+                                      const int32_t* append_dst, void* q_heads) const {
+  TempScope scope(ctx.memory);
+  void* qkv = ctx.temp(static_cast<std::size_t>(rows) * 3 * dim_);
+  linear_forward(ctx, x, rows, dim_, 3 * dim_, w_qkv_, qkv);
+  ctx.backend.split_step_qkv(ctx.dt, qkv, ctx.w(b_qkv_), rows, heads_, head_dim_, q_heads, cache, append_dst);
+}
+
 void AttentionLayer::project_q(const LayerContext& ctx, const void* x, int batch, int q_len, int padded_len,
                                void* q_heads) const {
   if (q_len == 1 && padded_len == 1) {

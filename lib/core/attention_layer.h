@@ -41,6 +41,10 @@ class AttentionLayer {
   void project_q(const LayerContext& ctx, const void* x, int batch, int q_len, int padded_len, void* q_heads) const;
   void project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len, int padded_len,
                   void* kv_heads) const;
+  // A decoding step (self-attention, one token per row): queries to q_heads [rows][heads][hd], keys and values
+  // appended to the cache rows append_dst names (Backend::split_step_qkv).
+  void project_step_qkv(const LayerContext& ctx, const void* x, int rows, void* cache, const int32_t* append_dst,
+                        void* q_heads) const;
   // q [batch][heads][lq][hd], k and v [batch][heads][lk][hd] with lq, lk = q_len, k_len, rounded up to multiples of
   // 8 when above 8 (padding rows 0, as project_* write them with those padded lengths). probs [batch][heads][lq][lk]
   // (softmax over the k_len keys, masked; padding columns 0; padded query rows finite); context [batch*q_len, dim]

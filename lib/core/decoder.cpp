@@ -95,17 +95,15 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     TempScope scope(ctx.memory);
     ResidualBlock::Saved block;
     const void* in = self_block_.sublayer_input(ctx, x, rows, block);
-    void* qkv = ctx.temp(3 * count);  // [3][rows][heads][1][hd]
-    self_attn_.project_qkv(ctx, in, rows, 1, 1, qkv);
-    // Append position t's keys and values to every slice's cache in one scatter (projected row q of
-    // [k rows | v rows] goes to cache row st.append_dst[q]), then attend over positions 0..t (the first
+    // Position t's queries, and its keys and values appended to every slice's cache (key and value of slice i to
+    // cache rows st.append_dst[i] and [rows*heads + i]) in one op; then attend over positions 0..t (the first
     // self_lengths[r] = t + 1 of max_len), each read where the origin table says the hypothesis' history wrote it
     // (nothing is copied when beams reorder).
+    void* q = ctx.temp(count);  // [rows][heads][hd]
+    self_attn_.project_step_qkv(ctx, in, rows, cache.self_kv, st.append_dst, q);
     const int64_t part = static_cast<int64_t>(st.max_len) * hd;  // a slice's keys, then as many values
-    ctx.backend.gather_rows(ctx.dt, offset_ptr(qkv, count, ctx.dt), hd, nullptr, 2 * rows * heads, hd, cache.self_kv,
-                            hd, st.append_dst);
     void* context = ctx.temp(count);
-    self_attn_.attend_step(ctx, qkv, cache.self_kv, offset_ptr(cache.self_kv, static_cast<std::size_t>(part), ctx.dt),
+    self_attn_.attend_step(ctx, q, cache.self_kv, offset_ptr(cache.self_kv, static_cast<std::size_t>(part), ctx.dt),
                            2 * part, nullptr, st.origin, st.max_len, st.self_lengths, rows, st.max_len, context);
     void* o = ctx.temp(count);
     self_attn_.project_out(ctx, context, rows, o);

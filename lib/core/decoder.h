@@ -30,9 +30,8 @@ struct DecoderStep {
   const int32_t* cross_slices = nullptr;  // [rows*heads] device: sentence_of[r]*heads + h, the (r, h) memory slice
   const int32_t* src_lengths = nullptr;   // [rows] device: source length of row r's sentence
   const int32_t* self_lengths = nullptr;  // [rows] device: t + 1, the positions self-attention covers
-  // [2*rows*heads] device: where the step's projected [k rows | v rows] go in self_kv's [.][hd] rows, so that one
-  // gather_rows appends both: row q = p*rows*heads + i (slice i's key, p = 0, or value, p = 1) goes to cache row
-  // append_dst[q] = (2i + p)*max_len + t.
+  // [2*rows*heads] device: where the step's keys and values go in self_kv's [.][hd] rows (Backend::split_step_qkv):
+  // slice i's key (p = 0) or value (p = 1) goes to cache row append_dst[p*rows*heads + i] = (2i + p)*max_len + t.
   const int32_t* append_dst = nullptr;
   // [rows][max_len] device, or null for "every row reads its own slice": the position-origin table of beam
   // search, row r's self-attention key/value at position p lives at position p of row origin[r*max_len + p]'s

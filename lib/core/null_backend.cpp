@@ -50,6 +50,7 @@ class NullBackend final : public Backend {
   void attention_softmax_forward(DType, const void*, const int32_t*, int, int, int, int, int, float, bool,
                                  void*) override {}
   void attention_softmax_backward(DType, const void*, const void*, int, int, int, float, void*) override {}
+  void split_step_qkv(DType, const void*, const void*, int, int, int, void*, void*, const int32_t*) override {}
   void attention_step(DType, const void*, const void*, const void*, int64_t, const int32_t*, const int32_t*, int,
                       const int32_t*, int, int, int, int, float, void*) override {}
   void attention_forward(DType, const void*, const void*, const void*, const int32_t*, int, int, int, int, int, int,

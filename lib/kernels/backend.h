@@ -211,6 +211,13 @@ class Backend {
   // never affect the result. dscores may alias dprobs.
   virtual void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len,
                                           int ld, float scale, void* dscores) = 0;
+  // One decoding step's self-attention inputs from the projected qkv [rows, 3*heads*head_dim] (row r: the heads'
+  // queries, then keys, then values) plus bias [3*heads*head_dim], in one op (split_heads and the cache append's
+  // gather_rows together): slice i = r*heads + h gets its query at q + i*head_dim, its key at cache row
+  // append_dst[i] and its value at cache row append_dst[rows*heads + i] (rows of head_dim in `cache`; device array,
+  // entries >= 0 and distinct, as gather_rows' dst_index). The bias is added in fp32, rounded to dt once.
+  virtual void split_step_qkv(DType dt, const void* qkv, const void* bias, int rows, int heads, int head_dim,
+                              void* q, void* cache, const int32_t* append_dst) = 0;
   // Incremental decoding's attention in one op: one query per (row, head) over cached keys/values. Slice
   // i = r*heads + h (r < rows, h < heads) has its query [head_dim] at q + i*head_dim; its key j and value j are
   // the rows of head_dim at s_j*slice_stride + j*head_dim in k and in v, where

@@ -1,4 +1,5 @@
-// Ops of incremental decoding: the strided row gather and the fp32 log-softmax.
+// Ops of incremental decoding: the strided row gather, a step's query/key/value split with the cache append, and the
+// fp32 log-softmax.
 #include <algorithm>
 #include <random>
 #include <tuple>
@@ -84,6 +85,49 @@ std::vector<double> ref_log_softmax(const std::vector<float>& x, int rows, int c
     for (int v = 0; v < cols; ++v) y[std::size_t(r) * cols + v] = row[v] - max - std::log(sum);
   }
   return y;
+}
+
+// A step's q|k|v rows: queries (with their bias) to q, keys and values to the cache rows append_dst names (a
+// shuffled set, as beam search's per-slice positions are), the rest of the cache untouched.
+TEST_F(CpuKernels, SplitStepQkvSplitsTheQueriesAndAppendsKeysAndValues) {
+  uint64_t seed = 3400;
+  for (auto [rows, heads, head_dim] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {3, 2, 5}, {7, 4, 8}}) {
+    const int64_t slices = int64_t(rows) * heads, width = 3 * int64_t(heads) * head_dim;
+    const int cache_rows = int(2 * slices) + 5;
+    const auto qkv = random_floats(std::size_t(rows) * width, ++seed);
+    const auto bias = random_floats(width, ++seed);
+    std::vector<int32_t> dst(cache_rows);
+    for (int e = 0; e < cache_rows; ++e) dst[e] = e;
+    std::shuffle(dst.begin(), dst.end(), std::mt19937(static_cast<uint32_t>(seed)));
+    dst.resize(2 * slices);
+    const auto before = random_floats(std::size_t(cache_rows) * head_dim, ++seed);
+    auto cache = before;
+    auto q = poisoned(std::size_t(slices) * head_dim);
+    backend.split_step_qkv(DType::f32, qkv.data(), bias.data(), rows, heads, head_dim, q.data(), cache.data(),
+                           dst.data());
+    std::vector<double> want_q(q.size());
+    std::vector<double> want_cache(before.begin(), before.end());
+    for (int r = 0; r < rows; ++r)
+      for (int p = 0; p < 3; ++p)
+        for (int h = 0; h < heads; ++h)
+          for (int d = 0; d < head_dim; ++d) {
+            const int64_t col = (int64_t(p) * heads + h) * head_dim + d, slice = int64_t(r) * heads + h;
+            const double v = double(qkv[r * width + col]) + bias[col];
+            if (p == 0)
+              want_q[slice * head_dim + d] = v;
+            else
+              want_cache[int64_t(dst[(p - 1) * slices + slice]) * head_dim + d] = v;
+          }
+    const std::string what = std::to_string(rows) + "x" + std::to_string(heads) + "x" + std::to_string(head_dim);
+    EXPECT_TRUE(all_close(q, want_q, 1e-6, 1e-7)) << what << " queries";
+    EXPECT_TRUE(all_close(cache, want_cache, 1e-6, 1e-7)) << what << " cache";
+  }
+  std::vector<float> a(64, 1.0f);
+  const std::vector<int32_t> negative = {0, -1};
+  EXPECT_THROW(backend.split_step_qkv(DType::f32, a.data(), nullptr, 1, 1, 2, a.data(), a.data(), negative.data()),
+               lseq::Error);
+  EXPECT_THROW(backend.split_step_qkv(DType::f32, a.data(), nullptr, -1, 1, 2, a.data(), a.data(), negative.data()),
+               lseq::Error);
 }
 
 TEST_F(CpuKernels, LogSoftmaxMatchesDoubleReference) {

@@ -1,7 +1,11 @@
 // Backend::attention_step on the device against the CPU backend (fp32 on the same rounded inputs): 16-byte and
 // scalar load paths (head dimensions and slice strides that are and are not multiples of a pack), several key
 // tiles with the online softmax, shared slices, position-origin tables (per-key slices, both load paths), per-row
-// key lengths with a row that has no keys.
+// key lengths with a row that has no keys. Also the step's query/key/value split with the cache append.
+#include <algorithm>
+#include <random>
+#include <tuple>
+
 #include "attention_step_reference.h"
 #include "gpu_test_util.h"
 
@@ -47,6 +51,44 @@ TEST_F(GpuKernels, AttentionStepMatchesCpu) {
       EXPECT_TRUE(within(got, ref, bound)) << what;
       if (c.with_lengths)  // row 0 has no keys: exactly 0, never NaN
         for (int e = 0; e < c.heads * c.head_dim; ++e) ASSERT_EQ(got[e], 0.0f) << what << " element " << e;
+    }
+}
+
+// Backend::split_step_qkv against the CPU, and bit for bit against the device's own split_heads + gather_rows (the
+// two ops it replaces in a decoding step): packed and scalar head sizes, the cache rows outside append_dst untouched.
+TEST_F(GpuKernels, SplitStepQkvMatchesCpuAndTheTwoOps) {
+  uint64_t seed = 9950;
+  for (DType dt : dtypes())
+    for (auto [rows, heads, head_dim] : std::vector<std::tuple<int, int, int>>{{1, 1, 8}, {5, 3, 7}, {512, 8, 64}}) {
+      const int64_t slices = int64_t(rows) * heads, width = 3 * int64_t(heads) * head_dim;
+      const int cache_rows = int(2 * slices) + 9;
+      const auto qkv = quantize(random_floats(std::size_t(rows) * width, ++seed), dt);
+      const auto bias = quantize(random_floats(width, ++seed), dt);
+      const auto before = quantize(random_floats(std::size_t(cache_rows) * head_dim, ++seed), dt);
+      std::vector<int32_t> dst(cache_rows);
+      for (int e = 0; e < cache_rows; ++e) dst[e] = e;
+      std::shuffle(dst.begin(), dst.end(), std::mt19937(static_cast<uint32_t>(seed)));
+      dst.resize(2 * slices);
+      std::vector<float> ref_q(std::size_t(slices) * head_dim), ref_cache = before;
+      cpu.split_step_qkv(DType::f32, qkv.data(), bias.data(), rows, heads, head_dim, ref_q.data(), ref_cache.data(),
+                         dst.data());
+      DeviceBuffer dqkv(gpu(), dt, qkv), dbias(gpu(), dt, bias), ddst(gpu(), dst), q(gpu(), dt, ref_q.size()),
+          cache(gpu(), dt, before), heads_buf(gpu(), dt, 3 * ref_q.size()), two_cache(gpu(), dt, before);
+      q.poison();
+      gpu().split_step_qkv(dt, dqkv.get(), dbias.get(), rows, heads, head_dim, q.get(), cache.get(),
+                           static_cast<const int32_t*>(ddst.get()));
+      const std::string what = label(dt) + " " + std::to_string(rows) + "x" + std::to_string(heads) + "x" +
+                               std::to_string(head_dim);
+      const auto got_q = q.download(), got_cache = cache.download();
+      EXPECT_TRUE(within(got_q, ref_q, bound_for(dt, 2.0))) << what << " queries";
+      EXPECT_TRUE(within(got_cache, ref_cache, bound_for(dt, 2.0))) << what << " cache";
+
+      gpu().split_heads(dt, dqkv.get(), dbias.get(), rows, 1, 1, heads, head_dim, 3, heads_buf.get());
+      const auto split = heads_buf.download();
+      EXPECT_EQ(got_q, std::vector<float>(split.begin(), split.begin() + got_q.size())) << what;
+      gpu().gather_rows(dt, static_cast<char*>(heads_buf.get()) + got_q.size() * dtype_size(dt), head_dim, nullptr, int(2 * slices),
+                        head_dim, two_cache.get(), head_dim, static_cast<const int32_t*>(ddst.get()));
+      EXPECT_EQ(got_cache, two_cache.download()) << what << ": the cache differs from split_heads + gather_rows'";
     }
 }
 

@@ -68,6 +68,8 @@ class CpuBackend : public Backend {
                                  int q_len, int k_len, int ld, float scale, bool causal, void* probs) override;
   void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, int ld,
                                   float scale, void* dscores) override;
+  void split_step_qkv(DType dt, const void* qkv, const void* bias, int rows, int heads, int head_dim, void* q,
+                      void* cache, const int32_t* append_dst) override;
   void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
                       const int32_t* kv_index, const int32_t* origin, int origin_stride, const int32_t* k_lengths,
                       int rows, int heads, int head_dim, int k_len, float scale, void* context) override;

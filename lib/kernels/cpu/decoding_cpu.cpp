@@ -1,5 +1,5 @@
-// Ops of incremental decoding: the strided row gather that maintains the caches and the fp32 log-softmax of the
-// next-token logits.
+// Ops of incremental decoding: the strided row gather that maintains the caches, a step's query/key/value split
+// with the cache append, and the fp32 log-softmax of the next-token logits.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,6 +32,29 @@ void CpuBackend::gather_rows(DType dt, const void* src, int64_t src_stride, cons
     const int64_t i = index ? index[r] : r;
     const int64_t o = dst_index ? dst_index[r] : r;
     std::memcpy(d + o * dst_stride * size, s + i * src_stride * size, static_cast<std::size_t>(row_elems) * size);
+  });
+}
+
+void CpuBackend::split_step_qkv(DType dt, const void* qkv, const void* bias, int rows, int heads, int head_dim,
+                                void* q, void* cache, const int32_t* append_dst) {
+  cpu::require_f32(dt, "split_step_qkv");
+  if (rows < 0 || heads < 0 || head_dim < 0)
+    fail("split_step_qkv: invalid shape rows={} heads={} head_dim={}", rows, heads, head_dim);
+  const int64_t slices = static_cast<int64_t>(rows) * heads, width = 3 * static_cast<int64_t>(heads) * head_dim;
+  for (int64_t e = 0; e < 2 * slices; ++e)
+    if (append_dst[e] < 0) fail("split_step_qkv: append_dst[{}] = {} is negative", e, append_dst[e]);
+  const float* in = f32(qkv);
+  const float* pb = static_cast<const float*>(bias);
+  float* pq = f32(q);
+  float* pc = f32(cache);
+  cpu::parallel_for(threads_, rows, width, [&](int64_t r) {
+    for (int p = 0; p < 3; ++p)
+      for (int h = 0; h < heads; ++h) {
+        const int64_t col = (static_cast<int64_t>(p) * heads + h) * head_dim, slice = r * heads + h;
+        float* dst = p == 0 ? pq + slice * head_dim
+                            : pc + static_cast<int64_t>(append_dst[(p - 1) * slices + slice]) * head_dim;
+        for (int d = 0; d < head_dim; ++d) dst[d] = in[r * width + col + d] + (pb ? pb[col + d] : 0.0f);
+      }
   });
 }
 

@@ -131,25 +131,28 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp: no block barriers below
-  float v[N][P];
+  float v[N][P], g[N][P], b[N][P];
   load_row<T, N>(x + row * cols, cols, lane, v);
+  // Gain and bias now, so that their loads overlap the row's (a small decoding batch waits on latency, not bandwidth).
+  load_row<T, N>(gamma, cols, lane, g);
+  load_row<T, N>(beta, cols, lane, b);
   if constexpr (kResidual) {
 #pragma unroll
     for (int n = 0; n < N; ++n) {
       const int c = (n * 32 + lane) * P;
       if (c >= cols) continue;
       const int64_t i = row * cols + c;
-      float b[P], res[P];
+      float bias[P], res[P];
       if (in.bias) {
-        load_pack(in.bias + c, b);
+        load_pack(in.bias + c, bias);
       } else {
 #pragma unroll
-        for (int k = 0; k < P; ++k) b[k] = 0.0f;
+        for (int k = 0; k < P; ++k) bias[k] = 0.0f;
       }
       load_pack(in.residual + i, res);
 #pragma unroll
       for (int k = 0; k < P; ++k)  // bias_dropout_residual_forward's rounding, then T's
-        v[n][k] = to_f32(from_f32<T>(__fadd_rn(res[k], __fmul_rn(v[n][k] + b[k], in.mask(i + k)))));
+        v[n][k] = to_f32(from_f32<T>(__fadd_rn(res[k], __fmul_rn(v[n][k] + bias[k], in.mask(i + k)))));
       if (in.sum) store_pack(in.sum + i, v[n]);
     }
   }
@@ -176,11 +179,9 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   for (int n = 0; n < N; ++n) {
     const int c = (n * 32 + lane) * P;
     if (c >= cols) continue;
-    float g[P], b[P], out[P];
-    load_pack(gamma + c, g);
-    load_pack(beta + c, b);
+    float out[P];
 #pragma unroll
-    for (int k = 0; k < P; ++k) out[k] = (v[n][k] - mu) * rs * g[k] + b[k];
+    for (int k = 0; k < P; ++k) out[k] = (v[n][k] - mu) * rs * g[n][k] + b[n][k];
     store_pack(yr + c, out);
   }
   if (lane == 0) {
