@@ -86,8 +86,9 @@ TEST_F(GpuKernels, SplitStepQkvMatchesCpuAndTheTwoOps) {
       gpu().split_heads(dt, dqkv.get(), dbias.get(), rows, 1, 1, heads, head_dim, 3, heads_buf.get());
       const auto split = heads_buf.download();
       EXPECT_EQ(got_q, std::vector<float>(split.begin(), split.begin() + got_q.size())) << what;
-      gpu().gather_rows(dt, static_cast<char*>(heads_buf.get()) + got_q.size() * dtype_size(dt), head_dim, nullptr, int(2 * slices),
-                        head_dim, two_cache.get(), head_dim, static_cast<const int32_t*>(ddst.get()));
+      const void* kv_rows = static_cast<char*>(heads_buf.get()) + got_q.size() * dtype_size(dt);
+      gpu().gather_rows(dt, kv_rows, head_dim, nullptr, int(2 * slices), head_dim, two_cache.get(), head_dim,
+                        static_cast<const int32_t*>(ddst.get()));
       EXPECT_EQ(got_cache, two_cache.download()) << what << ": the cache differs from split_heads + gather_rows'";
     }
 }

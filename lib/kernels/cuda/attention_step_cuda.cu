@@ -1,10 +1,13 @@
 // Incremental decoding's attention on the GPU in one launch: one warp per (row, head) slice, four slices a block,
 // no block barriers. The warp walks the slice's keys in tiles of 32 with an online softmax (a running max and sum;
 // the partial context is rescaled when the max grows), so any k_len works with fixed shared memory. Per tile, lane
-// j scores key j (the whole dot product, 16-byte loads where aligned, q from the warp's shared copy); then the lanes
-// split the head dimensions (lane + 32c) and accumulate p_j v_j over the tile's keys in key order, each key's
-// weight and offset taken from its scoring lane by a shuffle, so that a value row is read by the whole warp at
-// once. Results depend only on the shape. Each key has its own base: with a position-origin table (beam search's
+// j scores key j (the whole dot product, 16-byte loads where aligned, q from the warp's shared copy); then the warp
+// accumulates p_j v_j over the tile's keys, each key's weight and offset taken from its scoring lane by a shuffle:
+// - packed (16-byte aligned rows whose packs divide among 32 lanes, e.g. 8 lanes for a bf16 head of 64): L lanes
+//   share a value row, one pack each, so a 16-byte load per lane reads 32 / L value rows at once; the lane groups'
+//   partial sums are added by shuffles at the end;
+// - otherwise the lanes split the head dimensions (lane + 32c), one value row per step for the whole warp.
+// Results depend only on the shape. Each key has its own base: with a position-origin table (beam search's
 // re-indexed self-attention caches) key j of a slice may live in another row's slice.
 //
 // (Until 2026-11-24 one 128-thread block per slice, one thread per key: at decoding's few keys most threads idled
@@ -22,7 +25,7 @@ namespace cuda {
 namespace {
 
 constexpr int kStepWarps = 4;  // slices per block
-constexpr int kKeysInFlight = 4;  // value rows loaded before the first is used
+constexpr int kKeysInFlight = 4;  // value rows loaded before the first is used (per lane)
 
 // A chunk of W elements widened to fp32: one element, or one 16-byte pack (aligned, checked by the caller).
 template <typename T>
@@ -34,9 +37,10 @@ __device__ __forceinline__ void load_chunk(const T* p, float (&out)[Pack<T>::siz
   load_pack(p, out);
 }
 
-// W: elements per key load (1, or Pack<T>::size when head_dim, slice_stride and k allow 16-byte loads). D: context
+// W: elements per key load (1, or Pack<T>::size when head_dim, slice_stride and k allow 16-byte loads). L: lanes per
+// value row in the packed value path (head_dim = L W, L divides 32), or 0 for the per-dimension path with D context
 // dimensions per lane (lane, lane + 32, ...), head_dim <= 32 D.
-template <typename T, int W, int D>
+template <typename T, int W, int D, int L>
 __global__ void __launch_bounds__(kStepWarps * 32)
     attention_step_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                           int64_t slice_stride, const int32_t* __restrict__ kv_index,
@@ -56,9 +60,10 @@ __global__ void __launch_bounds__(kStepWarps * 32)
   for (int d = lane; d < head_dim; d += 32) q_s[d] = to_f32(q[i * head_dim + d]);
   __syncwarp();
 
-  float acc[D];
+  constexpr int A = L > 0 ? W : D;  // context values a lane accumulates
+  float acc[A];
 #pragma unroll
-  for (int c = 0; c < D; ++c) acc[c] = 0.0f;
+  for (int c = 0; c < A; ++c) acc[c] = 0.0f;
   float m = -INFINITY, l = 0.0f;  // running max of the scaled scores and sum of exp(score - m)
   const int chunks = head_dim / W;
   for (int t0 = 0; t0 < valid; t0 += 32) {
@@ -87,36 +92,70 @@ __global__ void __launch_bounds__(kStepWarps * 32)
     l = l * corr + warp_sum(p);
     m = m_new;
 #pragma unroll
-    for (int c = 0; c < D; ++c) acc[c] *= corr;
+    for (int c = 0; c < A; ++c) acc[c] *= corr;
     // Keys in groups whose value loads are all issued before the first is used (the loads, not the arithmetic,
     // set the pace); keys past the tile get weight 0 and read value row j = 0 of the tile (a valid address).
     const int tile = min(32, valid - t0);
-    for (int j0 = 0; j0 < tile; j0 += kKeysInFlight) {
-      float pj[kKeysInFlight], x[kKeysInFlight][D];
+    if constexpr (L > 0) {
+      constexpr int kRowsPerLoad = 32 / L;
+      const int group = lane / L, chunk = lane % L;  // this lane's value row in a load, and its pack of the row
+      for (int j0 = 0; j0 < tile; j0 += kRowsPerLoad * kKeysInFlight) {
+        float pj[kKeysInFlight], x[kKeysInFlight][W];
 #pragma unroll
-      for (int u = 0; u < kKeysInFlight; ++u) {
-        const int jj = j0 + u < tile ? j0 + u : 0;
-        pj[u] = __shfl_sync(0xffffffffu, p, jj);
-        const T* value = v + __shfl_sync(0xffffffffu, offset, jj);
-#pragma unroll
-        for (int c = 0; c < D; ++c) {
-          const int d = lane + 32 * c;
-          x[u][c] = d < head_dim ? to_f32(value[d]) : 0.0f;
+        for (int u = 0; u < kKeysInFlight; ++u) {
+          const int jj = j0 + u * kRowsPerLoad + group;
+          pj[u] = __shfl_sync(0xffffffffu, p, jj < tile ? jj : 0);
+          const int64_t value_offset = __shfl_sync(0xffffffffu, offset, jj < tile ? jj : 0);
+          load_pack(v + value_offset + chunk * W, x[u]);
+          if (jj >= tile) pj[u] = 0.0f;
         }
-        if (j0 + u >= tile) pj[u] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < kKeysInFlight; ++u)
+#pragma unroll
+          for (int e = 0; e < W; ++e) acc[e] = fmaf(pj[u], x[u][e], acc[e]);
       }
+    } else {
+      for (int j0 = 0; j0 < tile; j0 += kKeysInFlight) {
+        float pj[kKeysInFlight], x[kKeysInFlight][D];
 #pragma unroll
-      for (int u = 0; u < kKeysInFlight; ++u)
+        for (int u = 0; u < kKeysInFlight; ++u) {
+          const int jj = j0 + u < tile ? j0 + u : 0;
+          pj[u] = __shfl_sync(0xffffffffu, p, jj);
+          const T* value = v + __shfl_sync(0xffffffffu, offset, jj);
 #pragma unroll
-        for (int c = 0; c < D; ++c) acc[c] = fmaf(pj[u], x[u][c], acc[c]);
+          for (int c = 0; c < D; ++c) {
+            const int d = lane + 32 * c;
+            x[u][c] = d < head_dim ? to_f32(value[d]) : 0.0f;
+          }
+          if (j0 + u >= tile) pj[u] = 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kKeysInFlight; ++u)
+#pragma unroll
+          for (int c = 0; c < D; ++c) acc[c] = fmaf(pj[u], x[u][c], acc[c]);
+      }
     }
   }
 
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no valid keys: context 0
+  if constexpr (L > 0) {
+    // The lane groups hold partial sums over disjoint keys of the same dimensions: add them, in a fixed order.
 #pragma unroll
-  for (int c = 0; c < D; ++c) {
-    const int d = lane + 32 * c;
-    if (d < head_dim) context[i * head_dim + d] = from_f32<T>(acc[c] * inv);
+    for (int o = L; o < 32; o <<= 1)
+#pragma unroll
+      for (int e = 0; e < W; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+    if (lane < L) {
+      float out[W];
+#pragma unroll
+      for (int e = 0; e < W; ++e) out[e] = acc[e] * inv;
+      store_pack(context + i * head_dim + lane * W, out);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < D; ++c) {
+      const int d = lane + 32 * c;
+      if (d < head_dim) context[i * head_dim + d] = from_f32<T>(acc[c] * inv);
+    }
   }
 }
 
@@ -143,21 +182,37 @@ void CudaBackend::attention_step(DType dt, const void* q, const void* k, const v
     constexpr int P = Pack<T>::size;
     // Then every key's offset, key slice * slice_stride + j * head_dim, is a whole number of packs too.
     const bool packed = can_vectorize<T>(head_dim, tk, tv) && slice_stride % P == 0;
-    auto launch = [&](auto w, auto d) {
-      attention_step_kernel<T, decltype(w)::value, decltype(d)::value><<<grid, kStepWarps * 32, 0, stream_>>>(
-          tq, tk, tv, slice_stride, kv_index, origin, origin_stride, k_lengths, slices, heads, head_dim, k_len, scale,
-          tc);
+    auto launch = [&](auto w, auto d, auto l) {
+      attention_step_kernel<T, decltype(w)::value, decltype(d)::value, decltype(l)::value>
+          <<<grid, kStepWarps * 32, 0, stream_>>>(tq, tk, tv, slice_stride, kv_index, origin, origin_stride,
+                                                   k_lengths, slices, heads, head_dim, k_len, scale, tc);
     };
+    const std::integral_constant<int, 0> per_dimension;  // L = 0: the value path of one dimension a lane
     auto with_dims = [&](auto w) {  // context dimensions per lane: ceil(head_dim / 32), rounded up to 1, 2, 4 or 8
-      if (head_dim <= 32) return launch(w, std::integral_constant<int, 1>{});
-      if (head_dim <= 64) return launch(w, std::integral_constant<int, 2>{});
-      if (head_dim <= 128) return launch(w, std::integral_constant<int, 4>{});
-      launch(w, std::integral_constant<int, Backend::kMaxStepHeadDim / 32>{});
+      if (head_dim <= 32) return launch(w, std::integral_constant<int, 1>{}, per_dimension);
+      if (head_dim <= 64) return launch(w, std::integral_constant<int, 2>{}, per_dimension);
+      if (head_dim <= 128) return launch(w, std::integral_constant<int, 4>{}, per_dimension);
+      launch(w, std::integral_constant<int, Backend::kMaxStepHeadDim / 32>{}, per_dimension);
     };
+    // The packed value path: context rows aligned too (store_pack), L = head_dim / P lanes per value row.
+    const int lanes_per_row = head_dim / P;
+    const bool rows_packed = packed && can_vectorize<T>(head_dim, tc) && 32 % lanes_per_row == 0;
+    const std::integral_constant<int, P> pack;
+    const std::integral_constant<int, 1> one;
+    if (rows_packed) {
+      switch (lanes_per_row) {
+        case 1: return launch(pack, one, std::integral_constant<int, 1>{});
+        case 2: return launch(pack, one, std::integral_constant<int, 2>{});
+        case 4: return launch(pack, one, std::integral_constant<int, 4>{});
+        case 8: return launch(pack, one, std::integral_constant<int, 8>{});
+        case 16: return launch(pack, one, std::integral_constant<int, 16>{});
+        default: return launch(pack, one, std::integral_constant<int, 32>{});
+      }
+    }
     if (packed)
-      with_dims(std::integral_constant<int, P>{});
+      with_dims(pack);
     else
-      with_dims(std::integral_constant<int, 1>{});
+      with_dims(one);
   });
   check_launch("attention_step");
 }
