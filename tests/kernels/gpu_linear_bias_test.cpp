@@ -25,6 +25,17 @@ std::vector<float> grid_floats(std::size_t n, uint64_t seed, float offset = 0.0f
   return v;
 }
 
+// One shape's operands on the grid (the bias offset by 1/128), and its name in failure messages.
+struct Operands {
+  std::vector<float> x, w, bias;
+  std::string what;
+  Operands(Shape s, DType dt, uint64_t& seed)
+      : x(grid_floats(std::size_t(s.rows) * s.k, ++seed)),
+        w(grid_floats(std::size_t(s.n) * s.k, ++seed)),
+        bias(grid_floats(s.n, ++seed, 1.0f / 128)),
+        what(label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n)) {}
+};
+
 TEST_F(GpuKernels, LinearBiasReluForwardMatchesCpu) {
   uint64_t seed = 9700;
   const std::vector<Shape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {256, 64, 384}, {1027, 512, 2048},
@@ -32,11 +43,8 @@ TEST_F(GpuKernels, LinearBiasReluForwardMatchesCpu) {
   for (DType dt : dtypes())
     for (Shape s : shapes) {
       const std::size_t count = std::size_t(s.rows) * s.n;
-      const std::string what =
-          label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
-      const auto x = grid_floats(std::size_t(s.rows) * s.k, ++seed);
-      const auto w = grid_floats(std::size_t(s.n) * s.k, ++seed);
-      const auto bias = grid_floats(s.n, ++seed, 1.0f / 128);
+      const Operands op(s, dt, seed);
+      const auto& [x, w, bias, what] = op;
       const auto dy = quantize(random_floats(count, ++seed), dt);
       std::vector<float> ref_y(count), ref_dx(count), ref_db = random_floats(s.n, ++seed);
       DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), ddy(gpu(), dt, dy), y(gpu(), dt, count),
@@ -65,11 +73,8 @@ TEST_F(GpuKernels, LinearBiasForwardWithoutReluMatchesCpu) {
   for (DType dt : dtypes())
     for (Shape s : shapes) {
       const std::size_t count = std::size_t(s.rows) * s.n;
-      const std::string what =
-          label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
-      const auto x = grid_floats(std::size_t(s.rows) * s.k, ++seed);
-      const auto w = grid_floats(std::size_t(s.n) * s.k, ++seed);
-      const auto bias = grid_floats(s.n, ++seed, 1.0f / 128);
+      const Operands op(s, dt, seed);
+      const auto& [x, w, bias, what] = op;
       std::vector<float> ref_y(count);
       DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), y(gpu(), dt, count);
       cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, false, ref_y.data());
