@@ -7,7 +7,7 @@
 #     outputs forced to 28 tokens, lseq (bench_decode_throughput) vs Hugging Face generate (bench/hf_generate.py).
 # Steps: WARMUP (10) untimed + STEPS (32 = two passes over the 16-batch pool) timed steps per training case;
 # 1 warm-up + 5 timed batches per decoding case. The parts run in priority order under a total time budget
-# (BUDGET_S, 450 s, not counting the build), each under its own timeout; a part that fails, times out or is
+# (BUDGET_S, 500 s, not counting the build), each under its own timeout; a part that fails, times out or is
 # skipped for lack of time shows as failed/missing in the table and the rest go on.
 #
 #   bash bench/run-gpu-bench.sh                  # BUILD=build-gpu: configured if new, the two targets built
@@ -23,7 +23,7 @@ out=${OUT:-/tmp/lseq-bench}/bench
 precision=${PRECISION:-bf16}
 warmup=${WARMUP:-10}
 steps=${STEPS:-32}
-budget=${BUDGET_S:-450}
+budget=${BUDGET_S:-500}
 compile_cases=${COMPILE_CASES-base:16384}  # set and empty: no torch.compile case
 tokens=${TOKENS:-4096,8192,16384}
 mkdir -p "$out"
@@ -84,7 +84,7 @@ part hf-generate 90 python3 bench/hf_generate.py --precision "$precision" --batc
   --src-len 28 --out-len 28
 for c in $compile_cases; do
   m=${c%%:*} t=${c##*:}
-  part "torch-compile-$m-$t" 240 python3 bench/pytorch_train.py --shapes "$shapes" \
+  part "torch-compile-$m-$t" 330 python3 bench/pytorch_train.py --shapes "$shapes" \
     --preset "configs/transformer-$m.yaml" --modes compile --precision "$precision" --warmup "$warmup" \
     --steps "$steps" --tokens "$t"
 done
