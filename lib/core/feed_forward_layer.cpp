@@ -13,24 +13,32 @@ FeedForwardLayer::FeedForwardLayer(ParamTable& table, const std::string& prefix,
   b_out_ = table.add(prefix + ".out.bias", {dim}, ParamInit::zeros);
 }
 
+void FeedForwardLayer::hidden_forward(const LayerContext& ctx, const void* x, int rows, bool fused_relu,
+                                      void* hidden) const {
+  if (fused_relu) {
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_, true, hidden);
+  } else {
+    linear_forward(ctx, x, rows, dim_, dim_ffn_, w_in_, hidden);
+  }
+}
+
 void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows, const kernels::Dropout& drop, void* o,
                                Saved& saved) const {
   saved.x = x;
   saved.rows = rows;
   saved.drop = drop;
+  saved.fused_relu = act_ == kernels::Activation::relu && drop.p == 0.0f;
   const std::size_t count = static_cast<std::size_t>(rows) * dim_ffn_;
-  saved.h = saved.a = nullptr;  // a Saved may be reused: only this call's path may be set
-  if (act_ == kernels::Activation::relu && drop.p == 0.0f) {
-    saved.a = ctx.keep(count);
-    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_, true, saved.a);
-    linear_forward(ctx, saved.a, rows, dim_ffn_, dim_, w_out_, o);
+  TempScope scope(ctx.memory);
+  void* hidden = ctx.recompute_ffn ? ctx.temp(count) : ctx.keep(count);
+  saved.hidden = ctx.recompute_ffn ? nullptr : hidden;
+  hidden_forward(ctx, x, rows, saved.fused_relu, hidden);
+  if (saved.fused_relu) {
+    linear_forward(ctx, hidden, rows, dim_ffn_, dim_, w_out_, o);
     return;
   }
-  saved.h = ctx.keep(count);
-  linear_forward(ctx, x, rows, dim_, dim_ffn_, w_in_, saved.h);
-  TempScope scope(ctx.memory);
   void* a = ctx.temp(count);
-  ctx.backend.bias_activation_dropout_forward(ctx.dt, saved.h, ctx.w(b_in_), rows, dim_ffn_, act_, drop, a);
+  ctx.backend.bias_activation_dropout_forward(ctx.dt, hidden, ctx.w(b_in_), rows, dim_ffn_, act_, drop, a);
   linear_forward(ctx, a, rows, dim_ffn_, dim_, w_out_, o);
 }
 
@@ -38,20 +46,26 @@ void FeedForwardLayer::backward(const LayerContext& ctx, const Saved& s, const v
                                 bool accumulate_dx) const {
   TempScope scope(ctx.memory);
   const std::size_t count = static_cast<std::size_t>(s.rows) * dim_ffn_;
+  const void* hidden = s.hidden;
+  if (hidden == nullptr) {
+    void* again = ctx.temp(count);
+    hidden_forward(ctx, s.x, s.rows, s.fused_relu, again);
+    hidden = again;
+  }
   void* d_h = ctx.temp(count);
-  if (s.a) {
+  if (s.fused_relu) {
     // relu'(x W_in^T + b_in) = (a > 0): the ReLU's gradient over a with no bias, the b_in gradient with it.
     void* d_a = ctx.temp(count);
-    linear_backward(ctx, s.a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_a, false);
-    ctx.backend.bias_activation_dropout_backward(ctx.dt, s.a, nullptr, d_a, s.rows, dim_ffn_, act_, s.drop, d_h,
+    linear_backward(ctx, hidden, d_o, s.rows, dim_ffn_, dim_, w_out_, d_a, false);
+    ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, nullptr, d_a, s.rows, dim_ffn_, act_, s.drop, d_h,
                                                  ctx.g(b_in_));
   } else {
     void* a = ctx.temp(count);
-    ctx.backend.bias_activation_dropout_forward(ctx.dt, s.h, ctx.w(b_in_), s.rows, dim_ffn_, act_, s.drop, a);
+    ctx.backend.bias_activation_dropout_forward(ctx.dt, hidden, ctx.w(b_in_), s.rows, dim_ffn_, act_, s.drop, a);
     void* d_a = ctx.temp(count);
     linear_backward(ctx, a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_a, false);
-    ctx.backend.bias_activation_dropout_backward(ctx.dt, s.h, ctx.w(b_in_), d_a, s.rows, dim_ffn_, act_, s.drop, d_h,
-                                                 ctx.g(b_in_));
+    ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, ctx.w(b_in_), d_a, s.rows, dim_ffn_, act_, s.drop,
+                                                 d_h, ctx.g(b_in_));
   }
   linear_backward(ctx, s.x, d_h, s.rows, dim_, dim_ffn_, w_in_, dx, accumulate_dx);
 }

@@ -34,6 +34,9 @@ struct LayerContext {
   kernels::DType dt = kernels::DType::f32;  // activations
   bool train = false;                       // dropout on
   uint64_t seed = 0, step = 0;
+  // Training under memory pressure: each feed-forward block keeps nothing of its hidden layer [rows, dim_ffn] and
+  // recomputes it in backward (one more matrix product per block), see FeedForwardLayer.
+  bool recompute_ffn = false;
 
   kernels::Dropout dropout(float p, uint64_t site) const {
     kernels::Dropout d;

@@ -229,6 +229,7 @@ int run_train(const Options& options) {
 
   std::unique_ptr<kernels::Backend> backend = select_backend(options);
   Transformer model(config, *backend, precision_dtype(options));
+  model.set_recompute_ffn(options.get_bool("recompute-ffn"));
   spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
                model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
 
@@ -253,9 +254,10 @@ int run_train(const Options& options) {
     kernels::Workspace probe(*backend, std::max(worst_case, initial), "");
   } catch (const Error& e) {
     fail("the activations of batches of {} tokens per side and sentences of {} tokens need {:.1f} MiB beside "
-         "{:.1f} MiB of parameters and optimizer state, which do not fit: lower --mini-batch-words or --max-length "
+         "{:.1f} MiB of parameters and optimizer state, which do not fit: lower --mini-batch-words or --max-length{} "
          "({})",
-         max_tokens, max_len, std::max(worst_case, initial) / 1048576.0, state_mib, e.what());
+         max_tokens, max_len, std::max(worst_case, initial) / 1048576.0, state_mib,
+         model.recompute_ffn() ? "" : ", or set --recompute-ffn", e.what());
   }
   workspace_holder = std::make_unique<kernels::Workspace>(
       *backend, initial, "lower --mini-batch-words or --max-length, or free device memory");
@@ -264,6 +266,7 @@ int run_train(const Options& options) {
                "activations) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
                "tokens per sentence (checked to fit)",
                state_mib, kernels::dtype_name(model.compute_dtype()), worst_case / 1048576.0, max_tokens, max_len);
+  if (model.recompute_ffn()) spdlog::info("feed-forward hidden activations are recomputed in backward (--recompute-ffn)");
 
   std::unique_ptr<Validator> validator;
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");

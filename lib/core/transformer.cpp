@@ -85,6 +85,7 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   if (ws) ws->reset();
   StepMemory memory(ws);
   LayerContext ctx{backend, memory, *store_, store_->working_dtype(), how.train, how.seed, how.step};
+  ctx.recompute_ffn = recompute_ffn_ && how.backward;
 
   // Ids and lengths: one host staging buffer, one upload.
   const std::size_t ids = static_cast<std::size_t>(src_rows) + 2 * static_cast<std::size_t>(tgt_rows) + 2 * batch;
@@ -187,6 +188,12 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool t
   }
   // Many short sentences need more room for per-sentence lengths than this shape: up to 2 * max_tokens ids.
   return measured + StepMemory::align(2 * static_cast<std::size_t>(max_tokens) * sizeof(int32_t));
+}
+
+void Transformer::set_recompute_ffn(bool on) {
+  if (on == recompute_ffn_) return;
+  recompute_ffn_ = on;
+  step_bytes_.clear();
 }
 
 std::size_t Transformer::step_bytes(const data::Batch& b, bool training) const {

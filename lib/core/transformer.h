@@ -57,6 +57,11 @@ class Transformer {
   void load_params(const std::vector<float>& host) { store_->upload(host); }
   void zero_grads() { store_->zero_grads(); }
 
+  // --recompute-ffn: training steps keep no feed-forward hidden activations and recompute them in backward (less
+  // workspace for one more matrix product per block; the gradients are the same). Forgets the measured step sizes.
+  void set_recompute_ffn(bool on);
+  bool recompute_ffn() const { return recompute_ffn_; }
+
   // Workspace bytes for batches of up to max_tokens padded tokens per side (batch * padded length) and sentences
   // of up to max_len tokens (bos/eos included), training included. Measured by running the step's own code over
   // a no-op backend, so it cannot drift from what the step takes. training = false plans for forward_loss only.
@@ -105,6 +110,7 @@ class Transformer {
   float* sums_ = nullptr;      // device scalars: loss sum, nll sum
   Tape tape_;
   mutable std::vector<int32_t> staging_;  // host ids and lengths, uploaded with one copy
+  bool recompute_ffn_ = false;
   mutable std::map<std::tuple<int, int, int, bool>, std::size_t> step_bytes_;  // (sentences, src, tgt, training)
 };
 

@@ -65,6 +65,12 @@ check "--optimizer-delay 2 with smoothing exits 0" test $? -eq 0
 ppl=($(grep -o 'perplexity : [0-9.]*' "$work/h.log" | awk '{print $3}'))
 check "... and its validation perplexity falls (${ppl[*]})" awk -v a="${ppl[0]:-0}" -v b="${ppl[2]:-0}" 'BEGIN { exit !(b < a) }'
 
+# 4b. --recompute-ffn changes the memory, not the training: the straight run's weights, bit for bit.
+"$lstrain" "${common[@]}" -m "$work/r" --after 40u --recompute-ffn >"$work/r.log" 2>&1
+check "--recompute-ffn exits 0" test $? -eq 0
+check "... says it recomputes" grep -q 'recomputed in backward' "$work/r.log"
+check "... and ends with the straight run's weights" cmp -s "$work/a/model.safetensors" "$work/r/model.safetensors"
+
 # 5. Bad input: one line on stderr starting with "error:", non-zero exit, and the good checkpoint untouched.
 expect_error() {  # expect_error <description> <pattern> <lstrain args...>
   local what=$1 pattern=$2; shift 2

@@ -22,6 +22,7 @@
 #include "core/transformer_step_decoder.h"
 #include "data/vocab.h"
 #include "kernels/workspace.h"
+#include "ffn_recompute_check.h"
 #include "model_test_util.h"
 
 namespace lseq {
@@ -132,6 +133,28 @@ TEST(GpuModel, OneTrainingStepMatchesTheCpu) {
     EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
     EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
         << kernels::dtype_name(dt) << ": " << h.grad_norm << " vs " << want.grad_norm;
+  }
+}
+
+// --recompute-ffn on the GPU: the same loss and bit-identical gradients as keeping the hidden layers, in fp32 and
+// the 16-bit precisions, on the fused ReLU path (cuBLASLt's bias+ReLU epilogue, repeated in backward) and the
+// unfused GELU path with dropout (the masks regenerated from the same key).
+TEST(GpuModel, RecomputedFeedForwardGivesTheSameGradients) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(13, 0.1);
+  const data::Batch b = training_batch(5);
+  ModelConfig gelu = small_config();
+  gelu.activation = kernels::Activation::gelu;
+  gelu.dropout = gelu.dropout_ffn = 0.1f;
+  std::vector<DType> precisions = sixteen_bits();
+  precisions.insert(precisions.begin(), DType::f32);
+  OnGpu gpu(cpu.params, DType::f32);  // its backend
+  for (const ModelConfig& config : {small_config(), gelu}) {
+    for (DType dt : precisions) {
+      SCOPED_TRACE(std::string(kernels::dtype_name(dt)) +
+                   (config.activation == kernels::Activation::relu ? " relu" : " gelu+dropout"));
+      test::expect_recompute_ffn_matches(*gpu.backend, config, dt, cpu.params, b);
+    }
   }
 }
 

@@ -113,7 +113,7 @@ TEST(ModelLayerGradients, AttentionWithProbabilityDropout) {
   check_attention(AttentionLayer::Kind::cross, false, 2, 3, 4, {4, 2}, 0.3f);
 }
 
-void check_feed_forward(Activation act, float drop) {
+void check_feed_forward(Activation act, float drop, bool recompute = false) {
   Harness h;
   ParamTable table;
   FeedForwardLayer layer(table, "ffn", kDim, 12, act);
@@ -125,11 +125,13 @@ void check_feed_forward(Activation act, float drop) {
     h.ws->reset();
     StepMemory memory(h.ws.get());
     LayerContext ctx = h.context(memory, drop > 0);
+    ctx.recompute_ffn = recompute;
     FeedForwardLayer::Saved saved;
     void* o = ctx.keep(count);
     layer.forward(ctx, in, rows, ctx.dropout(drop, 5), o, saved);
     // ReLU without activation dropout takes the fused path (bias and ReLU inside the GEMMs), the rest the other.
-    EXPECT_EQ(saved.a != nullptr, act == Activation::relu && drop == 0.0f);
+    EXPECT_EQ(saved.fused_relu, act == Activation::relu && drop == 0.0f);
+    EXPECT_EQ(saved.hidden == nullptr, recompute) << "--recompute-ffn keeps no hidden layer";
     const double l = h.dot(o, r);
     if (backward) {
       float* d_o = memory.keep_n<float>(count);
@@ -145,6 +147,10 @@ TEST(ModelLayerGradients, FeedForwardReluFused) { check_feed_forward(Activation:
 TEST(ModelLayerGradients, FeedForwardReluWithDropout) { check_feed_forward(Activation::relu, 0.25f); }
 TEST(ModelLayerGradients, FeedForwardGelu) { check_feed_forward(Activation::gelu, 0.0f); }
 TEST(ModelLayerGradients, FeedForwardSwishWithDropout) { check_feed_forward(Activation::swish, 0.25f); }
+TEST(ModelLayerGradients, FeedForwardReluFusedRecomputed) { check_feed_forward(Activation::relu, 0.0f, true); }
+TEST(ModelLayerGradients, FeedForwardSwishWithDropoutRecomputed) {
+  check_feed_forward(Activation::swish, 0.25f, true);
+}
 
 TEST(ModelLayerGradients, LayerNorm) {
   Harness h;

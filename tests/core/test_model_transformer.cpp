@@ -1,8 +1,9 @@
 // The whole Transformer: gradients against finite differences for each norm placement and embedding tying,
-// padding invariance, dropout reproducibility, workspace planning.
+// padding invariance, dropout reproducibility, workspace planning, --recompute-ffn.
 #include <gtest/gtest.h>
 
 #include "core/transformer.h"
+#include "ffn_recompute_check.h"
 #include "kernels/workspace.h"
 #include "model_test_util.h"
 #include "util/error.h"
@@ -237,6 +238,26 @@ TEST(ModelGradients, AccumulateAndScale) {
     norm += static_cast<double>(once[i]) * once[i];
   }
   EXPECT_GT(norm, 1e-3);
+}
+
+// --recompute-ffn on the fused ReLU path and on the unfused one (GELU with dropout: the recomputed hidden layer
+// goes through the same dropout masks).
+void check_recompute_ffn(const ModelConfig& config) {
+  auto backend = kernels::make_cpu_backend(2);
+  Transformer source(config, *backend);
+  test::randomize_params(*backend, source.param_store(), 8, 0.1);
+  std::vector<float> params(source.num_params());
+  backend->copy_to_host(params.data(), source.master(), params.size() * sizeof(float));
+  std::mt19937_64 rng(6);
+  const data::Batch batch = test::random_batch(rng, 4, 3, 9, config.src_vocab);
+  test::expect_recompute_ffn_matches(*backend, config, kernels::DType::f32, params, batch);
+}
+
+TEST(ModelRecomputeFfn, FusedReluPathGivesTheSameGradientsInLessWorkspace) {
+  check_recompute_ffn(tiny_config(NormPlacement::post, TiedEmbeddings::none, 0.0f, kernels::Activation::relu));
+}
+TEST(ModelRecomputeFfn, GeluWithDropoutGivesTheSameGradientsInLessWorkspace) {
+  check_recompute_ffn(tiny_config(NormPlacement::pre, TiedEmbeddings::all, 0.2f));
 }
 
 TEST(ModelWorkspace, PlannedOnceCoversEveryBatchUpToTheLimits) {
