@@ -5,6 +5,7 @@
 #     in COMPILE_CASES (default: base at 16384; compiling costs a minute or more per case);
 #   decoding (bf16): transformer-base with random weights, beam 1 and 4, 32/64/128 sentences of 28 tokens,
 #     outputs forced to 28 tokens, lseq (bench_decode_throughput) vs Hugging Face generate (bench/hf_generate.py).
+#   and transformer-big again with --recompute-ffn (lseq-recompute-ffn in the table).
 # Steps: WARMUP (10) untimed + STEPS (32 = two passes over the 16-batch pool) timed steps per training case;
 # 1 warm-up + 5 timed batches per decoding case. The parts run in priority order under a total time budget
 # (BUDGET_S, 500 s, not counting the build), each under its own timeout; a part that fails, times out or is
@@ -82,6 +83,8 @@ part lseq-decode 60 "$decode_bin" --preset configs/transformer-base.yaml --preci
   --batch-sizes 32,64,128 --beams 1,4 --src-len 28 --out-len 28 --batches-per-case 10
 part hf-generate 90 python3 bench/hf_generate.py --precision "$precision" --batch-sizes 32,64,128 --beams 1,4 \
   --src-len 28 --out-len 28
+# lstrain --recompute-ffn (the memory target's case): big only, whose activations are what the option trims.
+part lseq-train-big-recompute-ffn 150 "$train_bin" --preset configs/transformer-big.yaml --recompute-ffn "${common[@]}"
 for c in $compile_cases; do
   m=${c%%:*} t=${c##*:}
   part "torch-compile-$m-$t" 330 python3 bench/pytorch_train.py --shapes "$shapes" \

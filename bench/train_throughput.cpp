@@ -5,7 +5,8 @@
 // batch, between two backend synchronisations. Reports one RESULT line per case (bench_support.h); never asserts.
 // Usage: bench_train_throughput [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384]
 //   [--precision fp32|bf16|fp16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16]
-//   [--seed 1] [--peak-flops 989e12] [--plan lstrain|worst] [--dump-batches FILE] [--dump-only]
+//   [--seed 1] [--peak-flops 989e12] [--plan lstrain|worst] [--recompute-ffn] [--dump-batches FILE] [--dump-only]
+// --recompute-ffn: lstrain's option of that name (impl=lseq-recompute-ffn in the RESULT lines).
 // --dump-batches writes every case's batch shapes for bench/pytorch_train.py (--dump-only: and stops there,
 // needing no device).
 #include <fmt/format.h>
@@ -59,13 +60,13 @@ void print_status(const std::string& prefix, const char* status, const std::stri
 
 int main(int argc, char** argv) {
   try {
-    bench::Args args(argc, argv, {"cpu", "dump-only", "help"},
+    bench::Args args(argc, argv, {"cpu", "dump-only", "help", "recompute-ffn"},
                      {"preset", "tokens", "precision", "threads", "vocab", "warmup", "steps", "pool", "seed",
                       "peak-flops", "dump-batches", "plan"});
     if (args.flag("help")) {
       fmt::print("usage: {} [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384] [--precision "
                  "bf16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16] [--seed 1] "
-                 "[--peak-flops 989e12] [--plan lstrain|worst] [--dump-batches FILE] [--dump-only]\n",
+                 "[--peak-flops 989e12] [--plan lstrain|worst] [--recompute-ffn] [--dump-batches FILE] [--dump-only]\n",
                  argv[0]);
       return 0;
     }
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
     const std::string plan = args.get("plan", "lstrain");
     if (plan != "lstrain" && plan != "worst") fail("--plan must be lstrain or worst (got '{}')", plan);
     const bool worst = plan == "worst";
+    const bool recompute_ffn = args.flag("recompute-ffn");
     if (steps < 1 || warmup < 0) fail("--steps must be at least 1 and --warmup at least 0");
 
     // Sentences up to 250 tokens (+ eos/bos): the model's --max-length is 250 whatever the preset says.
@@ -95,8 +97,9 @@ int main(int argc, char** argv) {
     if (args.flag("dump-only")) return 0;
 
     auto prefix_of = [&](int64_t budget) {
-      return fmt::format("RESULT bench=train impl=lseq model={} precision={} tokens={} pool={} warmup={} steps={}",
-                         preset.name, precision, budget, pool, warmup, steps);
+      return fmt::format("RESULT bench=train impl={} model={} precision={} tokens={} pool={} warmup={} steps={}",
+                         recompute_ffn ? "lseq-recompute-ffn" : "lseq", preset.name, precision, budget, pool, warmup,
+                         steps);
     };
     if (args.flag("threads")) preset.options.set("cpu-threads", YAML::Node(args.get_int("threads", 0)));
     bench::DeviceMemoryProbe memory(!args.flag("cpu"));  // before the backend: its baseline excludes nothing of ours
@@ -118,6 +121,7 @@ int main(int argc, char** argv) {
     try {
       model = std::make_unique<Transformer>(config, *backend, dt);
       model->init_params(1);
+      model->set_recompute_ffn(recompute_ffn);
       optimizer = std::make_unique<Optimizer>(*backend, model->num_params(), preset_optimizer(preset.options));
     } catch (const Error& e) {
       for (int64_t budget : budgets) print_status(prefix_of(budget), "not-measured", e.what());
