@@ -266,7 +266,9 @@ int run_train(const Options& options) {
                "activations) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
                "tokens per sentence (checked to fit)",
                state_mib, kernels::dtype_name(model.compute_dtype()), worst_case / 1048576.0, max_tokens, max_len);
-  if (model.recompute_ffn()) spdlog::info("feed-forward hidden activations are recomputed in backward (--recompute-ffn)");
+  if (model.recompute_ffn()) {
+    spdlog::info("feed-forward hidden activations are recomputed in backward (--recompute-ffn)");
+  }
 
   std::unique_ptr<Validator> validator;
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
