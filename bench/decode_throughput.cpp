@@ -170,7 +170,8 @@ int main(int argc, char** argv) {
       if (preset) {
         memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
         backend = bench::make_backend(options, args.flag("cpu"), precision);
-        model = std::make_unique<Transformer>(preset->config, *backend, precision_dtype(options));
+        model = std::make_unique<Transformer>(preset->config, *backend, precision_dtype(options),
+                                              ParamUse::inference);  // as lstranslate loads it
         model->init_params(seed);
         auto d = std::make_unique<TransformerStepDecoder>(*model, max_batch * max_beam, src_len, max_out + 1, max_batch);
         planned = bench::mib(d->state_bytes() + d->scratch_bytes());

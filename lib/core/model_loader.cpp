@@ -48,8 +48,9 @@ class LoadedStepDecoder : public StepDecoder {
 std::unique_ptr<StepDecoder> make_step_decoder(const ModelFiles& files, const Options& options) {
   const ModelConfig config = read_model_config(files.weights);
   std::unique_ptr<kernels::Backend> backend = select_backend(options);
-  // The checkpoint's fp32 weights run in the --precision asked for now, whatever the training precision was.
-  auto model = std::make_unique<Transformer>(config, *backend, precision_dtype(options));
+  // The checkpoint's fp32 weights run in the --precision asked for now, whatever the training precision was; only
+  // the weights the layers read are kept on the device (no gradients, no fp32 master in 16 bits).
+  auto model = std::make_unique<Transformer>(config, *backend, precision_dtype(options), ParamUse::inference);
   std::vector<float> weights;
   load_weights(files.weights, model->param_store().table(), weights);
   model->load_params(weights);

@@ -39,38 +39,53 @@ const ParamInfo& ParamTable::find(const std::string& name) const {
   fail("the model has no parameter named {}", name);
 }
 
-ParamStore::ParamStore(ParamTable table, kernels::Backend& backend, kernels::DType working_dt)
+ParamStore::ParamStore(ParamTable table, kernels::Backend& backend, kernels::DType working_dt, ParamUse use)
     : table_(std::move(table)), backend_(backend), working_dt_(working_dt) {
   const std::size_t bytes = table_.size() * sizeof(float);
-  master_ = static_cast<float*>(backend_.allocate(bytes));
-  grads_ = static_cast<float*>(backend_.allocate(bytes));
-  backend_.fill(kernels::DType::f32, master_, table_.size(), 0.0f);
-  if (working_dt_ != kernels::DType::f32) {
+  const bool separate = working_dt_ != kernels::DType::f32;
+  if (use == ParamUse::training || !separate) {
+    master_ = static_cast<float*>(backend_.allocate(bytes));
+    backend_.fill(kernels::DType::f32, master_, table_.size(), 0.0f);
+  }
+  if (use == ParamUse::training) grads_ = static_cast<float*>(backend_.allocate(bytes));
+  if (separate) {
     working_ = backend_.allocate(table_.size() * kernels::dtype_size(working_dt_));
-    refresh_working();
+    backend_.fill(working_dt_, working_, table_.size(), 0.0f);
   }
   zero_grads();
 }
 
 ParamStore::~ParamStore() {
   if (working_) backend_.release(working_);
-  backend_.release(grads_);
-  backend_.release(master_);
+  if (grads_) backend_.release(grads_);
+  if (master_) backend_.release(master_);
 }
 
 void ParamStore::refresh_working() {
-  if (working_) backend_.cast(kernels::DType::f32, master_, working_dt_, working_, table_.size());
+  if (working_ && master_) backend_.cast(kernels::DType::f32, master_, working_dt_, working_, table_.size());
 }
 
 void ParamStore::upload(const std::vector<float>& host) {
   if (host.size() != table_.size()) {
     fail("internal error: {} parameter values for a flat buffer of {}", host.size(), table_.size());
   }
-  backend_.copy_to_device(master_, host.data(), host.size() * sizeof(float));
-  refresh_working();
+  const std::size_t bytes = host.size() * sizeof(float);
+  if (master_) {
+    backend_.copy_to_device(master_, host.data(), bytes);
+    refresh_working();
+    return;
+  }
+  // A 16-bit inference store: the fp32 values pass through a temporary on their way to the working copy.
+  void* wide = backend_.allocate(bytes);
+  backend_.copy_to_device(wide, host.data(), bytes);
+  backend_.cast(kernels::DType::f32, wide, working_dt_, working_, table_.size());
+  backend_.synchronize();  // before the temporary is released
+  backend_.release(wide);
 }
 
-void ParamStore::zero_grads() { backend_.fill(kernels::DType::f32, grads_, table_.size(), 0.0f); }
+void ParamStore::zero_grads() {
+  if (grads_) backend_.fill(kernels::DType::f32, grads_, table_.size(), 0.0f);
+}
 
 void ParamStore::init(uint64_t seed) {
   std::vector<float> host(table_.size(), 0.0f);

@@ -6,6 +6,8 @@
 // Mixed precision (bf16/fp16) adds a working copy in the compute dtype with the same offsets, which the layers
 // read; it is refreshed from the master by a cast after init/upload and by the optimizer's fused write after each
 // update (Optimizer::step's working arguments). In fp32 the working pointer is the master pointer.
+// A store for inference (decoding, scoring) holds only what the layers read: no gradients, and in bf16/fp16 no
+// fp32 master either (uploads are cast into the working copy through a temporary), 2 bytes a parameter instead of 10.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,6 +35,8 @@ struct ParamInfo {
 
 constexpr std::size_t kParamAlignment = 64;  // elements (256 bytes of fp32)
 
+enum class ParamUse { training, inference };
+
 // Collects the tensors of a model in order; offsets are fixed when added.
 class ParamTable {
  public:
@@ -52,15 +56,17 @@ class ParamTable {
 class ParamStore {
  public:
   // working_dt: the compute dtype of the layers (fp32: no separate copy).
-  ParamStore(ParamTable table, kernels::Backend& backend, kernels::DType working_dt = kernels::DType::f32);
+  ParamStore(ParamTable table, kernels::Backend& backend, kernels::DType working_dt = kernels::DType::f32,
+             ParamUse use = ParamUse::training);
   ~ParamStore();
   ParamStore(const ParamStore&) = delete;
   ParamStore& operator=(const ParamStore&) = delete;
 
   const ParamTable& table() const { return table_; }
   std::size_t size() const { return table_.size(); }
-  float* master() const { return master_; }
-  float* grads() const { return grads_; }
+  bool trainable() const { return grads_ != nullptr; }
+  float* master() const { return master_; }  // null in a 16-bit inference store
+  float* grads() const { return grads_; }    // null in an inference store
   kernels::DType working_dtype() const { return working_dt_; }
   // The weights the layers read: the master itself in fp32, else the separate copy.
   const void* working() const { return working_ ? working_ : master_; }
@@ -71,15 +77,16 @@ class ParamStore {
   const void* weight(std::size_t offset) const {
     return static_cast<const char*>(working()) + offset * kernels::dtype_size(working_dtype());
   }
-  float* grad(std::size_t offset) const { return grads_ + offset; }
+  float* grad(std::size_t offset) const { return grads_ ? grads_ + offset : nullptr; }
 
   // Deterministic initialisation from `seed` on the host (std::mt19937_64), copied to the device once.
   void init(uint64_t seed);
   // The master from host values (ParamTable layout, size() floats), working copy refreshed (loading weights).
   void upload(const std::vector<float>& host);
-  // working = cast(master); a no-op in fp32. Call after writing the master other than through the optimizer.
+  // working = cast(master); a no-op in fp32 (and without a master). Call after writing the master other than
+  // through the optimizer.
   void refresh_working();
-  void zero_grads();
+  void zero_grads();  // a no-op without gradients
 
  private:
   ParamTable table_;

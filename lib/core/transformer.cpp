@@ -10,7 +10,8 @@
 
 namespace lseq {
 
-Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, kernels::DType compute_dt)
+Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, kernels::DType compute_dt,
+                         ParamUse use)
     : config_(config), backend_(backend) {
   config_.validate();
   const int dim = config_.dim_emb;
@@ -27,7 +28,7 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, k
   output_ = std::make_unique<OutputLayer>(
       table, config_,
       config_.tied == TiedEmbeddings::none || config_.tied == TiedEmbeddings::source ? OutputLayer::kUntied : tgt_emb);
-  store_ = std::make_unique<ParamStore>(std::move(table), backend_, compute_dt);
+  store_ = std::make_unique<ParamStore>(std::move(table), backend_, compute_dt, use);
 
   // --max-length counts words without eos/bos (as the corpus filter does): one more position for them.
   const std::vector<float> positions = sinusoidal_positions(config_.max_length + 1, dim);
@@ -217,6 +218,7 @@ std::size_t Transformer::measure_bytes(const data::Batch& b, bool training) cons
 
 StepLoss Transformer::forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
                                        kernels::Workspace& ws) {
+  if (!store_->trainable()) fail("internal error: a model loaded for inference has no gradients to train");
   check_batch(batch);
   Run how;
   how.train = how.backward = true;

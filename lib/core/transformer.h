@@ -29,8 +29,10 @@ class Transformer {
   // Validates the config, lays out and allocates parameters and gradients (zeros until init_params).
   // compute_dt: the activations' and working weights' type (--precision); not part of the model config, so a
   // model trained in one precision runs in any other. Master weights and gradients are fp32 regardless.
+  // ParamUse::inference (decoding, scoring) allocates neither gradients nor, in 16 bits, fp32 master weights:
+  // such a model runs forward only.
   Transformer(const ModelConfig& config, kernels::Backend& backend,
-              kernels::DType compute_dt = kernels::DType::f32);
+              kernels::DType compute_dt = kernels::DType::f32, ParamUse use = ParamUse::training);
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;

@@ -232,6 +232,40 @@ data::Batch sources(uint64_t seed, const std::vector<int>& words) {
   return b;
 }
 
+// A model loaded for inference as lstranslate loads it (no gradients; in 16 bits no fp32 master, the weights cast
+// on their way in through a temporary) decodes exactly like the training model holding the same weights.
+TEST(GpuModel, InferenceModelDecodesLikeTheTrainingModel) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(17, 0.3);
+  const data::Batch b = sources(9, {6, 3, 11});
+  constexpr int kSteps = 6;
+  std::vector<DType> precisions = sixteen_bits();
+  precisions.insert(precisions.begin(), DType::f32);
+  for (DType dt : precisions) {
+    SCOPED_TRACE(kernels::dtype_name(dt));
+    OnGpu training(cpu.params, dt);
+    Transformer inference(small_config(), *training.backend, dt, ParamUse::inference);
+    inference.load_params(cpu.params);
+    EXPECT_EQ(inference.grads(), nullptr);
+    EXPECT_EQ(inference.master() == nullptr, dt != DType::f32);
+    TransformerStepDecoder want(*training.model, b.size, b.src_len, kSteps + 1);
+    TransformerStepDecoder got(inference, b.size, b.src_len, kSteps + 1);
+    want.start(b.src, b.src_lengths, b.size, b.src_len);
+    got.start(b.src, b.src_lengths, b.size, b.src_len);
+    std::vector<int32_t> tokens(b.size, data::kBosId);
+    std::vector<float> lp_want, lp_got;
+    for (int t = 0; t < kSteps; ++t) {
+      want.step(tokens, lp_want);
+      got.step(tokens, lp_got);
+      ASSERT_EQ(lp_got, lp_want) << "step " << t;
+      for (int s = 0; s < b.size; ++s) {  // feed each row's most likely token
+        const auto row = lp_want.begin() + static_cast<std::ptrdiff_t>(s) * want.vocab_size();
+        tokens[s] = static_cast<int32_t>(std::max_element(row, row + want.vocab_size()) - row);
+      }
+    }
+  }
+}
+
 TEST(GpuModel, IncrementalDecodingMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   Oracle cpu(31, 0.3);

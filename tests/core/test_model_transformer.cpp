@@ -260,6 +260,28 @@ TEST(ModelRecomputeFfn, GeluWithDropoutGivesTheSameGradientsInLessWorkspace) {
   check_recompute_ffn(tiny_config(NormPlacement::pre, TiedEmbeddings::all, 0.2f));
 }
 
+// A model loaded for inference (lstranslate, lsscore) has no gradients; in fp32 its master is what the layers read.
+TEST(ModelInference, NoGradientsSameLossAndTrainingIsRefused) {
+  auto backend = kernels::make_cpu_backend(1);
+  const ModelConfig config = tiny_config(NormPlacement::post, TiedEmbeddings::all);
+  Transformer trained(config, *backend);
+  test::randomize_params(*backend, trained.param_store(), 12, 0.1);
+  std::vector<float> params(trained.num_params());
+  backend->copy_to_host(params.data(), trained.master(), params.size() * sizeof(float));
+  Transformer loaded(config, *backend, kernels::DType::f32, ParamUse::inference);
+  loaded.load_params(params);
+  EXPECT_TRUE(trained.param_store().trainable());
+  EXPECT_FALSE(loaded.param_store().trainable());
+  EXPECT_EQ(loaded.grads(), nullptr);
+  EXPECT_NE(loaded.master(), nullptr) << "fp32 layers read the master";
+  std::mt19937_64 rng(3);
+  const data::Batch batch = test::random_batch(rng, 3, 2, 7, config.src_vocab);
+  kernels::Workspace ws(*backend, 0, "test workspace");
+  const double want = trained.forward_loss(batch, ws).loss_sum;
+  EXPECT_EQ(loaded.forward_loss(batch, ws).loss_sum, want);
+  EXPECT_THROW(loaded.forward_backward(batch, 1, 1, 1.0f, ws), Error);
+}
+
 TEST(ModelWorkspace, PlannedOnceCoversEveryBatchUpToTheLimits) {
   auto backend = kernels::make_cpu_backend(1);
   const ModelConfig config = tiny_config(NormPlacement::pre, TiedEmbeddings::none, 0.1f);
