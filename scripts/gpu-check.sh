@@ -105,11 +105,15 @@ if [ "$status_build" = ok ]; then
   fi
 fi
 
+# A copied working tree may carry an older .git than its files (the device tool's copy does): say how many tracked
+# files differ from the commit named, so a stale name cannot pass for the code that ran.
+head_commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+changed=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
 {
   echo
   echo "==================== gpu-check summary ===================="
   printf '%-12s %s\n' "device" "$device"
-  printf '%-12s %s\n' "commit" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  printf '%-12s %s\n' "commit" "$head_commit ($changed tracked files differ from it)"
   printf '%-12s %-10s %s\n' "build" "$status_build" "sm_90 Release, $build"
   printf '%-12s %-10s %s\n' "gpu tests" "$status_gpu" "$gpu_summary"
   printf '%-12s %-10s %s\n' "other tests" "$status_all" "$all_summary"
