@@ -16,19 +16,6 @@ std::vector<float> sinusoidal_positions(int max_len, int dim) {
   return table;
 }
 
-void upload_as(kernels::Backend& backend, const std::vector<float>& host, kernels::DType dt, void* dst) {
-  const std::size_t bytes = host.size() * sizeof(float);
-  if (dt == kernels::DType::f32) {
-    backend.copy_to_device(dst, host.data(), bytes);
-    return;
-  }
-  void* staging = backend.allocate(bytes);
-  backend.copy_to_device(staging, host.data(), bytes);
-  backend.cast(kernels::DType::f32, staging, dt, dst, host.size());
-  backend.synchronize();
-  backend.release(staging);
-}
-
 EmbeddingLayer::EmbeddingLayer(std::size_t table, int dim)
     : table_(table), dim_(dim), scale_(std::sqrt(static_cast<float>(dim))) {}
 

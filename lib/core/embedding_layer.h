@@ -11,10 +11,6 @@ namespace lseq {
 // column 2i+1 = cos(t / 10000^(2i/dim)). Computed on the host once.
 std::vector<float> sinusoidal_positions(int max_len, int dim);
 
-// Copies host fp32 values to dst (device, type dt): directly in fp32, else through a temporary fp32 buffer and the
-// backend's cast (set-up only: it allocates).
-void upload_as(kernels::Backend& backend, const std::vector<float>& host, kernels::DType dt, void* dst);
-
 class EmbeddingLayer {
  public:
   EmbeddingLayer() = default;

@@ -8,6 +8,19 @@
 
 namespace lseq {
 
+void upload_as(kernels::Backend& backend, const std::vector<float>& host, kernels::DType dt, void* dst) {
+  const std::size_t bytes = host.size() * sizeof(float);
+  if (dt == kernels::DType::f32) {
+    backend.copy_to_device(dst, host.data(), bytes);
+    return;
+  }
+  void* staging = backend.allocate(bytes);
+  backend.copy_to_device(staging, host.data(), bytes);
+  backend.cast(kernels::DType::f32, staging, dt, dst, host.size());
+  backend.synchronize();
+  backend.release(staging);
+}
+
 std::size_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, ParamInit init, int init_blocks) {
   for (const ParamInfo& p : params_) {
     if (p.name == name) fail("internal error: parameter {} declared twice", name);
@@ -69,18 +82,12 @@ void ParamStore::upload(const std::vector<float>& host) {
   if (host.size() != table_.size()) {
     fail("internal error: {} parameter values for a flat buffer of {}", host.size(), table_.size());
   }
-  const std::size_t bytes = host.size() * sizeof(float);
-  if (master_) {
-    backend_.copy_to_device(master_, host.data(), bytes);
-    refresh_working();
+  if (master_ == nullptr) {  // a 16-bit inference store: straight into the working copy
+    upload_as(backend_, host, working_dt_, working_);
     return;
   }
-  // A 16-bit inference store: the fp32 values pass through a temporary on their way to the working copy.
-  void* wide = backend_.allocate(bytes);
-  backend_.copy_to_device(wide, host.data(), bytes);
-  backend_.cast(kernels::DType::f32, wide, working_dt_, working_, table_.size());
-  backend_.synchronize();  // before the temporary is released
-  backend_.release(wide);
+  backend_.copy_to_device(master_, host.data(), host.size() * sizeof(float));
+  refresh_working();
 }
 
 void ParamStore::zero_grads() {

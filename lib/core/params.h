@@ -37,6 +37,10 @@ constexpr std::size_t kParamAlignment = 64;  // elements (256 bytes of fp32)
 
 enum class ParamUse { training, inference };
 
+// Copies host fp32 values to dst (device, type dt): directly in fp32, else through a temporary fp32 buffer and the
+// backend's cast (set-up only: it allocates).
+void upload_as(kernels::Backend& backend, const std::vector<float>& host, kernels::DType dt, void* dst);
+
 // Collects the tensors of a model in order; offsets are fixed when added.
 class ParamTable {
  public:
