@@ -200,17 +200,17 @@ int main(int argc, char** argv) try {
   // forward above, and in backward the softmax backward and four batched GEMMs (scores, dP, dV, dQ, dK products).
   if (Backend::fused_attention_fits(L, L, HD)) {
     auto* lse = static_cast<float*>(buf.filled(DType::f32, std::size_t(B) * H * L, 0.0f));
-    const std::size_t head_elems = std::size_t(T) * D;
-    auto part = [&](void* base, int i) { return static_cast<char*>(base) + i * head_elems * es; };
+    // q, k, v as column ranges of the [T, 3D] projection (what the attention layer passes), d_qkv likewise.
+    auto cols = [&](void* base, int i) { return static_cast<char*>(base) + std::size_t(i) * D * es; };
     const double slice_flops = 2.0 * L * L * HD * B * H;  // one [L,L,HD] product over all slices
     results.push_back({"attention_forward (fused core)", time_ms([&] {
-                         be.attention_forward(dt, heads, part(heads, 1), part(heads, 2), lengths, B, H, L, L, L, HD,
-                                              0.125f, false, y, lse);
+                         be.attention_forward(dt, qkv, 3 * D, cols(qkv, 1), cols(qkv, 2), 3 * D, lengths, B, H, L, L,
+                                              HD, 0.125f, false, y, lse);
                        }),
                        2 * slice_flops, 4 * TD + double(B) * H * L * 4, false});
     results.push_back({"attention_backward (fused core)", time_ms([&] {
-                         be.attention_backward(dt, heads, part(heads, 1), part(heads, 2), lengths, B, H, L, L, L, HD,
-                                               0.125f, false, lse, z, qkv, part(qkv, 1), part(qkv, 2));
+                         be.attention_backward(dt, qkv, 3 * D, cols(qkv, 1), cols(qkv, 2), 3 * D, lengths, B, H, L, L,
+                                               HD, 0.125f, false, lse, z, heads, cols(heads, 1), cols(heads, 2));
                        }),
                        5 * slice_flops, 7 * TD + double(B) * H * L * 4, false});
   }

@@ -100,24 +100,17 @@ float AttentionLayer::scale() const { return 1.0f / std::sqrt(static_cast<float>
 constexpr int kFusedAttentionMaxLen = 64;
 
 bool AttentionLayer::fused_core(int q_len, int k_len, const kernels::Dropout& drop) const {
-  const int lq = padded(q_len), lk = padded(k_len);
-  return drop.p == 0.0f && lq <= kFusedAttentionMaxLen && lk <= kFusedAttentionMaxLen &&
-         kernels::Backend::fused_attention_fits(lq, lk, head_dim_);
+  return drop.p == 0.0f && q_len <= kFusedAttentionMaxLen && k_len <= kFusedAttentionMaxLen &&
+         kernels::Backend::fused_attention_fits(q_len, k_len, head_dim_);
 }
 
 void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* k, const void* v,
                             const int32_t* k_lengths, int batch, int q_len, int k_len, bool causal,
-                            const kernels::Dropout& drop, void* probs, float* lse, void* context) const {
+                            const kernels::Dropout& drop, void* probs, void* context) const {
   TempScope scope(ctx.memory);
-  const int lq = padded(q_len), lk = padded(k_len);
+  const int lq = padded(q_len);
   void* context_heads = ctx.temp(static_cast<std::size_t>(batch) * lq * dim_);
-  if (lse) {
-    if (!fused_core(q_len, k_len, drop)) fail("internal error: fused attention core asked for where it does not apply");
-    ctx.backend.attention_forward(ctx.dt, q, k, v, k_lengths, batch, heads_, lq, lk, k_len, head_dim_, scale(), causal,
-                                  context_heads, lse);
-  } else {
-    attend_composed(ctx, q, k, v, k_lengths, batch, q_len, k_len, causal, drop, probs, context_heads);
-  }
+  attend_composed(ctx, q, k, v, k_lengths, batch, q_len, k_len, causal, drop, probs, context_heads);
   ctx.backend.merge_heads(ctx.dt, context_heads, batch, q_len, lq, heads_, head_dim_, 1, context, nullptr);
 }
 
@@ -172,39 +165,98 @@ void AttentionLayer::attend_step(const LayerContext& ctx, const void* q, const v
 void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths,
                              int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o,
                              Saved& saved) const {
+  saved = Saved{};  // the pointers of one path stay null (a Saved outlives a step)
   saved.x = x;
   saved.memory = memory;
   saved.k_lengths = k_lengths;
   saved.causal = causal;
   saved.drop = drop;
   saved.batch = batch, saved.q_len = q_len, saved.k_len = k_len;
-  const int lq = padded(q_len), lk = padded(k_len);
-  const std::size_t q_heads = static_cast<std::size_t>(batch) * lq * dim_;  // [batch][heads][lq][hd]
-  const std::size_t k_heads = static_cast<std::size_t>(batch) * lk * dim_;
-  if (kind_ == Kind::self) {
-    saved.q = ctx.keep(3 * q_heads);
-    saved.k = offset_ptr(saved.q, q_heads, ctx.dt);
-    saved.v = offset_ptr(saved.q, 2 * q_heads, ctx.dt);
-    project_qkv(ctx, x, batch, q_len, lq, saved.q);
-  } else {
-    saved.q = ctx.keep(q_heads);
-    saved.k = ctx.keep(2 * k_heads);
-    saved.v = offset_ptr(saved.k, k_heads, ctx.dt);
-    project_q(ctx, x, batch, q_len, lq, saved.q);
-    project_kv(ctx, memory, batch, k_len, lk, saved.k);
-  }
-  const std::size_t rows = static_cast<std::size_t>(batch) * heads_ * lq;  // score rows
-  const bool fused = fused_core(q_len, k_len, drop);  // one of the two, the other null (Saved outlives a step)
-  saved.lse = fused ? ctx.memory.keep_n<float>(rows) : nullptr;
-  saved.probs = fused ? nullptr : ctx.keep(rows * lk);
   saved.context = ctx.keep(static_cast<std::size_t>(batch) * q_len * dim_);
-  attend(ctx, saved.q, saved.k, saved.v, k_lengths, batch, q_len, k_len, causal, drop, saved.probs, saved.lse,
-         saved.context);
+  if (fused_core(q_len, k_len, drop))
+    forward_fused(ctx, saved);
+  else
+    forward_composed(ctx, saved);
   project_out(ctx, saved.context, batch * q_len, o);
+}
+
+void AttentionLayer::forward_fused(const LayerContext& ctx, Saved& s) const {
+  const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
+  if (kind_ == Kind::self) {  // q, k, v: column ranges of the one [rows, 3*dim] product
+    s.ldq = s.ldkv = 3 * dim_;
+    s.q = ctx.keep(static_cast<std::size_t>(q_rows) * 3 * dim_);
+    s.k = offset_ptr(s.q, dim_, ctx.dt);
+    s.v = offset_ptr(s.q, 2 * dim_, ctx.dt);
+    ctx.backend.linear_bias_forward(ctx.dt, s.x, ctx.w(w_qkv_), ctx.w(b_qkv_), q_rows, dim_, 3 * dim_, false, s.q);
+  } else {  // q [q_rows, dim]; k, v: column ranges of [k_rows, 2*dim]
+    s.ldq = dim_, s.ldkv = 2 * dim_;
+    s.q = ctx.keep(static_cast<std::size_t>(q_rows) * dim_);
+    s.k = ctx.keep(static_cast<std::size_t>(k_rows) * 2 * dim_);
+    s.v = offset_ptr(s.k, dim_, ctx.dt);
+    ctx.backend.linear_bias_forward(ctx.dt, s.x, ctx.w(w_q_), ctx.w(b_q_), q_rows, dim_, dim_, false, s.q);
+    ctx.backend.linear_bias_forward(ctx.dt, s.memory, ctx.w(w_kv_), ctx.w(b_kv_), k_rows, dim_, 2 * dim_, false, s.k);
+  }
+  s.lse = ctx.memory.keep_n<float>(static_cast<std::size_t>(s.batch) * heads_ * s.q_len);
+  ctx.backend.attention_forward(ctx.dt, s.q, s.ldq, s.k, s.v, s.ldkv, s.k_lengths, s.batch, heads_, s.q_len, s.k_len,
+                                head_dim_, scale(), s.causal, s.context, s.lse);
+}
+
+void AttentionLayer::forward_composed(const LayerContext& ctx, Saved& s) const {
+  const int lq = padded(s.q_len), lk = padded(s.k_len);
+  const std::size_t q_heads = static_cast<std::size_t>(s.batch) * lq * dim_;  // [batch][heads][lq][hd]
+  const std::size_t k_heads = static_cast<std::size_t>(s.batch) * lk * dim_;
+  if (kind_ == Kind::self) {
+    s.q = ctx.keep(3 * q_heads);
+    s.k = offset_ptr(s.q, q_heads, ctx.dt);
+    s.v = offset_ptr(s.q, 2 * q_heads, ctx.dt);
+    project_qkv(ctx, s.x, s.batch, s.q_len, lq, s.q);
+  } else {
+    s.q = ctx.keep(q_heads);
+    s.k = ctx.keep(2 * k_heads);
+    s.v = offset_ptr(s.k, k_heads, ctx.dt);
+    project_q(ctx, s.x, s.batch, s.q_len, lq, s.q);
+    project_kv(ctx, s.memory, s.batch, s.k_len, lk, s.k);
+  }
+  s.probs = ctx.keep(static_cast<std::size_t>(s.batch) * heads_ * lq * lk);  // score rows x padded keys
+  attend(ctx, s.q, s.k, s.v, s.k_lengths, s.batch, s.q_len, s.k_len, s.causal, s.drop, s.probs, s.context);
 }
 
 void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx, bool accumulate_dx,
                               void* d_memory) const {
+  TempScope scope(ctx.memory);
+  const int q_rows = s.batch * s.q_len;
+  // Output projection: dW_o += d_o^T context; d_context = d_o W_o.
+  void* d_context = ctx.temp(static_cast<std::size_t>(q_rows) * dim_);
+  linear_backward(ctx, s.context, d_o, q_rows, dim_, dim_, w_out_, d_context, false);
+  if (s.lse)
+    backward_fused(ctx, s, d_context, dx, accumulate_dx, d_memory);
+  else
+    backward_composed(ctx, s, d_context, dx, accumulate_dx, d_memory);
+}
+
+void AttentionLayer::backward_fused(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx,
+                                    bool accumulate_dx, void* d_memory) const {
+  TempScope scope(ctx.memory);
+  const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
+  // The head gradients land in the projections' layouts, so they feed the projections' backward as they are.
+  void* d_q = ctx.temp(static_cast<std::size_t>(q_rows) * s.ldq);
+  void* d_k = kind_ == Kind::self ? offset_ptr(d_q, dim_, ctx.dt) : ctx.temp(static_cast<std::size_t>(k_rows) * s.ldkv);
+  void* d_v = offset_ptr(d_k, dim_, ctx.dt);
+  ctx.backend.attention_backward(ctx.dt, s.q, s.ldq, s.k, s.v, s.ldkv, s.k_lengths, s.batch, heads_, s.q_len, s.k_len,
+                                 head_dim_, scale(), s.causal, s.lse, d_context, d_q, d_k, d_v);
+  if (kind_ == Kind::self) {
+    ctx.backend.bias_grad(ctx.dt, d_q, q_rows, 3 * dim_, ctx.g(b_qkv_));
+    linear_backward(ctx, s.x, d_q, q_rows, dim_, 3 * dim_, w_qkv_, dx, accumulate_dx);
+  } else {
+    ctx.backend.bias_grad(ctx.dt, d_q, q_rows, dim_, ctx.g(b_q_));
+    linear_backward(ctx, s.x, d_q, q_rows, dim_, dim_, w_q_, dx, accumulate_dx);
+    ctx.backend.bias_grad(ctx.dt, d_k, k_rows, 2 * dim_, ctx.g(b_kv_));
+    linear_backward(ctx, s.memory, d_k, k_rows, dim_, 2 * dim_, w_kv_, d_memory, true);
+  }
+}
+
+void AttentionLayer::backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx,
+                                    bool accumulate_dx, void* d_memory) const {
   TempScope scope(ctx.memory);
   const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
   const std::size_t q_count = static_cast<std::size_t>(q_rows) * dim_;
@@ -213,9 +265,7 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   const std::size_t q_heads = static_cast<std::size_t>(s.batch) * lq * dim_;
   const std::size_t k_heads = static_cast<std::size_t>(s.batch) * lk * dim_;
 
-  // Output projection: dW_o += d_o^T context; d_context = d_o W_o, split into heads (padded query rows 0).
-  void* d_context = ctx.temp(q_count);
-  linear_backward(ctx, s.context, d_o, q_rows, dim_, dim_, w_out_, d_context, false);
+  // d_context split into heads (padded query rows 0).
   void* d_context_heads = ctx.temp(q_heads);
   ctx.backend.split_heads(ctx.dt, d_context, nullptr, s.batch, s.q_len, lq, heads_, head_dim_, 1, d_context_heads);
 
@@ -223,12 +273,7 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   void* d_q = ctx.temp(kind_ == Kind::self ? 3 * q_heads : q_heads);
   void* d_k = kind_ == Kind::self ? offset_ptr(d_q, q_heads, ctx.dt) : ctx.temp(2 * k_heads);
   void* d_v = offset_ptr(d_k, k_heads, ctx.dt);
-
-  if (s.lse)
-    ctx.backend.attention_backward(ctx.dt, s.q, s.k, s.v, s.k_lengths, s.batch, heads_, lq, lk, s.k_len, head_dim_,
-                                   scale(), s.causal, s.lse, d_context_heads, d_q, d_k, d_v);
-  else
-    backward_composed(ctx, s, d_context_heads, d_q, d_k, d_v);
+  attend_backward_composed(ctx, s, d_context_heads, d_q, d_k, d_v);
 
   // Back through the projections (merge_heads drops the padding rows and accumulates the biases' gradients).
   if (kind_ == Kind::self) {
@@ -245,7 +290,7 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   }
 }
 
-void AttentionLayer::backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads,
+void AttentionLayer::attend_backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads,
                                        void* d_q, void* d_k, void* d_v) const {
   TempScope scope(ctx.memory);
   const int slices = s.batch * heads_;

@@ -1,10 +1,16 @@
 #pragma once
 // Multi-head attention with separate projection and core steps, so that incremental decoding can reuse them
 // (project the new token's q/k/v, append k/v to a cache, attend over the cache; cross-attention k/v once).
-//   self:  qkv = x W_qkv^T + b_qkv (one fused GEMM), split into [3][batch][heads][len][head_dim]
-//   cross: q = x W_q^T + b_q; kv = memory W_kv^T + b_kv (fused), split into [1] and [2][batch][heads][len][hd]
+//   self:  qkv = x W_qkv^T + b_qkv (one fused GEMM)
+//   cross: q = x W_q^T + b_q; kv = memory W_kv^T + b_kv (fused)
 //   core:  probs = softmax(q k^T / sqrt(hd)) with key padding (and causal) masks; context = dropout(probs) v
 //   out:   o = context W_o^T; its bias b_o is applied by the residual op that follows (bias_dropout_residual).
+// Training's core runs one of two ways (fused_core chooses by the lengths):
+//   fused:    Backend::attention_forward/backward read the heads as column ranges of the projections' token-major
+//             rows and write the context (and in backward the q/k/v gradients) in the same layouts, the bias rides
+//             in the projection's GEMM epilogue: no head split or merge, no probabilities stored;
+//   composed: the projections split into [parts][batch][heads][padded len][hd] head buffers, batched GEMMs around
+//             the softmax ops, the context merged back (longer sentences, or dropout on the probabilities).
 #include <string>
 
 #include "core/layer_context.h"
@@ -18,12 +24,17 @@ class AttentionLayer {
   struct Saved {
     const void* x = nullptr;       // query-side input [batch*q_len, dim]
     const void* memory = nullptr;  // cross: key/value-side input [batch*k_len, dim]
-    // Head buffers over lengths lq, lk padded to multiples of 8 when above 8 (padding rows 0: attention_layer.cpp).
-    void* q = nullptr;        // heads [batch][heads][lq][hd]; self: followed by k and v (fused buffer)
+    // Fused core: the projections' rows, q [batch*q_len] with row stride ldq, k and v [batch*k_len] with ldkv
+    // (self: the three are column ranges of one [rows, 3*dim] buffer; cross: q alone, k and v share one).
+    // Composed core: head buffers over lengths lq, lk padded to multiples of 8 when above 8 (padding rows 0:
+    // attention_layer.cpp), q [batch][heads][lq][hd]; self: followed by k and v; cross: k, v one buffer
+    // [2][batch][heads][lk][hd].
+    void* q = nullptr;
     void* k = nullptr;
-    void* v = nullptr;        // cross: k and v are one buffer [2][batch][heads][lk][hd]
-    void* probs = nullptr;    // [batch][heads][lq][lk]; before dropout (composed core; null on the fused one)
-    float* lse = nullptr;     // fused core: the rows' log-sum-exp [batch][heads][lq] (null on the composed one)
+    void* v = nullptr;
+    int ldq = 0, ldkv = 0;    // fused core only
+    void* probs = nullptr;    // composed core: [batch][heads][lq][lk], before dropout (null on the fused one)
+    float* lse = nullptr;     // fused core: the rows' log-sum-exp [batch][heads][q_len] (null on the composed one)
     void* context = nullptr;  // merged heads [batch*q_len, dim]
     const int32_t* k_lengths = nullptr;
     bool causal = false;
@@ -45,16 +56,15 @@ class AttentionLayer {
   // appended to the cache rows append_dst names (Backend::split_step_qkv).
   void project_step_qkv(const LayerContext& ctx, const void* x, int rows, void* cache, const int32_t* append_dst,
                         void* q_heads) const;
-  // q [batch][heads][lq][hd], k and v [batch][heads][lk][hd] with lq, lk = q_len, k_len, rounded up to multiples of
-  // 8 when above 8 (padding rows 0, as project_* write them with those padded lengths). probs [batch][heads][lq][lk]
-  // (softmax over the k_len keys, masked; padding columns 0; padded query rows finite); context [batch*q_len, dim]
-  // (merged heads). With lse not null (only where fused_core holds) the core is one fused op that writes the rows'
-  // log-sum-exp lse [batch][heads][lq] (fp32) instead of probs (not written, may be null).
+  // The composed core over head buffers: q [batch][heads][lq][hd], k and v [batch][heads][lk][hd] with lq, lk =
+  // q_len, k_len, rounded up to multiples of 8 when above 8 (padding rows 0, as project_* write them with those
+  // padded lengths). probs [batch][heads][lq][lk] (softmax over the k_len keys, masked; padding columns 0; padded
+  // query rows finite); context [batch*q_len, dim] (merged heads).
   void attend(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths, int batch,
-              int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, float* lse,
-              void* context) const;
-  // Whether the core of these lengths runs fused (Backend::attention_forward/backward, the probabilities never
-  // stored): the padded lengths and head size fit the fused kernels and no dropout acts on the probabilities.
+              int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, void* context) const;
+  // Whether the core of these lengths runs fused (Backend::attention_forward/backward over the projections' rows,
+  // the probabilities never stored): the lengths and head size fit the fused kernels and no dropout acts on the
+  // probabilities.
   bool fused_core(int q_len, int k_len, const kernels::Dropout& drop) const;
   void project_out(const LayerContext& ctx, const void* context, int rows, void* o) const;
   std::size_t out_bias() const { return b_out_; }
@@ -79,12 +89,19 @@ class AttentionLayer {
 
  private:
   float scale() const;  // of the scores: 1/sqrt(head_dim)
+  // forward's and backward's two ways (see the top of this file); s has the inputs and lengths, the context buffer.
+  void forward_fused(const LayerContext& ctx, Saved& s) const;
+  void forward_composed(const LayerContext& ctx, Saved& s) const;
+  void backward_fused(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx, bool accumulate_dx,
+                      void* d_memory) const;
+  void backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx, bool accumulate_dx,
+                      void* d_memory) const;
   // The composed core (GEMMs around the softmax ops): context heads [batch][heads][lq][hd] from q, k, v; the
   // head gradients from d_context heads.
   void attend_composed(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths,
                        int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs,
                        void* context_heads) const;
-  void backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads, void* d_q, void* d_k,
+  void attend_backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads, void* d_q, void* d_k,
                          void* d_v) const;
 
   Kind kind_ = Kind::self;

@@ -53,10 +53,10 @@ class NullBackend final : public Backend {
   void split_step_qkv(DType, const void*, const void*, int, int, int, void*, void*, const int32_t*) override {}
   void attention_step(DType, const void*, const void*, const void*, int64_t, const int32_t*, const int32_t*, int,
                       const int32_t*, int, int, int, int, float, void*) override {}
-  void attention_forward(DType, const void*, const void*, const void*, const int32_t*, int, int, int, int, int, int,
-                         float, bool, void*, float*) override {}
-  void attention_backward(DType, const void*, const void*, const void*, const int32_t*, int, int, int, int, int, int,
-                          float, bool, const float*, const void*, void*, void*, void*) override {}
+  void attention_forward(DType, const void*, int, const void*, const void*, int, const int32_t*, int, int, int, int,
+                         int, float, bool, void*, float*) override {}
+  void attention_backward(DType, const void*, int, const void*, const void*, int, const int32_t*, int, int, int, int,
+                          int, float, bool, const float*, const void*, void*, void*, void*) override {}
   void cross_entropy(DType, const void*, const void*, const int32_t*, int, int, float, int, float, float*, float*,
                      void*) override {}
   void log_softmax(DType, const void*, int, int, float*) override {}

@@ -63,9 +63,11 @@ void check_gemm_shape(const GemmArgs& args);
 void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, int64_t slice_stride,
                                 const int32_t* kv_index, const int32_t* origin, int origin_stride);
 
-// Throws lseq::Error for a negative batch or heads, k_len outside [0, lk], or lengths and head_dim that
-// Backend::fused_attention_fits refuses (both backends, Backend::attention_forward/backward).
-void check_fused_attention_shape(const char* op, int batch, int heads, int lq, int lk, int k_len, int head_dim);
+// Throws lseq::Error for a negative batch or heads, lengths and head_dim that Backend::fused_attention_fits
+// refuses, or row strides below heads*head_dim (both backends,
+// Backend::attention_forward/backward).
+void check_fused_attention_shape(const char* op, int batch, int heads, int q_len, int k_len, int head_dim, int ldq,
+                                 int ldkv);
 
 // Throws lseq::Error for a negative size or an inner size k < 1 (both backends, Backend::linear_bias_forward).
 void check_linear_bias_shape(int rows, int k, int n);
@@ -236,35 +238,38 @@ class Backend {
                               void* context) = 0;
 
   // ---- fused attention core (training), for the short sequences of MT ----
-  // Whether attention_forward/attention_backward take these padded head lengths and head size; otherwise the caller
-  // composes gemm and attention_softmax_*. A pure function of its arguments, the same on every backend and for every
-  // dtype, so that CPU and GPU runs take the same path: 1 <= lq, lk <= kMaxFusedAttentionLen and
+  // Whether attention_forward/attention_backward take these lengths and head size; otherwise the caller composes
+  // gemm and attention_softmax_*. A pure function of its arguments, the same on every backend and for every dtype,
+  // so that CPU and GPU runs take the same path: 1 <= q_len, k_len <= kMaxFusedAttentionLen and
   // 1 <= head_dim <= kMaxFusedAttentionHeadDim (the CUDA kernels keep a whole slice in shared memory; at the largest
   // shape the backward's 16-bit layout takes about 208 KiB of the H100's 227).
   static constexpr int kMaxFusedAttentionLen = 128;
   static constexpr int kMaxFusedAttentionHeadDim = 64;
-  static bool fused_attention_fits(int lq, int lk, int head_dim) {
-    return lq >= 1 && lq <= kMaxFusedAttentionLen && lk >= 1 && lk <= kMaxFusedAttentionLen && head_dim >= 1 &&
-           head_dim <= kMaxFusedAttentionHeadDim;
+  static bool fused_attention_fits(int q_len, int k_len, int head_dim) {
+    return q_len >= 1 && q_len <= kMaxFusedAttentionLen && k_len >= 1 && k_len <= kMaxFusedAttentionLen &&
+           head_dim >= 1 && head_dim <= kMaxFusedAttentionHeadDim;
   }
-  // Per slice s = b*heads + h (b < batch, h < heads) of q [slices][lq][head_dim] and k, v [slices][lk][head_dim]
-  // (the attention layer's padded head buffers; k_len <= lk is the real key count, keys j >= k_len are padding):
-  // context[s] = softmax(scale q k^T) v, written [slices][lq][head_dim], with the masks of
-  // attention_softmax_forward (keys j >= min(k_len, k_lengths[b]) and, when causal, keys j > i get probability 0;
-  // padded query rows get finite values), and lse[s*lq + i] = log sum_j exp(scale q_i.k_j) over row i's unmasked
-  // keys (fp32; -inf for a row without keys, whose context row is 0). Math in fp32; on the GPU the probabilities
-  // are rounded to dt before the product with v, as the composed path stores them. Requires fused_attention_fits.
-  virtual void attention_forward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths,
-                                 int batch, int heads, int lq, int lk, int k_len, int head_dim, float scale,
-                                 bool causal, void* context, float* lse) = 0;
-  // The gradients of that map for d_context [slices][lq][head_dim] whose padded query rows are 0: d_q
-  // [slices][lq][head_dim], d_k and d_v [slices][lk][head_dim] (overwritten; rows of padding keys 0), from the
-  // probabilities recomputed as exp(scale q_i.k_j - lse_i). d_q, d_k, d_v must not overlap the inputs (they may be
-  // consecutive parts of one buffer). Deterministic (no atomics).
-  virtual void attention_backward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths,
-                                  int batch, int heads, int lq, int lk, int k_len, int head_dim, float scale,
-                                  bool causal, const float* lse, const void* d_context, void* d_q, void* d_k,
-                                  void* d_v) = 0;
+  // The operands stay in the projections' token-major layout (no split into heads, no merge): the query of
+  // sentence b < batch, position i < q_len, head h < heads is the head_dim values at q + (b*q_len + i)*ldq +
+  // h*head_dim, the key and value of position j < k_len at k and v + (b*k_len + j)*ldkv + h*head_dim (so q, k, v
+  // may be column ranges of one fused qkv product, ldq = ldkv = 3*heads*head_dim). Per slice s = b*heads + h:
+  // context row b*q_len + i, columns h*head_dim.. of the dense [batch*q_len, heads*head_dim] = softmax(scale q k^T) v
+  // with the masks of attention_softmax_forward (keys j >= k_lengths[b] (if not null) and, when causal, keys j > i
+  // get probability 0), and lse[s*q_len + i] = log sum_j exp(scale q_i.k_j) over row i's unmasked keys (fp32; -inf
+  // for a row without keys, whose context row is 0). Math in fp32; on the GPU the probabilities are rounded to dt
+  // before the product with v, as the composed path stores them. Requires fused_attention_fits; ldq, ldkv >=
+  // heads*head_dim.
+  virtual void attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                 const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
+                                 float scale, bool causal, void* context, float* lse) = 0;
+  // The gradients of that map for d_context (the context's layout), written in the inputs' layouts: d_q with ldq,
+  // d_k and d_v with ldkv (overwritten over each slice's columns; rows of masked keys 0; so the d_q/d_k/d_v parts
+  // of one d_qkv buffer are all written), from the probabilities recomputed as exp(scale q_i.k_j - lse_i). d_q,
+  // d_k, d_v must not overlap the inputs. Deterministic (no atomics).
+  virtual void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                  const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
+                                  float scale, bool causal, const float* lse, const void* d_context, void* d_q,
+                                  void* d_k, void* d_v) = 0;
 
   // ---- loss ----
   // Label-smoothed cross-entropy of logits [n, vocab] against targets [n]; rows whose target == ignore_index

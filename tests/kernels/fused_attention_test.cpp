@@ -1,12 +1,13 @@
-// The fused attention core of the CPU backend (attention_forward/backward) against the composed path it replaces
-// (gemm + attention_softmax_forward + gemm, and the backward sequence of AttentionLayer), lse against a double
-// reference; self (causal and not) and cross shapes, key lengths with a sentence without keys, padded head lengths.
+// The fused attention core of the CPU backend (attention_forward/backward) over the projections' token-major rows
+// against the composed path it replaces (gemm + attention_softmax_forward + gemm over head buffers, and the backward
+// sequence of AttentionLayer), lse against a double reference; self-shaped (one qkv buffer; causal and not) and
+// cross-shaped cases, key lengths with a sentence without keys, lengths up to the limit.
 #include "fused_attention_cases.h"
 
 namespace lseq::kernels::test {
 namespace {
 
-// Lengths 3 (unpadded), 9 and 13 (-> 16), 30 (-> 32), 128 (the limit); head sizes below, at and between tiles of 16.
+// Lengths from 3 to 128 (the limit); head sizes below, at and between tiles of 16.
 const std::vector<FusedCase> kCases = {
     {2, 3, 3, 3, 8, false, false},   {2, 2, 9, 9, 16, true, true},    {3, 2, 13, 13, 4, false, true},
     {2, 2, 30, 30, 32, true, false}, {3, 2, 9, 30, 16, false, true},  {2, 2, 5, 13, 24, false, true},
@@ -14,13 +15,13 @@ const std::vector<FusedCase> kCases = {
 
 FusedOutputs run_fused(Backend& backend, const FusedInputs& in) {
   const FusedCase& c = in.c;
-  FusedOutputs out{poisoned(in.q_size()), poisoned(in.rows()), poisoned(in.q_size()), poisoned(in.k_size()),
-                   poisoned(in.k_size())};
-  backend.attention_forward(DType::f32, in.q.data(), in.k.data(), in.v.data(), in.lengths(), c.batch, c.heads, in.lq,
-                            in.lk, c.k_len, c.head_dim, in.scale, c.causal, out.context.data(), out.lse.data());
-  backend.attention_backward(DType::f32, in.q.data(), in.k.data(), in.v.data(), in.lengths(), c.batch, c.heads,
-                             in.lq, in.lk, c.k_len, c.head_dim, in.scale, c.causal, out.lse.data(),
-                             in.d_context.data(), out.d_q.data(), out.d_k.data(), out.d_v.data());
+  FusedOutputs out = poisoned_outputs(in);
+  float* d_kv = c.fused_qkv() ? out.d_q_buf.data() : out.d_kv_buf.data();
+  backend.attention_forward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
+                            c.q_len, c.k_len, c.head_dim, in.scale, c.causal, out.context.data(), out.lse.data());
+  backend.attention_backward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
+                             c.q_len, c.k_len, c.head_dim, in.scale, c.causal, out.lse.data(), in.d_context.data(),
+                             out.d_q_buf.data(), d_kv + in.k_offset(), d_kv + in.v_offset());
   return out;
 }
 
@@ -28,18 +29,17 @@ TEST_F(CpuKernels, FusedAttentionMatchesTheComposedPath) {
   uint64_t seed = 2100;
   for (const auto& c : kCases) {
     const FusedInputs in = make_fused_inputs(c, seed += 10);
-    ASSERT_TRUE(Backend::fused_attention_fits(in.lq, in.lk, c.head_dim)) << c.name();
-    const FusedOutputs ref = composed_attention(backend, in);
-    const FusedOutputs got = run_fused(backend, in);
+    ASSERT_TRUE(Backend::fused_attention_fits(c.q_len, c.k_len, c.head_dim)) << c.name();
+    const HeadOutputs ref = composed_attention(backend, in);
+    const FusedOutputs out = run_fused(backend, in);
+    const HeadOutputs got = head_outputs(in, out);  // every element of the token-major buffers is in some head
     EXPECT_TRUE(all_close(got.context, to_double(ref.context), 1e-5, 1e-6)) << c.name() << " context";
-    EXPECT_TRUE(lse_close(got.lse, reference_lse(in), 1e-6, 1e-6)) << c.name() << " lse";
+    EXPECT_TRUE(lse_close(out.lse, reference_lse(in), 1e-6, 1e-6)) << c.name() << " lse";
     EXPECT_TRUE(all_close(got.d_q, to_double(ref.d_q), 1e-4, 1e-6)) << c.name() << " d_q";
     EXPECT_TRUE(all_close(got.d_k, to_double(ref.d_k), 1e-4, 1e-6)) << c.name() << " d_k";
     EXPECT_TRUE(all_close(got.d_v, to_double(ref.d_v), 1e-5, 1e-6)) << c.name() << " d_v";
-    // Padded query rows of d_q and padding keys' rows of d_k, d_v are exactly 0.
-    EXPECT_TRUE(padding_rows_zero(got.d_q, in.slices, c.q_len, in.lq, c.head_dim)) << c.name() << " d_q";
-    EXPECT_TRUE(padding_rows_zero(got.d_k, in.slices, c.k_len, in.lk, c.head_dim)) << c.name() << " d_k";
-    EXPECT_TRUE(padding_rows_zero(got.d_v, in.slices, c.k_len, in.lk, c.head_dim)) << c.name() << " d_v";
+    EXPECT_TRUE(masked_key_rows_zero(in, got.d_k)) << c.name() << " d_k";
+    EXPECT_TRUE(masked_key_rows_zero(in, got.d_v)) << c.name() << " d_v";
     double norm = 0.0;
     for (float g : got.d_k) norm += double(g) * g;
     EXPECT_GT(norm, 1e-6) << c.name() << ": nothing to compare";
@@ -50,37 +50,38 @@ TEST_F(CpuKernels, FusedAttentionMatchesTheComposedPath) {
 TEST_F(CpuKernels, FusedAttentionSentenceWithoutKeysGivesZeros) {
   const FusedInputs in = make_fused_inputs({2, 2, 5, 6, 8, false, true}, 2200);
   ASSERT_EQ(in.k_lengths[0], 0);
-  const FusedOutputs got = run_fused(backend, in);
-  const std::size_t first = std::size_t(in.c.heads) * in.lq;  // rows of batch entry 0
+  const FusedOutputs out = run_fused(backend, in);
+  const HeadOutputs got = head_outputs(in, out);
+  const std::size_t first = std::size_t(in.c.heads) * in.c.q_len;  // head rows of batch entry 0
   for (std::size_t r = 0; r < first; ++r) {
-    EXPECT_EQ(got.lse[r], -std::numeric_limits<float>::infinity()) << "row " << r;
+    EXPECT_EQ(out.lse[r], -std::numeric_limits<float>::infinity()) << "row " << r;
     for (int d = 0; d < in.c.head_dim; ++d) {
       EXPECT_EQ(got.context[r * in.c.head_dim + d], 0.0f) << "row " << r;
       EXPECT_EQ(got.d_q[r * in.c.head_dim + d], 0.0f) << "row " << r;
     }
   }
-  for (std::size_t e = 0; e < std::size_t(in.c.heads) * in.lk * in.c.head_dim; ++e) {
+  for (std::size_t e = 0; e < std::size_t(in.c.heads) * in.c.k_len * in.c.head_dim; ++e) {
     EXPECT_EQ(got.d_k[e], 0.0f);
     EXPECT_EQ(got.d_v[e], 0.0f);
   }
-  for (std::size_t r = first; r < in.rows(); ++r) EXPECT_TRUE(std::isfinite(got.lse[r])) << "row " << r;
+  for (std::size_t r = first; r < out.lse.size(); ++r) EXPECT_TRUE(std::isfinite(out.lse[r])) << "row " << r;
 }
 
 TEST_F(CpuKernels, FusedAttentionFitsShortSequencesOnly) {
   EXPECT_TRUE(Backend::fused_attention_fits(1, 1, 1));
   EXPECT_TRUE(Backend::fused_attention_fits(128, 128, 64));
   EXPECT_TRUE(Backend::fused_attention_fits(32, 96, 40));
-  EXPECT_FALSE(Backend::fused_attention_fits(136, 32, 64));
-  EXPECT_FALSE(Backend::fused_attention_fits(32, 136, 64));
+  EXPECT_FALSE(Backend::fused_attention_fits(129, 32, 64));
+  EXPECT_FALSE(Backend::fused_attention_fits(32, 129, 64));
   EXPECT_FALSE(Backend::fused_attention_fits(32, 32, 128));
   EXPECT_FALSE(Backend::fused_attention_fits(0, 32, 64));
   std::vector<float> x(136 * 64, 0.5f), lse(136, 0.0f);
-  EXPECT_THROW(backend.attention_forward(DType::f32, x.data(), x.data(), x.data(), nullptr, 1, 1, 136, 8, 8, 64, 1.0f,
-                                         false, x.data(), lse.data()),
-               lseq::Error);
-  EXPECT_THROW(backend.attention_forward(DType::f32, x.data(), x.data(), x.data(), nullptr, 1, 1, 8, 8, 9, 64, 1.0f,
-                                         false, x.data(), lse.data()),
-               lseq::Error);  // k_len > lk
+  EXPECT_THROW(backend.attention_forward(DType::f32, x.data(), 64, x.data(), x.data(), 64, nullptr, 1, 1, 136, 8, 64,
+                                         1.0f, false, x.data(), lse.data()),
+               lseq::Error);  // q_len above the limit
+  EXPECT_THROW(backend.attention_forward(DType::f32, x.data(), 32, x.data(), x.data(), 64, nullptr, 1, 1, 8, 8, 64,
+                                         1.0f, false, x.data(), lse.data()),
+               lseq::Error);  // a row stride shorter than heads x head_dim
 }
 
 }  // namespace

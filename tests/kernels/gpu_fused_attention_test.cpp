@@ -1,7 +1,8 @@
 // The fused attention core on the device (attention_forward/backward) against the CPU backend's twin (itself
 // checked against the composed path in fused_attention_test.cpp), in fp32, bf16 and fp16: context, lse and the three
-// head gradients, the attention layer's padded head lengths, key lengths with a sentence without keys, causal
-// masks, and transformer-base shapes (8 heads of 64, lengths 8..128). Outputs are poisoned with NaN before each run.
+// head gradients over the projections' token-major rows (one qkv buffer for self-shaped cases, q and kv for
+// cross-shaped ones), key lengths with a sentence without keys, causal masks, and transformer-base shapes (8 heads
+// of 64, lengths 8..128). Outputs are poisoned with NaN before each run.
 #include <algorithm>
 
 #include "fused_attention_cases.h"
@@ -26,26 +27,25 @@ std::vector<FusedCase> base_shapes() {
   return shapes;
 }
 
-struct DeviceRun {
-  std::vector<float> context, lse, d_q, d_k, d_v;
-};
-
 // Inputs rounded to dt on both sides; the device's outputs poisoned first.
-DeviceRun run_device(Backend& gpu, DType dt, const FusedInputs& in) {
+FusedOutputs run_device(Backend& gpu, DType dt, const FusedInputs& in) {
   const FusedCase& c = in.c;
-  DeviceBuffer q(gpu, dt, in.q), k(gpu, dt, in.k), v(gpu, dt, in.v), d_context(gpu, dt, in.d_context),
-      lengths(gpu, in.k_lengths), context(gpu, dt, in.q_size()), lse(gpu, DType::f32, in.rows()),
-      d_q(gpu, dt, in.q_size()), d_kv(gpu, dt, 2 * in.k_size());  // d_k and d_v consecutive, as in cross-attention
-  context.poison(), lse.poison(), d_q.poison(), d_kv.poison();
+  DeviceBuffer q_buf(gpu, dt, in.q_buf), kv_buf(gpu, dt, in.kv_buf), d_context(gpu, dt, in.d_context),
+      lengths(gpu, in.k_lengths), context(gpu, dt, in.context_size()), lse(gpu, DType::f32, in.lse_size()),
+      d_q_buf(gpu, dt, in.q_buffer()), d_kv_buf(gpu, dt, in.kv_buffer());
+  context.poison(), lse.poison(), d_q_buf.poison(), d_kv_buf.poison();
   const int32_t* kl = c.with_lengths ? lengths.i32() : nullptr;
-  void* d_v = static_cast<char*>(d_kv.get()) + in.k_size() * dtype_size(dt);
-  gpu.attention_forward(dt, q.get(), k.get(), v.get(), kl, c.batch, c.heads, in.lq, in.lk, c.k_len, c.head_dim,
-                        in.scale, c.causal, context.get(), lse.f32());
-  gpu.attention_backward(dt, q.get(), k.get(), v.get(), kl, c.batch, c.heads, in.lq, in.lk, c.k_len, c.head_dim,
-                         in.scale, c.causal, lse.f32(), d_context.get(), d_q.get(), d_kv.get(), d_v);
-  const auto kv = d_kv.download();
-  return {context.download(), lse.download(), d_q.download(),
-          std::vector<float>(kv.begin(), kv.begin() + in.k_size()), std::vector<float>(kv.begin() + in.k_size(), kv.end())};
+  const std::size_t size = dtype_size(dt);
+  auto at = [&](DeviceBuffer& b, std::size_t offset) { return static_cast<char*>(b.get()) + offset * size; };
+  DeviceBuffer& k_buf = c.fused_qkv() ? q_buf : kv_buf;
+  DeviceBuffer& d_k_buf = c.fused_qkv() ? d_q_buf : d_kv_buf;
+  gpu.attention_forward(dt, q_buf.get(), in.ldq, at(k_buf, in.k_offset()), at(k_buf, in.v_offset()), in.ldkv, kl,
+                        c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal, context.get(), lse.f32());
+  gpu.attention_backward(dt, q_buf.get(), in.ldq, at(k_buf, in.k_offset()), at(k_buf, in.v_offset()), in.ldkv, kl,
+                         c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal, lse.f32(),
+                         d_context.get(), d_q_buf.get(), at(d_k_buf, in.k_offset()), at(d_k_buf, in.v_offset()));
+  return {context.download(), lse.download(), d_q_buf.download(),
+          c.fused_qkv() ? std::vector<float>() : d_kv_buf.download()};
 }
 
 double max_abs(const std::vector<float>& x) {
@@ -56,32 +56,31 @@ double max_abs(const std::vector<float>& x) {
 
 void expect_matches_cpu(CpuBackend& cpu, Backend& gpu, DType dt, const FusedCase& c, uint64_t seed) {
   FusedInputs in = make_fused_inputs(c, seed);
-  in.q = quantize(in.q, dt), in.k = quantize(in.k, dt), in.v = quantize(in.v, dt);
-  in.d_context = quantize(in.d_context, dt);
-  DeviceRun ref{std::vector<float>(in.q_size()), std::vector<float>(in.rows()), std::vector<float>(in.q_size()),
-                std::vector<float>(in.k_size()), std::vector<float>(in.k_size())};
-  cpu.attention_forward(DType::f32, in.q.data(), in.k.data(), in.v.data(), in.lengths(), c.batch, c.heads, in.lq,
-                        in.lk, c.k_len, c.head_dim, in.scale, c.causal, ref.context.data(), ref.lse.data());
-  cpu.attention_backward(DType::f32, in.q.data(), in.k.data(), in.v.data(), in.lengths(), c.batch, c.heads, in.lq,
-                         in.lk, c.k_len, c.head_dim, in.scale, c.causal, ref.lse.data(), in.d_context.data(),
-                         ref.d_q.data(), ref.d_k.data(), ref.d_v.data());
-  const DeviceRun got = run_device(gpu, dt, in);
+  in.q_buf = quantize(in.q_buf, dt), in.kv_buf = quantize(in.kv_buf, dt), in.d_context = quantize(in.d_context, dt);
+  FusedOutputs ref_out{std::vector<float>(in.context_size()), std::vector<float>(in.lse_size()),
+                       std::vector<float>(in.q_buffer()), std::vector<float>(in.kv_buffer())};
+  float* ref_d_kv = c.fused_qkv() ? ref_out.d_q_buf.data() : ref_out.d_kv_buf.data();
+  cpu.attention_forward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads, c.q_len,
+                        c.k_len, c.head_dim, in.scale, c.causal, ref_out.context.data(), ref_out.lse.data());
+  cpu.attention_backward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
+                         c.q_len, c.k_len, c.head_dim, in.scale, c.causal, ref_out.lse.data(), in.d_context.data(),
+                         ref_out.d_q_buf.data(), ref_d_kv + in.k_offset(), ref_d_kv + in.v_offset());
+  const FusedOutputs got_out = run_device(gpu, dt, in);
+  const HeadOutputs ref = head_outputs(in, ref_out), got = head_outputs(in, got_out);
   const std::string what = label(dt) + " " + c.name();
   // The context averages values of magnitude <= 1; gradients are bounded relative to their largest element (sums
-  // over up to 128 rows of products rounded to dt, as the composed path rounds them).
+  // over up to 128 rows of products rounded to dt, as the composed path rounds them). Every element of the
+  // token-major outputs belongs to some head, so a NaN left by the poison fails these.
   EXPECT_TRUE(within(got.context, ref.context, bound_for(dt, 1.0))) << what << " context";
-  for (std::size_t i = 0; i < ref.lse.size(); ++i)  // rows without keys: -inf on both
-    if (std::isinf(ref.lse[i])) ASSERT_EQ(got.lse[i], ref.lse[i]) << what << " lse row " << i;
-  EXPECT_TRUE(lse_close(got.lse, as_double(ref.lse), 1e-5, 1e-5)) << what << " lse";
+  for (std::size_t i = 0; i < ref_out.lse.size(); ++i)  // rows without keys: -inf on both
+    if (std::isinf(ref_out.lse[i])) ASSERT_EQ(got_out.lse[i], ref_out.lse[i]) << what << " lse row " << i;
+  EXPECT_TRUE(lse_close(got_out.lse, as_double(ref_out.lse), 1e-5, 1e-5)) << what << " lse";
   EXPECT_TRUE(within(got.d_q, ref.d_q, bound_for(dt, 2 * max_abs(ref.d_q)))) << what << " d_q";
   EXPECT_TRUE(within(got.d_k, ref.d_k, bound_for(dt, 2 * max_abs(ref.d_k)))) << what << " d_k";
   EXPECT_TRUE(within(got.d_v, ref.d_v, bound_for(dt, 2 * max_abs(ref.d_v)))) << what << " d_v";
-  // Padded query rows of d_q (their d_context rows are 0) and the rows of padding keys are exactly 0, not just finite.
-  EXPECT_TRUE(padding_rows_zero(got.d_q, in.slices, c.q_len, in.lq, c.head_dim)) << what << " d_q";
-  EXPECT_TRUE(padding_rows_zero(got.d_k, in.slices, c.k_len, in.lk, c.head_dim)) << what << " d_k";
-  EXPECT_TRUE(padding_rows_zero(got.d_v, in.slices, c.k_len, in.lk, c.head_dim)) << what << " d_v";
-  // Padded query rows of the context are finite (merge_heads drops them).
-  for (float x : got.context) ASSERT_TRUE(std::isfinite(x)) << what << ": context not finite";
+  // The rows of masked keys are exactly 0, not just small.
+  EXPECT_TRUE(masked_key_rows_zero(in, got.d_k)) << what << " d_k";
+  EXPECT_TRUE(masked_key_rows_zero(in, got.d_v)) << what << " d_v";
 }
 
 TEST_F(GpuKernels, FusedAttentionMatchesCpu) {
@@ -101,9 +100,9 @@ TEST_F(GpuKernels, FusedAttentionIsReproducible) {
   const FusedCase c{16, 8, 57, 71, 64, false, true};
   for (DType dt : dtypes()) {
     FusedInputs in = make_fused_inputs(c, 12500);
-    const DeviceRun a = run_device(gpu(), dt, in), b = run_device(gpu(), dt, in);
+    const FusedOutputs a = run_device(gpu(), dt, in), b = run_device(gpu(), dt, in);
     const std::vector<float>* outputs[][2] = {
-        {&a.context, &b.context}, {&a.lse, &b.lse}, {&a.d_q, &b.d_q}, {&a.d_k, &b.d_k}, {&a.d_v, &b.d_v}};
+        {&a.context, &b.context}, {&a.lse, &b.lse}, {&a.d_q_buf, &b.d_q_buf}, {&a.d_kv_buf, &b.d_kv_buf}};
     for (const auto& pair : outputs)
       for (std::size_t i = 0; i < pair[0]->size(); ++i)
         ASSERT_EQ(float_bits((*pair[0])[i]), float_bits((*pair[1])[i])) << label(dt) << " element " << i;

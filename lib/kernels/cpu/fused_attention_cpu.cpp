@@ -1,6 +1,7 @@
 // The fused attention core of training (Backend::attention_forward/backward): the plain per-slice reference of the
-// CUDA kernels, in fp32 with double sums. Scores, probabilities and their gradients live in per-thread row buffers;
-// backward recomputes the probabilities from the saved log-sum-exp, as the GPU does.
+// CUDA kernels, in fp32 with double sums, over the token-major operands (no head split). Scores, probabilities and
+// their gradients live in per-thread row buffers; backward recomputes the probabilities from the saved log-sum-exp,
+// as the GPU does.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -21,29 +22,32 @@ float dot(const float* a, const float* b, int n) {
   return static_cast<float>(s);
 }
 
+// Where slice s (sentence s / heads, head s % heads) starts in a token-major operand of `len` rows per sentence and
+// row stride ld: its position i is at that offset + i*ld.
+int64_t slice_at(int64_t s, int heads, int len, int head_dim, int64_t ld) {
+  return (s / heads) * len * ld + (s % heads) * head_dim;
+}
+
 }  // namespace
 
-void CpuBackend::attention_forward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths,
-                                   int batch, int heads, int lq, int lk, int k_len, int head_dim, float scale,
-                                   bool causal, void* context, float* lse) {
+void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                   const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
+                                   float scale, bool causal, void* context, float* lse) {
   cpu::require_f32(dt, "attention_forward");
-  check_fused_attention_shape("attention_forward", batch, heads, lq, lk, k_len, head_dim);
-  const float* pq = f32(q);
-  const float* pk = f32(k);
-  const float* pv = f32(v);
-  float* pc = f32(context);
-  const int64_t slices = static_cast<int64_t>(batch) * heads;
-  cpu::parallel_for(threads_, slices, int64_t(lq) * lk * head_dim * 2, [&](int64_t s) {
-    const float* qs = pq + s * lq * head_dim;
-    const float* ks = pk + s * lk * head_dim;
-    const float* vs = pv + s * lk * head_dim;
+  check_fused_attention_shape("attention_forward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
+  const int64_t slices = static_cast<int64_t>(batch) * heads, width = static_cast<int64_t>(heads) * head_dim;
+  cpu::parallel_for(threads_, slices, int64_t(q_len) * k_len * head_dim * 2, [&](int64_t s) {
+    const float* qs = f32(q) + slice_at(s, heads, q_len, head_dim, ldq);
+    const float* ks = f32(k) + slice_at(s, heads, k_len, head_dim, ldkv);
+    const float* vs = f32(v) + slice_at(s, heads, k_len, head_dim, ldkv);
+    float* cs = f32(context) + slice_at(s, heads, q_len, head_dim, width);
     thread_local std::vector<float> p;  // scaled scores of a row, then its probabilities
-    p.resize(static_cast<std::size_t>(lk));
-    for (int i = 0; i < lq; ++i) {
+    p.resize(static_cast<std::size_t>(k_len));
+    for (int i = 0; i < q_len; ++i) {
       const int valid = cpu::attention_valid_keys(k_lengths, s / heads, i, k_len, causal);
       float max = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < valid; ++j) {
-        p[j] = scale * dot(qs + int64_t(i) * head_dim, ks + int64_t(j) * head_dim, head_dim);
+        p[j] = scale * dot(qs + i * ldq, ks + j * ldkv, head_dim);
         max = std::max(max, p[j]);
       }
       double sum = 0.0;
@@ -52,55 +56,52 @@ void CpuBackend::attention_forward(DType dt, const void* q, const void* k, const
         sum += p[j];
       }
       const double inv = valid > 0 ? 1.0 / sum : 0.0;
-      lse[s * lq + i] = valid > 0 ? max + static_cast<float>(std::log(sum)) : -std::numeric_limits<float>::infinity();
-      float* out = pc + (s * lq + i) * head_dim;
+      lse[s * q_len + i] =
+          valid > 0 ? max + static_cast<float>(std::log(sum)) : -std::numeric_limits<float>::infinity();
+      float* out = cs + i * width;
       for (int d = 0; d < head_dim; ++d) {
         double o = 0.0;
-        for (int j = 0; j < valid; ++j) o += p[j] * inv * vs[int64_t(j) * head_dim + d];
+        for (int j = 0; j < valid; ++j) o += p[j] * inv * vs[j * ldkv + d];
         out[d] = static_cast<float>(o);
       }
     }
   });
 }
 
-void CpuBackend::attention_backward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths,
-                                    int batch, int heads, int lq, int lk, int k_len, int head_dim, float scale,
-                                    bool causal, const float* lse, const void* d_context, void* d_q, void* d_k,
-                                    void* d_v) {
+void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                    const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
+                                    int head_dim, float scale, bool causal, const float* lse, const void* d_context,
+                                    void* d_q, void* d_k, void* d_v) {
   cpu::require_f32(dt, "attention_backward");
-  check_fused_attention_shape("attention_backward", batch, heads, lq, lk, k_len, head_dim);
-  const float* pq = f32(q);
-  const float* pk = f32(k);
-  const float* pv = f32(v);
-  const float* pdo = f32(d_context);
-  const int64_t slices = static_cast<int64_t>(batch) * heads;
-  cpu::parallel_for(threads_, slices, int64_t(lq) * lk * head_dim * 4, [&](int64_t s) {
-    const float* qs = pq + s * lq * head_dim;
-    const float* ks = pk + s * lk * head_dim;
-    const float* vs = pv + s * lk * head_dim;
-    const float* dos = pdo + s * lq * head_dim;
-    float* dqs = f32(d_q) + s * lq * head_dim;
-    thread_local std::vector<float> p, ds;        // a row's probabilities and score gradients
-    thread_local std::vector<double> dk, dv;      // the slice's key/value gradients, summed over its rows
-    p.resize(static_cast<std::size_t>(lk));
-    ds.resize(static_cast<std::size_t>(lk));
-    dk.assign(static_cast<std::size_t>(lk) * head_dim, 0.0);
-    dv.assign(static_cast<std::size_t>(lk) * head_dim, 0.0);
-    for (int i = 0; i < lq; ++i) {
+  check_fused_attention_shape("attention_backward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
+  const int64_t slices = static_cast<int64_t>(batch) * heads, width = static_cast<int64_t>(heads) * head_dim;
+  cpu::parallel_for(threads_, slices, int64_t(q_len) * k_len * head_dim * 4, [&](int64_t s) {
+    const int64_t q_at = slice_at(s, heads, q_len, head_dim, ldq), k_at = slice_at(s, heads, k_len, head_dim, ldkv);
+    const float *qs = f32(q) + q_at, *ks = f32(k) + k_at, *vs = f32(v) + k_at;
+    const float* dos = f32(d_context) + slice_at(s, heads, q_len, head_dim, width);
+    float *dqs = f32(d_q) + q_at, *dks = f32(d_k) + k_at, *dvs = f32(d_v) + k_at;
+    thread_local std::vector<float> p, ds;    // a row's probabilities and score gradients
+    thread_local std::vector<double> dk, dv;  // the slice's key/value gradients, summed over its rows
+    p.resize(static_cast<std::size_t>(k_len));
+    ds.resize(static_cast<std::size_t>(k_len));
+    dk.assign(static_cast<std::size_t>(k_len) * head_dim, 0.0);
+    dv.assign(static_cast<std::size_t>(k_len) * head_dim, 0.0);
+    for (int i = 0; i < q_len; ++i) {
       const int valid = cpu::attention_valid_keys(k_lengths, s / heads, i, k_len, causal);
-      const float* qi = qs + int64_t(i) * head_dim;
-      const float* doi = dos + int64_t(i) * head_dim;
+      const float* qi = qs + i * ldq;
+      const float* doi = dos + i * width;
+      const float row_lse = lse[s * q_len + i];
       double row_dot = 0.0;  // D_i = sum_j p_ij dp_ij
       for (int j = 0; j < valid; ++j) {
-        p[j] = std::exp(scale * dot(qi, ks + int64_t(j) * head_dim, head_dim) - lse[s * lq + i]);
-        ds[j] = dot(doi, vs + int64_t(j) * head_dim, head_dim);  // dp_ij for now
+        p[j] = std::exp(scale * dot(qi, ks + j * ldkv, head_dim) - row_lse);
+        ds[j] = dot(doi, vs + j * ldkv, head_dim);  // dp_ij for now
         row_dot += static_cast<double>(p[j]) * ds[j];
       }
       for (int j = 0; j < valid; ++j) ds[j] = static_cast<float>(scale * p[j] * (ds[j] - row_dot));
       for (int d = 0; d < head_dim; ++d) {
         double g = 0.0;
-        for (int j = 0; j < valid; ++j) g += static_cast<double>(ds[j]) * ks[int64_t(j) * head_dim + d];
-        dqs[int64_t(i) * head_dim + d] = static_cast<float>(g);
+        for (int j = 0; j < valid; ++j) g += static_cast<double>(ds[j]) * ks[j * ldkv + d];
+        dqs[i * ldq + d] = static_cast<float>(g);
       }
       for (int j = 0; j < valid; ++j)
         for (int d = 0; d < head_dim; ++d) {
@@ -108,12 +109,11 @@ void CpuBackend::attention_backward(DType dt, const void* q, const void* k, cons
           dv[std::size_t(j) * head_dim + d] += static_cast<double>(p[j]) * doi[d];
         }
     }
-    float* dks = f32(d_k) + s * lk * head_dim;
-    float* dvs = f32(d_v) + s * lk * head_dim;
-    for (std::size_t e = 0; e < dk.size(); ++e) {
-      dks[e] = static_cast<float>(dk[e]);
-      dvs[e] = static_cast<float>(dv[e]);
-    }
+    for (int j = 0; j < k_len; ++j)
+      for (int d = 0; d < head_dim; ++d) {
+        dks[j * ldkv + d] = static_cast<float>(dk[std::size_t(j) * head_dim + d]);
+        dvs[j * ldkv + d] = static_cast<float>(dv[std::size_t(j) * head_dim + d]);
+      }
   });
 }
 

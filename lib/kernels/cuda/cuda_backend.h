@@ -104,12 +104,13 @@ class CudaBackend : public Backend {
   void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
                       const int32_t* kv_index, const int32_t* origin, int origin_stride, const int32_t* k_lengths,
                       int rows, int heads, int head_dim, int k_len, float scale, void* context) override;
-  void attention_forward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths, int batch,
-                         int heads, int lq, int lk, int k_len, int head_dim, float scale, bool causal, void* context,
-                         float* lse) override;
-  void attention_backward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths, int batch,
-                          int heads, int lq, int lk, int k_len, int head_dim, float scale, bool causal,
-                          const float* lse, const void* d_context, void* d_q, void* d_k, void* d_v) override;
+  void attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                         const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
+                         float scale, bool causal, void* context, float* lse) override;
+  void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                          const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
+                          float scale, bool causal, const float* lse, const void* d_context, void* d_q, void* d_k,
+                          void* d_v) override;
 
   void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
                      float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,

@@ -1,7 +1,9 @@
 // The fused attention core of training (Backend::attention_forward/backward): one CTA per (batch, head) slice,
 // the slice's q, k, v (and d_context) staged whole in shared memory, so scores and probabilities never reach global
-// memory. MT sentences are short (fused_attention_fits: padded lengths up to 128, head_dim up to 64), which is what
-// makes a whole slice fit and lets the softmax see its whole row at once (no online softmax).
+// memory. MT sentences are short (fused_attention_fits: lengths up to 128, head_dim up to 64), which is what makes a
+// whole slice fit and lets the softmax see its whole row at once (no online softmax). The slices are read from and
+// written to the projections' token-major rows (a head is a column range of each row), so no split into a head
+// layout and no merge back costs a pass over memory.
 //
 // 16-bit storage (bf16/fp16): the products run on tensor cores through WMMA 16x16x16 fragments with fp32
 // accumulation; lengths and head_dim are rounded up to tiles of 16 in shared memory, the extra rows and columns 0.
@@ -99,39 +101,40 @@ __device__ __forceinline__ void tile_product(Accumulator& acc, const T* a, int l
   }
 }
 
-// Rows [0, rows) x columns [0, cols) of the row-major src [rows][cols] into dst [rows_pad][ld] (columns
-// [0, cols_pad)), zeros elsewhere. packed: 16-byte packs (cols a multiple of 8, src 16-byte aligned).
+// Rows [0, rows) x columns [0, cols) of src (row stride src_ld) into dst [rows_pad][ld] (columns [0, cols_pad)),
+// zeros elsewhere. packed: 16-byte packs (cols and src_ld multiples of 8, src 16-byte aligned).
 template <typename T>
-__device__ void stage(const T* src, int rows, int cols, T* dst, int ld, int rows_pad, int cols_pad, bool packed) {
+__device__ void stage(const T* src, int src_ld, int rows, int cols, T* dst, int ld, int rows_pad, int cols_pad,
+                      bool packed) {
   if (packed) {
     constexpr int P = Pack<T>::size;
     const int row_packs = cols_pad / P;
     for (int e = threadIdx.x; e < rows_pad * row_packs; e += blockDim.x) {
       const int r = e / row_packs, c = (e - r * row_packs) * P;
       uint4 raw = make_uint4(0u, 0u, 0u, 0u);  // 0 in bf16 and fp16 alike
-      if (r < rows && c < cols) raw = *reinterpret_cast<const uint4*>(src + r * cols + c);
+      if (r < rows && c < cols) raw = *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(r) * src_ld + c);
       *reinterpret_cast<uint4*>(dst + r * ld + c) = raw;
     }
     return;
   }
   for (int e = threadIdx.x; e < rows_pad * cols_pad; e += blockDim.x) {
     const int r = e / cols_pad, c = e - r * cols_pad;
-    dst[r * ld + c] = r < rows && c < cols ? src[r * cols + c] : from_f32<T>(0.0f);
+    dst[r * ld + c] = r < rows && c < cols ? src[static_cast<int64_t>(r) * src_ld + c] : from_f32<T>(0.0f);
   }
 }
 
-// The warp's 16x16 result tile at (r0, c0) into dst [rows][cols] (T), clipped to rows x cols, through the warp's
-// staging tile: lane l writes 8 consecutive values of row l / 2 (one 16-byte pack when packed and whole).
+// The warp's 16x16 result tile at (r0, c0) into dst (row stride dst_ld, T), clipped to rows x cols, through the
+// warp's staging tile: lane l writes 8 consecutive values of row l / 2 (one 16-byte pack when packed and whole).
 template <typename T>
-__device__ void store_tile(const Accumulator& acc, float* staging, T* dst, int rows, int cols, int r0, int c0,
-                           bool packed) {
+__device__ void store_tile(const Accumulator& acc, float* staging, T* dst, int dst_ld, int rows, int cols, int r0,
+                           int c0, bool packed) {
   wmma::store_matrix_sync(staging, acc, kTile, wmma::mem_row_major);
   __syncwarp();
   const int lane = threadIdx.x & 31;
   const int r = r0 + (lane >> 1), c = c0 + (lane & 1) * 8;
   const float* from = staging + (lane >> 1) * kTile + (lane & 1) * 8;
   if (r < rows) {
-    T* to = dst + r * cols + c;
+    T* to = dst + static_cast<int64_t>(r) * dst_ld + c;
     if (packed && c + 8 <= cols) {
       float v[8];
 #pragma unroll
@@ -164,13 +167,20 @@ struct SliceSmem {
         ldp(2 * L.lds) {}
 };
 
-// The slice's q [lq][head_dim], k and v [lk][head_dim] into shared memory, zero-padded to whole tiles.
+// The slice's q [q_len][head_dim] (row stride ldq), k and v [k_len][head_dim] (ldkv) into shared memory,
+// zero-padded to whole tiles.
 template <typename T>
-__device__ void stage_slice(const T* q, const T* k, const T* v, int lq, int lk, int head_dim, const SliceLayout& L,
-                            const SliceSmem<T>& sm, bool packed) {
-  stage(q, lq, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
-  stage(k, lk, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
-  stage(v, lk, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
+__device__ void stage_slice(const T* q, int ldq, const T* k, const T* v, int ldkv, int q_len, int k_len, int head_dim,
+                            const SliceLayout& L, const SliceSmem<T>& sm, bool packed) {
+  stage(q, ldq, q_len, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
+  stage(k, ldkv, k_len, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
+  stage(v, ldkv, k_len, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
+}
+
+// Where slice s (sentence s / heads, head s % heads) starts in a token-major operand of `len` rows per sentence and
+// row stride ld.
+__device__ __forceinline__ int64_t slice_at(int s, int heads, int len, int head_dim, int ld) {
+  return static_cast<int64_t>(s / heads) * len * ld + static_cast<int64_t>(s % heads) * head_dim;
 }
 
 // out[mq][nk] (fp32, pitch L.lds) = a b^T for a [mq][ldh], b [nk][ldh] (T): the score-shaped products q k^T and
@@ -187,11 +197,11 @@ __device__ void scores_product(const T* a, const T* b, const SliceLayout& L, flo
   }
 }
 
-// dst [rows][head_dim] (global, rows <= `tiles_m` * 16) = A B with B [.][ldh] row-major in shared memory: A is
+// dst [rows][head_dim] (global, row stride dst_ld) = A B with B [.][ldh] row-major in shared memory: A is
 // row-major [rows][ldp] (LayoutA row_major) or the transpose of a [k][ldp] buffer (col_major); `steps` k-steps.
 template <typename T, typename LayoutA>
 __device__ void head_product(const T* a, int ldp, const T* b, const SliceLayout& L, int steps, int rows,
-                             int head_dim, float* staging, T* dst, bool packed) {
+                             int head_dim, float* staging, T* dst, int dst_ld, bool packed) {
   constexpr bool a_rows = std::is_same_v<LayoutA, wmma::row_major>;
   const int d_tiles = L.dh / kTile;
   for (int t = threadIdx.x >> 5; t < round_tile(rows) / kTile * d_tiles; t += kWarps) {
@@ -199,27 +209,30 @@ __device__ void head_product(const T* a, int ldp, const T* b, const SliceLayout&
     Accumulator acc;
     tile_product<T, LayoutA, wmma::row_major>(acc, a + (a_rows ? ti * kTile * ldp : ti * kTile), ldp, b + tj * kTile,
                                               L.ldh, steps);
-    store_tile(acc, staging, dst, rows, head_dim, ti * kTile, tj * kTile, packed);
+    store_tile(acc, staging, dst, dst_ld, rows, head_dim, ti * kTile, tj * kTile, packed);
   }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kSliceThreads)
-    attention_forward_kernel(const T* q, const T* k, const T* v, const int32_t* k_lengths, int heads, int lq, int lk,
-                             int k_len, int head_dim, float scale, bool causal, bool packed, T* context, float* lse) {
+    attention_forward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths,
+                             int heads, int q_len, int k_len, int head_dim, float scale, bool causal, bool packed,
+                             T* context, float* lse) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const SliceLayout L(lq, lk, head_dim, false);
+  const SliceLayout L(q_len, k_len, head_dim, false);
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t q_at = static_cast<int64_t>(s) * lq * head_dim, k_at = static_cast<int64_t>(s) * lk * head_dim;
-  stage_slice(q + q_at, k + k_at, v + k_at, lq, lk, head_dim, L, sm, packed);
+  const int width = heads * head_dim;  // the context's row
+  const int64_t k_at = slice_at(s, heads, k_len, head_dim, ldkv);
+  stage_slice(q + slice_at(s, heads, q_len, head_dim, ldq), ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L,
+              sm, packed);
   __syncthreads();
   scores_product(sm.q, sm.k, L, sm.scores);
   __syncthreads();
-  // Masked softmax, a warp per row: lane l holds keys l, l + 32, ... Rows past lq get P = 0.
+  // Masked softmax, a warp per row: lane l holds keys l, l + 32, ... Rows past q_len get P = 0.
   const int keys = slice_keys(k_lengths, s, heads, k_len);
   for (int i = warp; i < L.mq; i += kWarps) {
-    const int valid = i < lq ? row_keys(keys, i, causal) : 0;
+    const int valid = i < q_len ? row_keys(keys, i, causal) : 0;
     const float* row = sm.scores + i * L.lds;
     float x[kKeysPerLane];
     float mx = -INFINITY;
@@ -242,35 +255,37 @@ __global__ void __launch_bounds__(kSliceThreads)
       const int j = lane + 32 * c;
       if (j < L.nk) sm.p[i * sm.ldp + j] = from_f32<T>(j < valid ? expf(x[c] - row_lse) : 0.0f);
     }
-    if (lane == 0 && i < lq) lse[static_cast<int64_t>(s) * lq + i] = row_lse;
+    if (lane == 0 && i < q_len) lse[static_cast<int64_t>(s) * q_len + i] = row_lse;
   }
   __syncthreads();
-  head_product<T, wmma::row_major>(sm.p, sm.ldp, sm.v, L, L.nk / kTile, lq, head_dim, sm.staging, context + q_at,
-                                   packed);
+  head_product<T, wmma::row_major>(sm.p, sm.ldp, sm.v, L, L.nk / kTile, q_len, head_dim, sm.staging,
+                                   context + slice_at(s, heads, q_len, head_dim, width), width, packed);
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kSliceThreads)
-    attention_backward_kernel(const T* q, const T* k, const T* v, const int32_t* k_lengths, int heads, int lq, int lk,
-                              int k_len, int head_dim, float scale, bool causal, bool packed, const float* lse,
-                              const T* d_context, T* d_q, T* d_k, T* d_v) {
+    attention_backward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths,
+                              int heads, int q_len, int k_len, int head_dim, float scale, bool causal, bool packed,
+                              const float* lse, const T* d_context, T* d_q, T* d_k, T* d_v) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const SliceLayout L(lq, lk, head_dim, true);
+  const SliceLayout L(q_len, k_len, head_dim, true);
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t q_at = static_cast<int64_t>(s) * lq * head_dim, k_at = static_cast<int64_t>(s) * lk * head_dim;
-  stage_slice(q + q_at, k + k_at, v + k_at, lq, lk, head_dim, L, sm, packed);
-  stage(d_context + q_at, lq, head_dim, sm.d_out, L.ldh, L.mq, L.dh, packed);
+  const int width = heads * head_dim;  // d_context's row
+  const int64_t q_at = slice_at(s, heads, q_len, head_dim, ldq), k_at = slice_at(s, heads, k_len, head_dim, ldkv);
+  stage_slice(q + q_at, ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L, sm, packed);
+  stage(d_context + slice_at(s, heads, q_len, head_dim, width), width, q_len, head_dim, sm.d_out, L.ldh, L.mq, L.dh,
+        packed);
   __syncthreads();
   scores_product(sm.q, sm.k, L, sm.scores);        // S
   scores_product(sm.d_out, sm.v, L, sm.d_scores);  // dP
   __syncthreads();
-  // Softmax backward, a warp per row: P from S and lse (masked keys and rows past lq exactly 0), D = sum P dP,
+  // Softmax backward, a warp per row: P from S and lse (masked keys and rows past q_len exactly 0), D = sum P dP,
   // dS = P (dP - D) scale.
   const int keys = slice_keys(k_lengths, s, heads, k_len);
   for (int i = warp; i < L.mq; i += kWarps) {
-    const int valid = i < lq ? row_keys(keys, i, causal) : 0;
-    const float row_lse = valid > 0 ? lse[static_cast<int64_t>(s) * lq + i] : 0.0f;
+    const int valid = i < q_len ? row_keys(keys, i, causal) : 0;
+    const float row_lse = valid > 0 ? lse[static_cast<int64_t>(s) * q_len + i] : 0.0f;
     float p[kKeysPerLane], dp[kKeysPerLane];
     float dot = 0.0f;
 #pragma unroll
@@ -293,12 +308,12 @@ __global__ void __launch_bounds__(kSliceThreads)
   }
   __syncthreads();
   // dV = P^T dO and dK = dS^T q over the mq query rows; dQ = dS k over the nk keys.
-  head_product<T, wmma::col_major>(sm.p, sm.ldp, sm.d_out, L, L.mq / kTile, lk, head_dim, sm.staging, d_v + k_at,
-                                   packed);
-  head_product<T, wmma::col_major>(sm.d_p, sm.ldp, sm.q, L, L.mq / kTile, lk, head_dim, sm.staging, d_k + k_at,
-                                   packed);
-  head_product<T, wmma::row_major>(sm.d_p, sm.ldp, sm.k, L, L.nk / kTile, lq, head_dim, sm.staging, d_q + q_at,
-                                   packed);
+  head_product<T, wmma::col_major>(sm.p, sm.ldp, sm.d_out, L, L.mq / kTile, k_len, head_dim, sm.staging, d_v + k_at,
+                                   ldkv, packed);
+  head_product<T, wmma::col_major>(sm.d_p, sm.ldp, sm.q, L, L.mq / kTile, k_len, head_dim, sm.staging, d_k + k_at,
+                                   ldkv, packed);
+  head_product<T, wmma::row_major>(sm.d_p, sm.ldp, sm.k, L, L.nk / kTile, q_len, head_dim, sm.staging, d_q + q_at,
+                                   ldq, packed);
 }
 
 // ---- fp32 path: FMA loops, a head row spread over a warp (lane l holds elements l and l + 32) ----
@@ -332,32 +347,34 @@ __device__ __forceinline__ void add_row(float (&acc)[kDimsPerLane], float w, con
   for (int c = 0; c < kDimsPerLane; ++c) acc[c] += w * r[c];
 }
 
-// acc = sum_j w[j] row j of src [.][head_dim] over j < n.
+// acc = sum_j w[j] row j of src (row stride ld) over j < n.
 __device__ __forceinline__ void weighted_rows(float (&acc)[kDimsPerLane], const float* w, int n, const float* src,
-                                              int head_dim) {
+                                              int ld, int head_dim) {
 #pragma unroll
   for (int c = 0; c < kDimsPerLane; ++c) acc[c] = 0.0f;
-  for (int j = 0; j < n; ++j) add_row(acc, w[j], src + j * head_dim, head_dim);
+  for (int j = 0; j < n; ++j) add_row(acc, w[j], src + static_cast<int64_t>(j) * ld, head_dim);
 }
 
 __global__ void __launch_bounds__(kSliceThreads)
-    attention_forward_f32_kernel(const float* q, const float* k, const float* v, const int32_t* k_lengths, int heads,
-                                 int lq, int lk, int k_len, int head_dim, float scale, bool causal, float* context,
-                                 float* lse) {
+    attention_forward_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv,
+                                 const int32_t* k_lengths, int heads, int q_len, int k_len, int head_dim, float scale,
+                                 bool causal, float* context, float* lse) {
   __shared__ float probs[kWarps][kMaxLen];  // a row's scaled scores, then its probabilities
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const float* qs = q + static_cast<int64_t>(s) * lq * head_dim;
-  const float* ks = k + static_cast<int64_t>(s) * lk * head_dim;
-  const float* vs = v + static_cast<int64_t>(s) * lk * head_dim;
+  const int width = heads * head_dim;
+  const float* qs = q + slice_at(s, heads, q_len, head_dim, ldq);
+  const float* ks = k + slice_at(s, heads, k_len, head_dim, ldkv);
+  const float* vs = v + slice_at(s, heads, k_len, head_dim, ldkv);
+  float* cs = context + slice_at(s, heads, q_len, head_dim, width);
   float* p = probs[warp];
   const int keys = slice_keys(k_lengths, s, heads, k_len);
-  for (int i = warp; i < lq; i += kWarps) {
+  for (int i = warp; i < q_len; i += kWarps) {
     const int valid = row_keys(keys, i, causal);
     float qi[kDimsPerLane], kj[kDimsPerLane];
-    load_row(qs + i * head_dim, head_dim, qi);
+    load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
     float mx = -INFINITY;
     for (int j = 0; j < valid; ++j) {
-      load_row(ks + j * head_dim, head_dim, kj);
+      load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, kj);
       const float x = scale * row_dot(qi, kj);
       if (lane == 0) p[j] = x;
       mx = fmaxf(mx, x);
@@ -370,37 +387,40 @@ __global__ void __launch_bounds__(kSliceThreads)
     for (int j = lane; j < valid; j += 32) p[j] = expf(p[j] - row_lse);
     __syncwarp();
     float o[kDimsPerLane];
-    weighted_rows(o, p, valid, vs, head_dim);
-    store_row(o, head_dim, context + (static_cast<int64_t>(s) * lq + i) * head_dim);
-    if (lane == 0) lse[static_cast<int64_t>(s) * lq + i] = row_lse;
+    weighted_rows(o, p, valid, vs, ldkv, head_dim);
+    store_row(o, head_dim, cs + static_cast<int64_t>(i) * width);
+    if (lane == 0) lse[static_cast<int64_t>(s) * q_len + i] = row_lse;
     __syncwarp();  // p is the next row's
   }
 }
 
 __global__ void __launch_bounds__(kSliceThreads)
-    attention_backward_f32_kernel(const float* q, const float* k, const float* v, const int32_t* k_lengths,
-                                  int heads, int lq, int lk, int k_len, int head_dim, float scale, bool causal,
-                                  const float* lse, const float* d_context, float* d_q, float* d_k, float* d_v) {
+    attention_backward_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv,
+                                  const int32_t* k_lengths, int heads, int q_len, int k_len, int head_dim, float scale,
+                                  bool causal, const float* lse, const float* d_context, float* d_q, float* d_k,
+                                  float* d_v) {
   __shared__ float row_dots[kMaxLen];           // D_i = sum_j P_ij dP_ij
   __shared__ float score_grads[kWarps][kMaxLen];  // a row's P, then dS
   __shared__ float prob_grads[kWarps][kMaxLen];   // a row's dP
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t q_at = static_cast<int64_t>(s) * lq * head_dim, k_at = static_cast<int64_t>(s) * lk * head_dim;
-  const float *qs = q + q_at, *ks = k + k_at, *vs = v + k_at, *dos = d_context + q_at;
-  const float* ls = lse + static_cast<int64_t>(s) * lq;
+  const int width = heads * head_dim;  // d_context's row
+  const int64_t q_at = slice_at(s, heads, q_len, head_dim, ldq), k_at = slice_at(s, heads, k_len, head_dim, ldkv);
+  const float *qs = q + q_at, *ks = k + k_at, *vs = v + k_at;
+  const float* dos = d_context + slice_at(s, heads, q_len, head_dim, width);
+  const float* ls = lse + static_cast<int64_t>(s) * q_len;
   const int keys = slice_keys(k_lengths, s, heads, k_len);
   // Rows: P, dP, D and dQ = dS k.
   float* ds = score_grads[warp];
   float* dp = prob_grads[warp];
-  for (int i = warp; i < lq; i += kWarps) {
+  for (int i = warp; i < q_len; i += kWarps) {
     const int valid = row_keys(keys, i, causal);
     float qi[kDimsPerLane], doi[kDimsPerLane], r[kDimsPerLane];
-    load_row(qs + i * head_dim, head_dim, qi);
-    load_row(dos + i * head_dim, head_dim, doi);
+    load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
+    load_row(dos + static_cast<int64_t>(i) * width, head_dim, doi);
     for (int j = 0; j < valid; ++j) {
-      load_row(ks + j * head_dim, head_dim, r);
+      load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, r);
       const float pj = expf(scale * row_dot(qi, r) - ls[i]);
-      load_row(vs + j * head_dim, head_dim, r);
+      load_row(vs + static_cast<int64_t>(j) * ldkv, head_dim, r);
       const float dpj = row_dot(doi, r);
       if (lane == 0) ds[j] = pj, dp[j] = dpj;
     }
@@ -411,22 +431,22 @@ __global__ void __launch_bounds__(kSliceThreads)
     for (int j = lane; j < valid; j += 32) ds[j] = ds[j] * (dp[j] - dot) * scale;
     __syncwarp();
     float dq[kDimsPerLane];
-    weighted_rows(dq, ds, valid, ks, head_dim);
-    store_row(dq, head_dim, d_q + q_at + i * head_dim);
+    weighted_rows(dq, ds, valid, ks, ldkv, head_dim);
+    store_row(dq, head_dim, d_q + q_at + static_cast<int64_t>(i) * ldq);
     if (lane == 0) row_dots[i] = dot;
     __syncwarp();
   }
   __syncthreads();
   // Keys: dV_j = sum_i P_ij dO_i, dK_j = sum_i dS_ij q_i over the rows that see key j (padding keys: 0).
-  for (int j = warp; j < lk; j += kWarps) {
+  for (int j = warp; j < k_len; j += kWarps) {
     float kj[kDimsPerLane], vj[kDimsPerLane], dk[kDimsPerLane] = {}, dv[kDimsPerLane] = {};
-    load_row(ks + j * head_dim, head_dim, kj);
-    load_row(vs + j * head_dim, head_dim, vj);
-    for (int i = 0; i < lq; ++i) {
+    load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, kj);
+    load_row(vs + static_cast<int64_t>(j) * ldkv, head_dim, vj);
+    for (int i = 0; i < q_len; ++i) {
       if (j >= row_keys(keys, i, causal)) continue;  // the same for the whole warp
       float qi[kDimsPerLane], doi[kDimsPerLane];
-      load_row(qs + i * head_dim, head_dim, qi);
-      load_row(dos + i * head_dim, head_dim, doi);
+      load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
+      load_row(dos + static_cast<int64_t>(i) * width, head_dim, doi);
       const float pij = expf(scale * row_dot(qi, kj) - ls[i]);
       const float dsij = pij * (row_dot(doi, vj) - row_dots[i]) * scale;
 #pragma unroll
@@ -435,8 +455,8 @@ __global__ void __launch_bounds__(kSliceThreads)
         dk[c] += dsij * qi[c];
       }
     }
-    store_row(dk, head_dim, d_k + k_at + j * head_dim);
-    store_row(dv, head_dim, d_v + k_at + j * head_dim);
+    store_row(dk, head_dim, d_k + k_at + static_cast<int64_t>(j) * ldkv);
+    store_row(dv, head_dim, d_v + k_at + static_cast<int64_t>(j) * ldkv);
   }
 }
 
@@ -449,9 +469,17 @@ void allow_shared_bytes(Kernel kernel, unsigned bytes) {
 }
 
 // Checks the shape (as the CPU does) and returns the slices, one block each.
-unsigned fused_slices(const char* op, int batch, int heads, int lq, int lk, int k_len, int head_dim) {
-  check_fused_attention_shape(op, batch, heads, lq, lk, k_len, head_dim);
+unsigned fused_slices(const char* op, int batch, int heads, int q_len, int k_len, int head_dim, int ldq, int ldkv) {
+  check_fused_attention_shape(op, batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   return static_cast<unsigned>(batch) * static_cast<unsigned>(heads);
+}
+
+// 16-byte packs for every row of every operand: the head size, the row strides (and the context's row,
+// heads*head_dim) multiples of the pack and the base pointers aligned.
+template <typename T, typename... P>
+bool rows_vectorize(int head_dim, int ldq, int ldkv, const P*... ptrs) {
+  constexpr int pack = Pack<T>::size;
+  return can_vectorize<T>(head_dim, ptrs...) && ldq % pack == 0 && ldkv % pack == 0;
 }
 
 template <typename T>
@@ -464,10 +492,10 @@ std::tuple<const T*, const T*, const T*> typed(const void* q, const void* k, con
 
 using namespace cuda;
 
-void CudaBackend::attention_forward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths,
-                                    int batch, int heads, int lq, int lk, int k_len, int head_dim, float scale,
-                                    bool causal, void* context, float* lse) {
-  const unsigned slices = fused_slices("attention_forward", batch, heads, lq, lk, k_len, head_dim);
+void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                    const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
+                                    int head_dim, float scale, bool causal, void* context, float* lse) {
+  const unsigned slices = fused_slices("attention_forward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   if (slices == 0) return;
   bind();
   dispatch(dt, [&](auto tag) {
@@ -475,24 +503,24 @@ void CudaBackend::attention_forward(DType dt, const void* q, const void* k, cons
     const auto [pq, pk, pv] = typed<T>(q, k, v);
     T* out = static_cast<T*>(context);
     if constexpr (std::is_same_v<T, float>) {
-      attention_forward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(pq, pk, pv, k_lengths, heads, lq, lk, k_len,
-                                                                          head_dim, scale, causal, out, lse);
+      attention_forward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(
+          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, out, lse);
     } else {
-      const SliceLayout layout(lq, lk, head_dim, false);
-      const bool packed = can_vectorize<T>(head_dim, pq, pk, pv, out);
+      const SliceLayout layout(q_len, k_len, head_dim, false);
+      const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, out);
       allow_shared_bytes(attention_forward_kernel<T>, layout.bytes);
       attention_forward_kernel<T><<<slices, kSliceThreads, layout.bytes, stream_>>>(
-          pq, pk, pv, k_lengths, heads, lq, lk, k_len, head_dim, scale, causal, packed, out, lse);
+          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, out, lse);
     }
   });
   check_launch("attention_forward");
 }
 
-void CudaBackend::attention_backward(DType dt, const void* q, const void* k, const void* v, const int32_t* k_lengths,
-                                     int batch, int heads, int lq, int lk, int k_len, int head_dim, float scale,
-                                     bool causal, const float* lse, const void* d_context, void* d_q, void* d_k,
-                                     void* d_v) {
-  const unsigned slices = fused_slices("attention_backward", batch, heads, lq, lk, k_len, head_dim);
+void CudaBackend::attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                     const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
+                                     int head_dim, float scale, bool causal, const float* lse, const void* d_context,
+                                     void* d_q, void* d_k, void* d_v) {
+  const unsigned slices = fused_slices("attention_backward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   if (slices == 0) return;
   bind();
   dispatch(dt, [&](auto tag) {
@@ -502,13 +530,14 @@ void CudaBackend::attention_backward(DType dt, const void* q, const void* k, con
     T *dq = static_cast<T*>(d_q), *dk = static_cast<T*>(d_k), *dv = static_cast<T*>(d_v);
     if constexpr (std::is_same_v<T, float>) {
       attention_backward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(
-          pq, pk, pv, k_lengths, heads, lq, lk, k_len, head_dim, scale, causal, lse, pdo, dq, dk, dv);
+          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, lse, pdo, dq, dk, dv);
     } else {
-      const SliceLayout layout(lq, lk, head_dim, true);
-      const bool packed = can_vectorize<T>(head_dim, pq, pk, pv, pdo, dq, dk, dv);
+      const SliceLayout layout(q_len, k_len, head_dim, true);
+      const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, pdo, dq, dk, dv);
       allow_shared_bytes(attention_backward_kernel<T>, layout.bytes);
       attention_backward_kernel<T><<<slices, kSliceThreads, layout.bytes, stream_>>>(
-          pq, pk, pv, k_lengths, heads, lq, lk, k_len, head_dim, scale, causal, packed, lse, pdo, dq, dk, dv);
+          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, lse, pdo, dq, dk,
+          dv);
     }
   });
   check_launch("attention_backward");
