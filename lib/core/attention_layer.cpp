@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "core/linear.h"
-#include "util/error.h"
 
 namespace lseq {
 
