@@ -5,11 +5,7 @@
 // (dropout_key), which makes runs reproducible from --seed and resumable at any update.
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define LSEQ_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define LSEQ_HOST_DEVICE inline
-#endif
+#include "kernels/host_device.h"
 
 namespace lseq::kernels {
 

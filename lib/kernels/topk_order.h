@@ -4,18 +4,14 @@
 // and NaN after every number (search never chooses NaN). An empty slot is (NaN, kNoTopKId): worse than anything.
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define LSEQ_TOPK_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define LSEQ_TOPK_HOST_DEVICE inline
-#endif
+#include "kernels/host_device.h"
 
 namespace lseq::kernels {
 
 constexpr int kMaxTopK = 32;                 // the largest k topk_log_softmax accepts
 constexpr int32_t kNoTopKId = 0x7fffffff;    // id of a slot not filled (reported as id -1, value -inf)
 
-LSEQ_TOPK_HOST_DEVICE bool topk_better(float va, int32_t ia, float vb, int32_t ib) {
+LSEQ_HOST_DEVICE bool topk_better(float va, int32_t ia, float vb, int32_t ib) {
   const bool nan_a = va != va, nan_b = vb != vb;
   if (nan_a != nan_b) return nan_b;
   if (!nan_a && va != vb) return va > vb;
@@ -23,7 +19,7 @@ LSEQ_TOPK_HOST_DEVICE bool topk_better(float va, int32_t ia, float vb, int32_t i
 }
 
 // Offers (v, id) to a list of k kept candidates sorted best first (filled with empty slots at the start).
-LSEQ_TOPK_HOST_DEVICE void topk_insert(float* values, int32_t* ids, int k, float v, int32_t id) {
+LSEQ_HOST_DEVICE void topk_insert(float* values, int32_t* ids, int k, float v, int32_t id) {
   if (!topk_better(v, id, values[k - 1], ids[k - 1])) return;
   int i = k - 1;
   while (i > 0 && topk_better(v, id, values[i - 1], ids[i - 1])) {

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/fused_attention_layout.h"
 #include "util/error.h"
 
 namespace lseq::kernels {
@@ -22,12 +23,6 @@ float dot(const float* a, const float* b, int n) {
   return static_cast<float>(s);
 }
 
-// Where slice s (sentence s / heads, head s % heads) starts in a token-major operand of `len` rows per sentence and
-// row stride ld: its position i is at that offset + i*ld.
-int64_t slice_at(int64_t s, int heads, int len, int head_dim, int64_t ld) {
-  return (s / heads) * len * ld + (s % heads) * head_dim;
-}
-
 }  // namespace
 
 void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
@@ -37,10 +32,10 @@ void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void*
   check_fused_attention_shape("attention_forward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   const int64_t slices = static_cast<int64_t>(batch) * heads, width = static_cast<int64_t>(heads) * head_dim;
   cpu::parallel_for(threads_, slices, int64_t(q_len) * k_len * head_dim * 2, [&](int64_t s) {
-    const float* qs = f32(q) + slice_at(s, heads, q_len, head_dim, ldq);
-    const float* ks = f32(k) + slice_at(s, heads, k_len, head_dim, ldkv);
-    const float* vs = f32(v) + slice_at(s, heads, k_len, head_dim, ldkv);
-    float* cs = f32(context) + slice_at(s, heads, q_len, head_dim, width);
+    const float* qs = f32(q) + fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
+    const float* ks = f32(k) + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
+    const float* vs = f32(v) + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
+    float* cs = f32(context) + fused_attention_slice_at(s, heads, q_len, head_dim, width);
     thread_local std::vector<float> p;  // scaled scores of a row, then its probabilities
     p.resize(static_cast<std::size_t>(k_len));
     for (int i = 0; i < q_len; ++i) {
@@ -76,9 +71,10 @@ void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void
   check_fused_attention_shape("attention_backward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   const int64_t slices = static_cast<int64_t>(batch) * heads, width = static_cast<int64_t>(heads) * head_dim;
   cpu::parallel_for(threads_, slices, int64_t(q_len) * k_len * head_dim * 4, [&](int64_t s) {
-    const int64_t q_at = slice_at(s, heads, q_len, head_dim, ldq), k_at = slice_at(s, heads, k_len, head_dim, ldkv);
+    const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
+    const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
     const float *qs = f32(q) + q_at, *ks = f32(k) + k_at, *vs = f32(v) + k_at;
-    const float* dos = f32(d_context) + slice_at(s, heads, q_len, head_dim, width);
+    const float* dos = f32(d_context) + fused_attention_slice_at(s, heads, q_len, head_dim, width);
     float *dqs = f32(d_q) + q_at, *dks = f32(d_k) + k_at, *dvs = f32(d_v) + k_at;
     thread_local std::vector<float> p, ds;    // a row's probabilities and score gradients
     thread_local std::vector<double> dk, dv;  // the slice's key/value gradients, summed over its rows

@@ -28,6 +28,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/vector_access.cuh"
+#include "kernels/fused_attention_layout.h"
 
 namespace lseq::kernels {
 
@@ -177,12 +178,6 @@ __device__ void stage_slice(const T* q, int ldq, const T* k, const T* v, int ldk
   stage(v, ldkv, k_len, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
 }
 
-// Where slice s (sentence s / heads, head s % heads) starts in a token-major operand of `len` rows per sentence and
-// row stride ld.
-__device__ __forceinline__ int64_t slice_at(int s, int heads, int len, int head_dim, int ld) {
-  return static_cast<int64_t>(s / heads) * len * ld + static_cast<int64_t>(s % heads) * head_dim;
-}
-
 // out[mq][nk] (fp32, pitch L.lds) = a b^T for a [mq][ldh], b [nk][ldh] (T): the score-shaped products q k^T and
 // dO v^T, tiles dealt to the warps in turn.
 template <typename T>
@@ -223,9 +218,10 @@ __global__ void __launch_bounds__(kSliceThreads)
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int width = heads * head_dim;  // the context's row
-  const int64_t k_at = slice_at(s, heads, k_len, head_dim, ldkv);
-  stage_slice(q + slice_at(s, heads, q_len, head_dim, ldq), ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L,
-              sm, packed);
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
+  const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
+  stage_slice(q + q_at, ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L, sm, packed);
   __syncthreads();
   scores_product(sm.q, sm.k, L, sm.scores);
   __syncthreads();
@@ -259,7 +255,7 @@ __global__ void __launch_bounds__(kSliceThreads)
   }
   __syncthreads();
   head_product<T, wmma::row_major>(sm.p, sm.ldp, sm.v, L, L.nk / kTile, q_len, head_dim, sm.staging,
-                                   context + slice_at(s, heads, q_len, head_dim, width), width, packed);
+                                   context + o_at, width, packed);
 }
 
 template <typename T>
@@ -272,10 +268,11 @@ __global__ void __launch_bounds__(kSliceThreads)
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int width = heads * head_dim;  // d_context's row
-  const int64_t q_at = slice_at(s, heads, q_len, head_dim, ldq), k_at = slice_at(s, heads, k_len, head_dim, ldkv);
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
+  const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
   stage_slice(q + q_at, ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L, sm, packed);
-  stage(d_context + slice_at(s, heads, q_len, head_dim, width), width, q_len, head_dim, sm.d_out, L.ldh, L.mq, L.dh,
-        packed);
+  stage(d_context + o_at, width, q_len, head_dim, sm.d_out, L.ldh, L.mq, L.dh, packed);
   __syncthreads();
   scores_product(sm.q, sm.k, L, sm.scores);        // S
   scores_product(sm.d_out, sm.v, L, sm.d_scores);  // dP
@@ -362,10 +359,10 @@ __global__ void __launch_bounds__(kSliceThreads)
   __shared__ float probs[kWarps][kMaxLen];  // a row's scaled scores, then its probabilities
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int width = heads * head_dim;
-  const float* qs = q + slice_at(s, heads, q_len, head_dim, ldq);
-  const float* ks = k + slice_at(s, heads, k_len, head_dim, ldkv);
-  const float* vs = v + slice_at(s, heads, k_len, head_dim, ldkv);
-  float* cs = context + slice_at(s, heads, q_len, head_dim, width);
+  const float* qs = q + fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
+  const float* ks = k + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
+  const float* vs = v + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
+  float* cs = context + fused_attention_slice_at(s, heads, q_len, head_dim, width);
   float* p = probs[warp];
   const int keys = slice_keys(k_lengths, s, heads, k_len);
   for (int i = warp; i < q_len; i += kWarps) {
@@ -404,9 +401,10 @@ __global__ void __launch_bounds__(kSliceThreads)
   __shared__ float prob_grads[kWarps][kMaxLen];   // a row's dP
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int width = heads * head_dim;  // d_context's row
-  const int64_t q_at = slice_at(s, heads, q_len, head_dim, ldq), k_at = slice_at(s, heads, k_len, head_dim, ldkv);
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
   const float *qs = q + q_at, *ks = k + k_at, *vs = v + k_at;
-  const float* dos = d_context + slice_at(s, heads, q_len, head_dim, width);
+  const float* dos = d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width);
   const float* ls = lse + static_cast<int64_t>(s) * q_len;
   const int keys = slice_keys(k_lengths, s, heads, k_len);
   // Rows: P, dP, D and dQ = dS k.
