@@ -24,6 +24,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -64,11 +65,12 @@ __device__ __forceinline__ int row_keys(int keys, int i, bool causal) { return c
 //   scores [mq][lds] fp32  S, then P (T, pitch 2*lds, written over each row)
 //   d_scores (backward) [mq][lds] fp32  dP, then dS (T, pitch 2*lds)
 //   tiles  [kWarps][16][16] fp32: each warp's staging tile for output tiles on their way to global memory
-// Largest (lq = lk = 128, head_dim = 64): forward 126976 bytes, backward 212992 (the H100 allows 232448 per block).
+//   lse (backward) [mq] fp32: the rows' log-sum-exp, staged with the operands
+// Largest (lq = lk = 128, head_dim = 64): forward 126976 bytes, backward 213504 (the H100 allows 232448 per block).
 struct SliceLayout {
   int mq, nk, dh;  // lq, lk, head_dim rounded up to tiles
   int ldh, lds;    // row pitches in elements: head rows (T), score rows (fp32)
-  unsigned q, k, v, d_out, scores, d_scores, tiles, bytes;
+  unsigned q, k, v, d_out, scores, d_scores, tiles, lse, bytes;
   __host__ __device__ SliceLayout(int lq, int lk, int head_dim, bool backward)
       : mq(round_tile(lq)), nk(round_tile(lk)), dh(round_tile(head_dim)), ldh(dh + 8), lds(nk + 4) {
     const unsigned q_bytes = 2u * mq * ldh, k_bytes = 2u * nk * ldh, s_bytes = 4u * mq * lds;
@@ -79,7 +81,8 @@ struct SliceLayout {
     scores = d_out + (backward ? q_bytes : 0u);
     d_scores = scores + s_bytes;
     tiles = d_scores + (backward ? s_bytes : 0u);
-    bytes = tiles + 4u * kWarps * kTile * kTile;
+    lse = tiles + 4u * kWarps * kTile * kTile;
+    bytes = lse + (backward ? 4u * mq : 0u);
   }
 };
 
@@ -103,7 +106,9 @@ __device__ __forceinline__ void tile_product(Accumulator& acc, const T* a, int l
 }
 
 // Rows [0, rows) x columns [0, cols) of src (row stride src_ld) into dst [rows_pad][ld] (columns [0, cols_pad)),
-// zeros elsewhere. packed: 16-byte packs (cols and src_ld multiples of 8, src 16-byte aligned).
+// zeros elsewhere. packed: 16-byte packs (cols and src_ld multiples of 8, src 16-byte aligned), copied
+// asynchronously: the caller waits (wait_async_copies) before its __syncthreads. Staging is most of these kernels'
+// time; with every copy in flight at once it is bound by bandwidth instead of one latency per pack.
 template <typename T>
 __device__ void stage(const T* src, int src_ld, int rows, int cols, T* dst, int ld, int rows_pad, int cols_pad,
                       bool packed) {
@@ -112,9 +117,8 @@ __device__ void stage(const T* src, int src_ld, int rows, int cols, T* dst, int 
     const int row_packs = cols_pad / P;
     for (int e = threadIdx.x; e < rows_pad * row_packs; e += blockDim.x) {
       const int r = e / row_packs, c = (e - r * row_packs) * P;
-      uint4 raw = make_uint4(0u, 0u, 0u, 0u);  // 0 in bf16 and fp16 alike
-      if (r < rows && c < cols) raw = *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(r) * src_ld + c);
-      *reinterpret_cast<uint4*>(dst + r * ld + c) = raw;
+      const bool inside = r < rows && c < cols;  // else 16 zero bytes: 0 in bf16 and fp16 alike
+      copy_async_16(dst + r * ld + c, inside ? src + static_cast<int64_t>(r) * src_ld + c : src, inside);
     }
     return;
   }
@@ -152,7 +156,7 @@ __device__ void store_tile(const Accumulator& acc, float* staging, T* dst, int d
 template <typename T>
 struct SliceSmem {
   T *q, *k, *v, *d_out;
-  float *scores, *d_scores, *staging;
+  float *scores, *d_scores, *staging, *lse;
   T *p, *d_p;  // P and dS written over scores and d_scores (pitch ldp)
   int ldp;
   __device__ SliceSmem(unsigned char* base, const SliceLayout& L)
@@ -163,6 +167,7 @@ struct SliceSmem {
         scores(reinterpret_cast<float*>(base + L.scores)),
         d_scores(reinterpret_cast<float*>(base + L.d_scores)),
         staging(reinterpret_cast<float*>(base + L.tiles) + (threadIdx.x >> 5) * kTile * kTile),
+        lse(reinterpret_cast<float*>(base + L.lse)),
         p(reinterpret_cast<T*>(scores)),
         d_p(reinterpret_cast<T*>(d_scores)),
         ldp(2 * L.lds) {}
@@ -222,11 +227,12 @@ __global__ void __launch_bounds__(kSliceThreads)
   const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
   const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
   stage_slice(q + q_at, ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L, sm, packed);
+  const int keys = slice_keys(k_lengths, s, heads, k_len);  // read while the copies are in flight
+  wait_async_copies();
   __syncthreads();
   scores_product(sm.q, sm.k, L, sm.scores);
   __syncthreads();
   // Masked softmax, a warp per row: lane l holds keys l, l + 32, ... Rows past q_len get P = 0.
-  const int keys = slice_keys(k_lengths, s, heads, k_len);
   for (int i = warp; i < L.mq; i += kWarps) {
     const int valid = i < q_len ? row_keys(keys, i, causal) : 0;
     const float* row = sm.scores + i * L.lds;
@@ -273,16 +279,19 @@ __global__ void __launch_bounds__(kSliceThreads)
   const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
   stage_slice(q + q_at, ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L, sm, packed);
   stage(d_context + o_at, width, q_len, head_dim, sm.d_out, L.ldh, L.mq, L.dh, packed);
+  // Read while the copies are in flight.
+  const int keys = slice_keys(k_lengths, s, heads, k_len);
+  for (int i = threadIdx.x; i < q_len; i += blockDim.x) sm.lse[i] = lse[static_cast<int64_t>(s) * q_len + i];
+  wait_async_copies();
   __syncthreads();
   scores_product(sm.q, sm.k, L, sm.scores);        // S
   scores_product(sm.d_out, sm.v, L, sm.d_scores);  // dP
   __syncthreads();
   // Softmax backward, a warp per row: P from S and lse (masked keys and rows past q_len exactly 0), D = sum P dP,
   // dS = P (dP - D) scale.
-  const int keys = slice_keys(k_lengths, s, heads, k_len);
   for (int i = warp; i < L.mq; i += kWarps) {
     const int valid = i < q_len ? row_keys(keys, i, causal) : 0;
-    const float row_lse = valid > 0 ? lse[static_cast<int64_t>(s) * q_len + i] : 0.0f;
+    const float row_lse = valid > 0 ? sm.lse[i] : 0.0f;
     float p[kKeysPerLane], dp[kKeysPerLane];
     float dot = 0.0f;
 #pragma unroll
