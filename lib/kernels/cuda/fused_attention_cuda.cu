@@ -7,8 +7,8 @@
 //
 // 16-bit storage (bf16/fp16): the products run on tensor cores through WMMA 16x16x16 fragments with fp32
 // accumulation; lengths and head_dim are rounded up to tiles of 16 in shared memory, the extra rows and columns 0.
-//   forward:  S = q k^T (fp32, shared) -> masked softmax per row (a warp per row, fp32; lse saved) -> P (dt, written
-//             over S) -> context = P v, tile by tile to global memory.
+//   forward:  S = q k^T (fp32, shared) -> masked softmax per row (a row spread over 4-16 lanes with 8 keys each,
+//             fp32; lse saved) -> P (dt, written over S) -> context = P v, tile by tile to global memory.
 //   backward: S = q k^T and dP = dO v^T (fp32, shared) -> per row P = exp(scale S - lse) (masked: exactly 0),
 //             D = sum_j P dP, dS = P (dP - D) scale, both rounded to dt over S and dP -> dV = P^T dO, dK = dS^T q,
 //             dQ = dS k, tile by tile to global memory.
@@ -21,7 +21,6 @@
 // No atomics: every output element is written by one thread, so results depend only on the inputs.
 #include <mma.h>
 
-#include <tuple>
 #include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"
@@ -38,14 +37,61 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kWarps = 4;
-constexpr int kSliceThreads = 32 * kWarps;
 constexpr int kTile = 16;  // WMMA m = n = k
 constexpr int kMaxLen = Backend::kMaxFusedAttentionLen;
 constexpr int kMaxHeadDim = Backend::kMaxFusedAttentionHeadDim;
-constexpr int kKeysPerLane = kMaxLen / 32;              // a score row spread over a warp
-constexpr int kDimsPerLane = (kMaxHeadDim + 31) / 32;  // a head row spread over a warp (fp32 path)
-static_assert(kMaxLen % 32 == 0, "score rows are spread evenly over a warp");
+constexpr int kKeysPerLane = 8;  // tensor-core path: a lane holds 8 consecutive keys of a score row (one 16-byte P pack)
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Block shape of the tensor-core kernels by slice length. A slice is a chain of short dependent phases and shared
+// memory caps the blocks an SM holds, so longer slices get more warps; a score row is spread over LanesPerRow lanes
+// (8 keys each), so a warp works on 32 / LanesPerRow rows at once and its reductions take log2(LanesPerRow) shuffles.
+template <int Warps, int LanesPerRow>
+struct SliceShape {
+  static constexpr int warps = Warps, threads = 32 * Warps, lanes_per_row = LanesPerRow;
+  static constexpr int rows_per_pass = 32 / LanesPerRow;
+};
+using ShortSlices = SliceShape<4, 4>;    // up to 32 keys
+using MediumSlices = SliceShape<8, 8>;   // up to 64
+using LongSlices = SliceShape<8, kMaxLen / kKeysPerLane>;
+static_assert(LongSlices::lanes_per_row <= 32 && kTile % ShortSlices::rows_per_pass == 0,
+              "a pass of rows stays within the tile-padded rows");
+
+// f(Shape{}) with the block shape for k_len keys.
+template <typename F>
+void with_slice_shape(int k_len, F&& f) {
+  if (k_len <= 32)
+    f(ShortSlices{});
+  else if (k_len <= 64)
+    f(MediumSlices{});
+  else
+    f(LongSlices{});
+}
+
+// Max and sum over the LanesPerRow lanes that share a score row (aligned groups: xor stays inside them).
+template <int LanesPerRow>
+__device__ __forceinline__ float row_max(float v) {
+#pragma unroll
+  for (int offset = LanesPerRow / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+template <int LanesPerRow>
+__device__ __forceinline__ float row_sum(float v) {
+#pragma unroll
+  for (int offset = LanesPerRow / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// 8 fp32 scores from shared memory (16-byte aligned).
+__device__ __forceinline__ void load_keys(const float* src, float (&x)[kKeysPerLane]) {
+  const float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+// fp32 path (FMA loops): warps per block, and a head row spread over a warp.
+constexpr int kWarps = 4;
+constexpr int kSliceThreads = 32 * kWarps;
+constexpr int kDimsPerLane = (kMaxHeadDim + 31) / 32;
 
 __host__ __device__ constexpr int round_tile(int n) { return (n + kTile - 1) / kTile * kTile; }
 
@@ -64,14 +110,14 @@ __device__ __forceinline__ int row_keys(int keys, int i, bool causal) { return c
 //   q      [mq][ldh] T     k, v [nk][ldh] T     d_out (backward: d_context) [mq][ldh] T
 //   scores [mq][lds] fp32  S, then P (T, pitch 2*lds, written over each row)
 //   d_scores (backward) [mq][lds] fp32  dP, then dS (T, pitch 2*lds)
-//   tiles  [kWarps][16][16] fp32: each warp's staging tile for output tiles on their way to global memory
+//   tiles  [warps][16][16] fp32: each warp's staging tile for output tiles on their way to global memory
 //   lse (backward) [mq] fp32: the rows' log-sum-exp, staged with the operands
-// Largest (lq = lk = 128, head_dim = 64): forward 126976 bytes, backward 213504 (the H100 allows 232448 per block).
+// Largest (lq = lk = 128, head_dim = 64): forward 131072 bytes, backward 217600 (the H100 allows 232448 per block).
 struct SliceLayout {
   int mq, nk, dh;  // lq, lk, head_dim rounded up to tiles
   int ldh, lds;    // row pitches in elements: head rows (T), score rows (fp32)
   unsigned q, k, v, d_out, scores, d_scores, tiles, lse, bytes;
-  __host__ __device__ SliceLayout(int lq, int lk, int head_dim, bool backward)
+  __host__ __device__ SliceLayout(int lq, int lk, int head_dim, bool backward, int warps)
       : mq(round_tile(lq)), nk(round_tile(lk)), dh(round_tile(head_dim)), ldh(dh + 8), lds(nk + 4) {
     const unsigned q_bytes = 2u * mq * ldh, k_bytes = 2u * nk * ldh, s_bytes = 4u * mq * lds;
     q = 0;
@@ -81,7 +127,7 @@ struct SliceLayout {
     scores = d_out + (backward ? q_bytes : 0u);
     d_scores = scores + s_bytes;
     tiles = d_scores + (backward ? s_bytes : 0u);
-    lse = tiles + 4u * kWarps * kTile * kTile;
+    lse = tiles + 4u * warps * kTile * kTile;
     bytes = lse + (backward ? 4u * mq : 0u);
   }
 };
@@ -188,7 +234,7 @@ __device__ void stage_slice(const T* q, int ldq, const T* k, const T* v, int ldk
 template <typename T>
 __device__ void scores_product(const T* a, const T* b, const SliceLayout& L, float* out) {
   const int n_tiles = L.nk / kTile;
-  for (int t = threadIdx.x >> 5; t < (L.mq / kTile) * n_tiles; t += kWarps) {
+  for (int t = threadIdx.x >> 5; t < (L.mq / kTile) * n_tiles; t += blockDim.x >> 5) {
     const int ti = t / n_tiles, tj = t - ti * n_tiles;
     Accumulator acc;
     tile_product<T, wmma::row_major, wmma::col_major>(acc, a + ti * kTile * L.ldh, L.ldh, b + tj * kTile * L.ldh,
@@ -204,7 +250,7 @@ __device__ void head_product(const T* a, int ldp, const T* b, const SliceLayout&
                              int head_dim, float* staging, T* dst, int dst_ld, bool packed) {
   constexpr bool a_rows = std::is_same_v<LayoutA, wmma::row_major>;
   const int d_tiles = L.dh / kTile;
-  for (int t = threadIdx.x >> 5; t < round_tile(rows) / kTile * d_tiles; t += kWarps) {
+  for (int t = threadIdx.x >> 5; t < round_tile(rows) / kTile * d_tiles; t += blockDim.x >> 5) {
     const int ti = t / d_tiles, tj = t - ti * d_tiles;
     Accumulator acc;
     tile_product<T, LayoutA, wmma::row_major>(acc, a + (a_rows ? ti * kTile * ldp : ti * kTile), ldp, b + tj * kTile,
@@ -213,16 +259,18 @@ __device__ void head_product(const T* a, int ldp, const T* b, const SliceLayout&
   }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kSliceThreads)
+template <typename T, typename Shape>
+__global__ void __launch_bounds__(Shape::threads)
     attention_forward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths,
                              int heads, int q_len, int k_len, int head_dim, float scale, bool causal, bool packed,
                              T* context, float* lse) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const SliceLayout L(q_len, k_len, head_dim, false);
+  const SliceLayout L(q_len, k_len, head_dim, false, Shape::warps);
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int width = heads * head_dim;  // the context's row
+  constexpr int G = Shape::lanes_per_row;
+  const int j0 = (lane % G) * kKeysPerLane;  // this lane's first key of a row
   const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
   const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
   const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
@@ -232,48 +280,54 @@ __global__ void __launch_bounds__(kSliceThreads)
   __syncthreads();
   scores_product(sm.q, sm.k, L, sm.scores);
   __syncthreads();
-  // Masked softmax, a warp per row: lane l holds keys l, l + 32, ... Rows past q_len get P = 0.
-  for (int i = warp; i < L.mq; i += kWarps) {
+  // Masked softmax: G lanes per row, 8 keys each; rows past q_len get P = 0.
+  for (int i0 = warp * Shape::rows_per_pass; i0 < L.mq; i0 += Shape::warps * Shape::rows_per_pass) {
+    const int i = i0 + lane / G;
     const int valid = i < q_len ? row_keys(keys, i, causal) : 0;
-    const float* row = sm.scores + i * L.lds;
+    const bool has_keys = j0 < L.nk;  // lanes past the padded keys only join the reductions
     float x[kKeysPerLane];
+    if (has_keys) load_keys(sm.scores + i * L.lds + j0, x);
     float mx = -INFINITY;
 #pragma unroll
-    for (int c = 0; c < kKeysPerLane; ++c) {
-      const int j = lane + 32 * c;
-      x[c] = j < valid ? scale * row[j] : -INFINITY;
-      mx = fmaxf(mx, x[c]);
+    for (int e = 0; e < kKeysPerLane; ++e) {
+      x[e] = has_keys && j0 + e < valid ? scale * x[e] : -INFINITY;
+      mx = fmaxf(mx, x[e]);
     }
-    mx = warp_max(mx);
+    mx = row_max<G>(mx);
     float sum = 0.0f;
 #pragma unroll
-    for (int c = 0; c < kKeysPerLane; ++c)
-      if (lane + 32 * c < valid) sum += expf(x[c] - mx);
-    sum = warp_sum(sum);
-    const float row_lse = valid > 0 ? mx + logf(sum) : -INFINITY;  // a row without keys: P = 0, context 0
-    __syncwarp();  // the whole row is read before P overwrites it
-#pragma unroll
-    for (int c = 0; c < kKeysPerLane; ++c) {
-      const int j = lane + 32 * c;
-      if (j < L.nk) sm.p[i * sm.ldp + j] = from_f32<T>(j < valid ? expf(x[c] - row_lse) : 0.0f);
+    for (int e = 0; e < kKeysPerLane; ++e) {
+      x[e] = j0 + e < valid ? exp2f((x[e] - mx) * kLog2e) : 0.0f;
+      sum += x[e];
     }
-    if (lane == 0 && i < q_len) lse[static_cast<int64_t>(s) * q_len + i] = row_lse;
+    sum = row_sum<G>(sum);
+    const float row_lse = valid > 0 ? mx + logf(sum) : -INFINITY;  // a row without keys: P = 0, context 0
+    const float inv_sum = valid > 0 ? 1.0f / sum : 0.0f;
+    __syncwarp();  // the whole row is read before P overwrites it
+    if (has_keys) {
+#pragma unroll
+      for (int e = 0; e < kKeysPerLane; ++e) x[e] *= inv_sum;
+      store_pack(sm.p + i * sm.ldp + j0, x);
+    }
+    if (j0 == 0 && i < q_len) lse[static_cast<int64_t>(s) * q_len + i] = row_lse;
   }
   __syncthreads();
   head_product<T, wmma::row_major>(sm.p, sm.ldp, sm.v, L, L.nk / kTile, q_len, head_dim, sm.staging,
                                    context + o_at, width, packed);
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kSliceThreads)
+template <typename T, typename Shape>
+__global__ void __launch_bounds__(Shape::threads)
     attention_backward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths,
                               int heads, int q_len, int k_len, int head_dim, float scale, bool causal, bool packed,
                               const float* lse, const T* d_context, T* d_q, T* d_k, T* d_v) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const SliceLayout L(q_len, k_len, head_dim, true);
+  const SliceLayout L(q_len, k_len, head_dim, true, Shape::warps);
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int width = heads * head_dim;  // d_context's row
+  constexpr int G = Shape::lanes_per_row;
+  const int j0 = (lane % G) * kKeysPerLane;  // this lane's first key of a row
   const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
   const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
   const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
@@ -287,29 +341,33 @@ __global__ void __launch_bounds__(kSliceThreads)
   scores_product(sm.q, sm.k, L, sm.scores);        // S
   scores_product(sm.d_out, sm.v, L, sm.d_scores);  // dP
   __syncthreads();
-  // Softmax backward, a warp per row: P from S and lse (masked keys and rows past q_len exactly 0), D = sum P dP,
-  // dS = P (dP - D) scale.
-  for (int i = warp; i < L.mq; i += kWarps) {
+  // Softmax backward, G lanes per row with 8 keys each: P from S and lse (masked keys and rows past q_len exactly
+  // 0), D = sum P dP, dS = P (dP - D) scale.
+  for (int i0 = warp * Shape::rows_per_pass; i0 < L.mq; i0 += Shape::warps * Shape::rows_per_pass) {
+    const int i = i0 + lane / G;
     const int valid = i < q_len ? row_keys(keys, i, causal) : 0;
+    const bool has_keys = j0 < L.nk;
     const float row_lse = valid > 0 ? sm.lse[i] : 0.0f;
     float p[kKeysPerLane], dp[kKeysPerLane];
+    if (has_keys) {
+      load_keys(sm.scores + i * L.lds + j0, p);
+      load_keys(sm.d_scores + i * L.lds + j0, dp);
+    }
     float dot = 0.0f;
 #pragma unroll
-    for (int c = 0; c < kKeysPerLane; ++c) {
-      const int j = lane + 32 * c;
-      p[c] = j < valid ? expf(scale * sm.scores[i * L.lds + j] - row_lse) : 0.0f;
-      dp[c] = j < valid ? sm.d_scores[i * L.lds + j] : 0.0f;
-      dot += p[c] * dp[c];
+    for (int e = 0; e < kKeysPerLane; ++e) {
+      const bool seen = has_keys && j0 + e < valid;
+      p[e] = seen ? exp2f((scale * p[e] - row_lse) * kLog2e) : 0.0f;
+      dp[e] = seen ? dp[e] : 0.0f;
+      dot += p[e] * dp[e];
     }
-    dot = warp_sum(dot);
+    dot = row_sum<G>(dot);
     __syncwarp();  // the whole row is read before P and dS overwrite it
+    if (has_keys) {
+      store_pack(sm.p + i * sm.ldp + j0, p);
 #pragma unroll
-    for (int c = 0; c < kKeysPerLane; ++c) {
-      const int j = lane + 32 * c;
-      if (j < L.nk) {
-        sm.p[i * sm.ldp + j] = from_f32<T>(p[c]);
-        sm.d_p[i * sm.ldp + j] = from_f32<T>(p[c] * (dp[c] - dot) * scale);
-      }
+      for (int e = 0; e < kKeysPerLane; ++e) dp[e] = p[e] * (dp[e] - dot) * scale;
+      store_pack(sm.d_p + i * sm.ldp + j0, dp);
     }
   }
   __syncthreads();
@@ -489,11 +547,6 @@ bool rows_vectorize(int head_dim, int ldq, int ldkv, const P*... ptrs) {
   return can_vectorize<T>(head_dim, ptrs...) && ldq % pack == 0 && ldkv % pack == 0;
 }
 
-template <typename T>
-std::tuple<const T*, const T*, const T*> typed(const void* q, const void* k, const void* v) {
-  return {static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v)};
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -507,17 +560,20 @@ void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    const auto [pq, pk, pv] = typed<T>(q, k, v);
+    const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);
     T* out = static_cast<T*>(context);
     if constexpr (std::is_same_v<T, float>) {
       attention_forward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(
           pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, out, lse);
     } else {
-      const SliceLayout layout(q_len, k_len, head_dim, false);
       const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, out);
-      allow_shared_bytes(attention_forward_kernel<T>, layout.bytes);
-      attention_forward_kernel<T><<<slices, kSliceThreads, layout.bytes, stream_>>>(
-          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, out, lse);
+      with_slice_shape(k_len, [&](auto shape) {
+        using Shape = decltype(shape);
+        const SliceLayout layout(q_len, k_len, head_dim, false, Shape::warps);
+        allow_shared_bytes(attention_forward_kernel<T, Shape>, layout.bytes);
+        attention_forward_kernel<T, Shape><<<slices, Shape::threads, layout.bytes, stream_>>>(
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, out, lse);
+      });
     }
   });
   check_launch("attention_forward");
@@ -532,19 +588,22 @@ void CudaBackend::attention_backward(DType dt, const void* q, int ldq, const voi
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    const auto [pq, pk, pv] = typed<T>(q, k, v);
+    const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);
     const T* pdo = static_cast<const T*>(d_context);
     T *dq = static_cast<T*>(d_q), *dk = static_cast<T*>(d_k), *dv = static_cast<T*>(d_v);
     if constexpr (std::is_same_v<T, float>) {
       attention_backward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(
           pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, lse, pdo, dq, dk, dv);
     } else {
-      const SliceLayout layout(q_len, k_len, head_dim, true);
       const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, pdo, dq, dk, dv);
-      allow_shared_bytes(attention_backward_kernel<T>, layout.bytes);
-      attention_backward_kernel<T><<<slices, kSliceThreads, layout.bytes, stream_>>>(
-          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, lse, pdo, dq, dk,
-          dv);
+      with_slice_shape(k_len, [&](auto shape) {
+        using Shape = decltype(shape);
+        const SliceLayout layout(q_len, k_len, head_dim, true, Shape::warps);
+        allow_shared_bytes(attention_backward_kernel<T, Shape>, layout.bytes);
+        attention_backward_kernel<T, Shape><<<slices, Shape::threads, layout.bytes, stream_>>>(
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, lse, pdo, dq, dk,
+            dv);
+      });
     }
   });
   check_launch("attention_backward");
