@@ -110,9 +110,12 @@ __device__ __forceinline__ int row_keys(int keys, int i, bool causal) { return c
 //   q      [mq][ldh] T     k, v [nk][ldh] T     d_out (backward: d_context) [mq][ldh] T
 //   scores [mq][lds] fp32  S, then P (T, pitch 2*lds, written over each row)
 //   d_scores (backward) [mq][lds] fp32  dP, then dS (T, pitch 2*lds)
-//   tiles  [warps][16][16] fp32: each warp's staging tile for output tiles on their way to global memory
+//   tiles  [warps][16][16] fp32: each warp's staging tile for output tiles on their way to global memory. Used only
+//          by the output products, after the last read of q and k (forward) or v (backward), so it lies over those
+//          when they are large enough: shared memory is what caps the blocks an SM holds (at 64 x 64, backward 3
+//          blocks instead of 2, forward 5 instead of 4).
 //   lse (backward) [mq] fp32: the rows' log-sum-exp, staged with the operands
-// Largest (lq = lk = 128, head_dim = 64): forward 131072 bytes, backward 217600 (the H100 allows 232448 per block).
+// Largest (lq = lk = 128, head_dim = 64): forward 122880 bytes, backward 209408 (the H100 allows 232448 per block).
 struct SliceLayout {
   int mq, nk, dh;  // lq, lk, head_dim rounded up to tiles
   int ldh, lds;    // row pitches in elements: head rows (T), score rows (fp32)
@@ -126,8 +129,16 @@ struct SliceLayout {
     d_out = v + k_bytes;
     scores = d_out + (backward ? q_bytes : 0u);
     d_scores = scores + s_bytes;
-    tiles = d_scores + (backward ? s_bytes : 0u);
-    lse = tiles + 4u * warps * kTile * kTile;
+    unsigned end = d_scores + (backward ? s_bytes : 0u);
+    const unsigned tile_bytes = 4u * warps * kTile * kTile;
+    const unsigned spare_at = backward ? v : q, spare_bytes = backward ? k_bytes : q_bytes + k_bytes;
+    if (tile_bytes <= spare_bytes) {
+      tiles = spare_at;
+    } else {
+      tiles = end;
+      end += tile_bytes;
+    }
+    lse = end;
     bytes = lse + (backward ? 4u * mq : 0u);
   }
 };
