@@ -91,16 +91,14 @@ void AttentionLayer::project_kv(const LayerContext& ctx, const void* memory, int
 
 float AttentionLayer::scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim_)); }
 
-// The fused core (Backend::attention_forward/backward) where it is the faster of the two: lengths up to 64 (measured
-// on an H100, bf16, 2026-11-24: with the kernels' limit of 128, transformer-base training at 16384 tokens ran 526k
-// target tokens/s against 561k with 64, transformer-big 242k against 253k; above 64 a slice's shared memory, over
-// 120 KiB in backward, leaves one block per SM and the batched GEMMs win). A function of the shape only, so CPU
-// and GPU runs take the same path.
-constexpr int kFusedAttentionMaxLen = 64;
-
+// The fused core (Backend::attention_forward/backward) wherever its kernels fit (lengths up to 128). It used to stop
+// at 64, when the kernels lost to the batched GEMMs above that; since they stage with cp.async and spread score rows
+// over a few lanes, the full limit runs as fast or faster and needs no probability buffer (H100, bf16, 2026-11-24,
+// 64 -> 128, two interleaved rounds: transformer-base at 16384 tokens 650-657k -> 653-675k target tokens/s and
+// peak memory 5196 -> 4746 MiB; big at 16384 288-289k -> 288k, 11744 -> 10814 MiB; big at 8192 263-266k ->
+// 263-264k). A function of the shape only, so CPU and GPU runs take the same path.
 bool AttentionLayer::fused_core(int q_len, int k_len, const kernels::Dropout& drop) const {
-  return drop.p == 0.0f && q_len <= kFusedAttentionMaxLen && k_len <= kFusedAttentionMaxLen &&
-         kernels::Backend::fused_attention_fits(q_len, k_len, head_dim_);
+  return drop.p == 0.0f && kernels::Backend::fused_attention_fits(q_len, k_len, head_dim_);
 }
 
 void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* k, const void* v,
