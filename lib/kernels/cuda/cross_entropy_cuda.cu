@@ -1,7 +1,8 @@
 // Label-smoothed cross-entropy fused with log-softmax (one block per row; the row, plus an optional bias, read
-// once into registers where it fits), and the fp32 log-softmax of decoding. Probabilities are never stored.
+// once into shared memory where it fits), and the fp32 log-softmax of decoding. Probabilities are never stored.
 // Targets live on the device and are not validated on the host: a row whose target is outside [0, vocab) (and not
 // ignore_index) gets a NaN loss and NaN gradient, so the error shows instead of reading out of bounds.
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -103,62 +104,64 @@ __global__ void cross_entropy_kernel(const T* logits, const T* bias, const int32
   }
 }
 
-// The training case (bf16 logits [16384 x 32000]): the row is read from memory once, with 16-byte loads, and kept
-// in registers (kPacks packs of P elements per thread, pack q of the row at slot q / blockDim.x); then max, sum of
-// exp and the gradient work on the registers. Needs vocab % P == 0, 16-byte aligned rows and
-// vocab <= kPacks * P * blockDim.x. The row max is exact before any exp, so each exp is taken once: e = exp(x - max)
-// stays in the registers and p = e / sum.
-constexpr int kResidentThreads = 512;
+// The training case (bf16 logits [16384 x 32000]): the row is copied once from memory into shared memory
+// (cp.async, every 16-byte pack of the row in flight at once; each thread later reads only the packs it copied, so
+// no barrier is needed for them), then max, sum of exp and the gradient read it from there. Needs vocab % P == 0,
+// 16-byte aligned rows and vocab * sizeof(T) <= kStagedRowBytes. The row max is exact before any exp. A row held
+// in registers instead (the kernel before this one) left one 512-thread row per SM and half of the memory bandwidth
+// idle while the block reduced; a 64 KB bf16 row in shared memory leaves room for three.
+constexpr int kStagedThreads = 512;
+constexpr int kStagedRowBytes = 160 * 1024;
 
+// Pack q of the staged row as fp32, plus the bias pack when there is one.
 template <typename T>
-constexpr int resident_packs() {
-  return 64 / Pack<T>::size;  // 64 fp32 values per thread: 32768 logits per row at 512 threads
+__device__ __forceinline__ void staged_values(const T* row, const T* bias, int q, float (&v)[Pack<T>::size]) {
+  constexpr int P = Pack<T>::size;
+  load_pack<T>(row + q * P, v);
+  if (bias) {
+    float b[P];
+    load_pack<T>(bias + q * P, b);
+#pragma unroll
+    for (int j = 0; j < P; ++j) v[j] += b[j];
+  }
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kResidentThreads) cross_entropy_resident_kernel(
+__global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
     const T* logits, const T* bias, const int32_t* targets, int vocab, float label_smoothing, int ignore_index,
     float grad_scale, float* loss, float* nll, T* dlogits) {
-  constexpr int P = Pack<T>::size, kPacks = resident_packs<T>();
+  constexpr int P = Pack<T>::size;
+  extern __shared__ __align__(16) unsigned char staged_row[];
   __shared__ float shared[32];
   __shared__ float shared_x_y;
+  T* row_copy = reinterpret_cast<T*>(staged_row);
   const int64_t row = blockIdx.x;
   const T* x = logits + row * vocab;
   T* d = dlogits ? dlogits + row * vocab : nullptr;
   const int y = targets[row];
   if (cross_entropy_special_row<T, P>(y, vocab, ignore_index, row, loss, nll, d)) return;
-  if (threadIdx.x == 0) shared_x_y = biased(x, bias, y);  // read before any thread writes d (which may alias x)
   const int packs = vocab / P;
-  float val[kPacks][P];
+  for (int q = threadIdx.x; q < packs; q += kStagedThreads) copy_async_16(row_copy + q * P, x + q * P, true);
+  if (threadIdx.x == 0) shared_x_y = biased(x, bias, y);  // read before any thread writes d (which may alias x)
+  wait_async_copies();
   float m = -INFINITY, sx = 0.0f;
+  for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
+    float v[P];
+    staged_values(row_copy, bias, q, v);
 #pragma unroll
-  for (int i = 0; i < kPacks; ++i) {
-    const int q = threadIdx.x + i * blockDim.x;
-    if (q < packs) {
-      load_pack<T>(x + q * P, val[i]);
-      if (bias) {
-        float b[P];
-        load_pack<T>(bias + q * P, b);
-#pragma unroll
-        for (int j = 0; j < P; ++j) val[i][j] += b[j];
-      }
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        m = fmaxf(m, val[i][j]);
-        sx += val[i][j];
-      }
+    for (int j = 0; j < P; ++j) {
+      m = fmaxf(m, v[j]);
+      sx += v[j];
     }
   }
   const float row_max = block_max(m, shared);
   float s = 0.0f;
+  for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
+    float v[P];
+    staged_values(row_copy, bias, q, v);
 #pragma unroll
-  for (int i = 0; i < kPacks; ++i)
-    if (threadIdx.x + i * blockDim.x < packs)
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        val[i][j] = expf(val[i][j] - row_max);
-        s += val[i][j];
-      }
+    for (int j = 0; j < P; ++j) s += expf(v[j] - row_max);
+  }
   const float sum_exp = block_sum(s, shared);
   const float sum_x = block_sum(sx, shared);  // the barriers make shared_x_y visible
   const float lse = row_max + logf(sum_exp);
@@ -167,16 +170,14 @@ __global__ void __launch_bounds__(kResidentThreads) cross_entropy_resident_kerne
   const float smooth = static_cast<float>(static_cast<double>(label_smoothing) / vocab);
   const float target_y = static_cast<float>(1.0 - label_smoothing + static_cast<double>(label_smoothing) / vocab);
   const float inv_sum = 1.0f / sum_exp;
-  // Every read of the row happened before the barriers above, so d may alias x.
+  // Every read of x happened before the barriers above, so d may alias x.
+  for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
+    float g[P];
+    staged_values(row_copy, bias, q, g);
 #pragma unroll
-  for (int i = 0; i < kPacks; ++i) {
-    const int q = threadIdx.x + i * blockDim.x;
-    if (q < packs) {
-      float g[P];
-#pragma unroll
-      for (int j = 0; j < P; ++j) g[j] = grad_scale * (val[i][j] * inv_sum - (q * P + j == y ? target_y : smooth));
-      store_pack<T>(d + q * P, g);
-    }
+    for (int j = 0; j < P; ++j)
+      g[j] = grad_scale * (expf(g[j] - row_max) * inv_sum - (q * P + j == y ? target_y : smooth));
+    store_pack<T>(d + q * P, g);
   }
 }
 
@@ -240,13 +241,14 @@ void CudaBackend::cross_entropy(DType dt, const void* logits, const void* bias, 
     const T* x = static_cast<const T*>(logits);
     const T* b = static_cast<const T*>(bias);
     T* d = static_cast<T*>(dlogits);
-    constexpr int P = Pack<T>::size;
-    const int64_t threads = (static_cast<int64_t>(vocab / P) + resident_packs<T>() - 1) / resident_packs<T>();
-    if (can_vectorize<T>(vocab, x, b, d) && threads <= kResidentThreads) {
-      // Just enough threads for the row (multiple of 32, at least 64): small vocabularies get small blocks.
-      const int block = static_cast<int>(std::max<int64_t>(64, (threads + 31) / 32 * 32));
-      cross_entropy_resident_kernel<T><<<n, block, 0, stream_>>>(x, b, targets, vocab, label_smoothing,
-                                                                 ignore_index, grad_scale, loss, nll, d);
+    const int64_t row_bytes = static_cast<int64_t>(vocab) * static_cast<int64_t>(sizeof(T));
+    if (can_vectorize<T>(vocab, x, b, d) && row_bytes <= kStagedRowBytes) {
+      const int smem = static_cast<int>(row_bytes);
+      if (smem > 48 * 1024)
+        LSEQ_CUDA_CHECK(cudaFuncSetAttribute(cross_entropy_staged_kernel<T>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      cross_entropy_staged_kernel<T><<<n, kStagedThreads, smem, stream_>>>(x, b, targets, vocab, label_smoothing,
+                                                                           ignore_index, grad_scale, loss, nll, d);
     } else {
       cross_entropy_kernel<T><<<n, kRowThreads, 0, stream_>>>(x, b, targets, vocab, label_smoothing, ignore_index,
                                                               grad_scale, loss, nll, d);
