@@ -253,7 +253,7 @@ void AttentionLayer::backward_fused(const LayerContext& ctx, const Saved& s, con
 }
 
 void AttentionLayer::backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx,
-                                    bool accumulate_dx, void* d_memory) const {
+                                       bool accumulate_dx, void* d_memory) const {
   TempScope scope(ctx.memory);
   const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
   const std::size_t q_count = static_cast<std::size_t>(q_rows) * dim_;
@@ -288,7 +288,7 @@ void AttentionLayer::backward_composed(const LayerContext& ctx, const Saved& s, 
 }
 
 void AttentionLayer::attend_backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads,
-                                       void* d_q, void* d_k, void* d_v) const {
+                                              void* d_q, void* d_k, void* d_v) const {
   TempScope scope(ctx.memory);
   const int slices = s.batch * heads_;
   const int lq = padded(s.q_len), lk = padded(s.k_len);

@@ -95,14 +95,14 @@ class AttentionLayer {
   void backward_fused(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx, bool accumulate_dx,
                       void* d_memory) const;
   void backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx, bool accumulate_dx,
-                      void* d_memory) const;
+                         void* d_memory) const;
   // The composed core (GEMMs around the softmax ops): context heads [batch][heads][lq][hd] from q, k, v; the
   // head gradients from d_context heads.
   void attend_composed(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths,
                        int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs,
                        void* context_heads) const;
-  void attend_backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads, void* d_q, void* d_k,
-                         void* d_v) const;
+  void attend_backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads, void* d_q,
+                                void* d_k, void* d_v) const;
 
   Kind kind_ = Kind::self;
   int dim_ = 0, heads_ = 0, head_dim_ = 0;

@@ -64,8 +64,7 @@ void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, in
                                 const int32_t* kv_index, const int32_t* origin, int origin_stride);
 
 // Throws lseq::Error for a negative batch or heads, lengths and head_dim that Backend::fused_attention_fits
-// refuses, or row strides below heads*head_dim (both backends,
-// Backend::attention_forward/backward).
+// refuses, or row strides below heads*head_dim (both backends, Backend::attention_forward/backward).
 void check_fused_attention_shape(const char* op, int batch, int heads, int q_len, int k_len, int head_dim, int ldq,
                                  int ldkv);
 
@@ -242,7 +241,7 @@ class Backend {
   // gemm and attention_softmax_*. A pure function of its arguments, the same on every backend and for every dtype,
   // so that CPU and GPU runs take the same path: 1 <= q_len, k_len <= kMaxFusedAttentionLen and
   // 1 <= head_dim <= kMaxFusedAttentionHeadDim (the CUDA kernels keep a whole slice in shared memory; at the largest
-  // shape the backward's 16-bit layout takes about 208 KiB of the H100's 227).
+  // shape the backward's 16-bit layout takes about 205 KiB of the H100's 227).
   static constexpr int kMaxFusedAttentionLen = 128;
   static constexpr int kMaxFusedAttentionHeadDim = 64;
   static bool fused_attention_fits(int q_len, int k_len, int head_dim) {

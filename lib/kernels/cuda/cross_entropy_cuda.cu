@@ -243,10 +243,8 @@ void CudaBackend::cross_entropy(DType dt, const void* logits, const void* bias, 
     T* d = static_cast<T*>(dlogits);
     const int64_t row_bytes = static_cast<int64_t>(vocab) * static_cast<int64_t>(sizeof(T));
     if (can_vectorize<T>(vocab, x, b, d) && row_bytes <= kStagedRowBytes) {
-      const int smem = static_cast<int>(row_bytes);
-      if (smem > 48 * 1024)
-        LSEQ_CUDA_CHECK(cudaFuncSetAttribute(cross_entropy_staged_kernel<T>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      const unsigned smem = static_cast<unsigned>(row_bytes);
+      allow_shared_bytes(cross_entropy_staged_kernel<T>, smem);
       cross_entropy_staged_kernel<T><<<n, kStagedThreads, smem, stream_>>>(x, b, targets, vocab, label_smoothing,
                                                                            ignore_index, grad_scale, loss, nll, d);
     } else {

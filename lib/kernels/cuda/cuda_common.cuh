@@ -1,6 +1,7 @@
 #pragma once
 // Device helpers shared by the CUDA backend's op files: element types (load as fp32, store rounded), dispatch on
-// DType, launch shapes, warp/block reductions, the dropout mask and the plan of two-stage column sums.
+// DType, launch shapes (and dynamic shared memory above 48 KiB), warp/block reductions, the dropout mask and the
+// plan of two-stage column sums.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/dropout_rng.h"
 #include "util/error.h"
 
@@ -47,6 +49,15 @@ void dispatch(DType dt, F&& f) {
 
 // ---- launch shapes ----
 constexpr int kThreads = 256;
+
+// Dynamic shared memory above the default 48 KiB must be allowed per kernel before its launch (cheap; done at every
+// such launch, as the attribute belongs to the current device).
+template <typename Kernel>
+void allow_shared_bytes(Kernel kernel, unsigned bytes) {
+  if (bytes > 48u * 1024u)
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+               "cudaFuncSetAttribute (dynamic shared memory)");
+}
 
 // Blocks of kThreads for a grid-stride loop over n elements (capped: each thread then loops).
 inline unsigned grid_for(int64_t n, int threads = kThreads) {

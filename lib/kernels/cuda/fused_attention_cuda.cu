@@ -40,7 +40,7 @@ namespace wmma = nvcuda::wmma;
 constexpr int kTile = 16;  // WMMA m = n = k
 constexpr int kMaxLen = Backend::kMaxFusedAttentionLen;
 constexpr int kMaxHeadDim = Backend::kMaxFusedAttentionHeadDim;
-constexpr int kKeysPerLane = 8;  // tensor-core path: a lane holds 8 consecutive keys of a score row (one 16-byte P pack)
+constexpr int kKeysPerLane = 8;  // tensor-core path: a lane holds 8 consecutive keys of a score row (a 16-byte P pack)
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Block shape of the tensor-core kernels by slice length. A slice is a chain of short dependent phases and shared
@@ -101,6 +101,18 @@ __device__ __forceinline__ int slice_keys(const int32_t* k_lengths, int s, int h
   return k_lengths ? max(0, min(k_lengths[s / heads], k_len)) : k_len;
 }
 __device__ __forceinline__ int row_keys(int keys, int i, bool causal) { return causal ? min(keys, i + 1) : keys; }
+
+// The softmax passes' walk over the mq score rows: row(i, valid) for each row i this lane shares (Shape's
+// lanes_per_row lanes per row, a warp on rows_per_pass rows at once), valid = the keys row i sees (0 past q_len).
+// Every lane of a warp makes the same calls, so row may use the row reductions and __syncwarp.
+template <typename Shape, typename Row>
+__device__ __forceinline__ void for_each_score_row(int mq, int q_len, int keys, bool causal, Row&& row) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int i0 = warp * Shape::rows_per_pass; i0 < mq; i0 += Shape::warps * Shape::rows_per_pass) {
+    const int i = i0 + lane / Shape::lanes_per_row;
+    row(i, i < q_len ? row_keys(keys, i, causal) : 0);
+  }
+}
 
 // ---- tensor-core path (bf16/fp16) ----
 
@@ -278,10 +290,11 @@ __global__ void __launch_bounds__(Shape::threads)
   extern __shared__ __align__(128) unsigned char smem[];
   const SliceLayout L(q_len, k_len, head_dim, false, Shape::warps);
   const SliceSmem<T> sm(smem, L);
-  const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int s = blockIdx.x;
   const int width = heads * head_dim;  // the context's row
   constexpr int G = Shape::lanes_per_row;
-  const int j0 = (lane % G) * kKeysPerLane;  // this lane's first key of a row
+  const int j0 = (threadIdx.x % G) * kKeysPerLane;  // this lane's first key of a row
+  const bool has_keys = j0 < L.nk;                   // lanes past the padded keys only join the reductions
   const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
   const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
   const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
@@ -292,10 +305,7 @@ __global__ void __launch_bounds__(Shape::threads)
   scores_product(sm.q, sm.k, L, sm.scores);
   __syncthreads();
   // Masked softmax: G lanes per row, 8 keys each; rows past q_len get P = 0.
-  for (int i0 = warp * Shape::rows_per_pass; i0 < L.mq; i0 += Shape::warps * Shape::rows_per_pass) {
-    const int i = i0 + lane / G;
-    const int valid = i < q_len ? row_keys(keys, i, causal) : 0;
-    const bool has_keys = j0 < L.nk;  // lanes past the padded keys only join the reductions
+  for_each_score_row<Shape>(L.mq, q_len, keys, causal, [&](int i, int valid) {
     float x[kKeysPerLane];
     if (has_keys) load_keys(sm.scores + i * L.lds + j0, x);
     float mx = -INFINITY;
@@ -321,7 +331,7 @@ __global__ void __launch_bounds__(Shape::threads)
       store_pack(sm.p + i * sm.ldp + j0, x);
     }
     if (j0 == 0 && i < q_len) lse[static_cast<int64_t>(s) * q_len + i] = row_lse;
-  }
+  });
   __syncthreads();
   head_product<T, wmma::row_major>(sm.p, sm.ldp, sm.v, L, L.nk / kTile, q_len, head_dim, sm.staging,
                                    context + o_at, width, packed);
@@ -335,10 +345,11 @@ __global__ void __launch_bounds__(Shape::threads)
   extern __shared__ __align__(128) unsigned char smem[];
   const SliceLayout L(q_len, k_len, head_dim, true, Shape::warps);
   const SliceSmem<T> sm(smem, L);
-  const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int s = blockIdx.x;
   const int width = heads * head_dim;  // d_context's row
   constexpr int G = Shape::lanes_per_row;
-  const int j0 = (lane % G) * kKeysPerLane;  // this lane's first key of a row
+  const int j0 = (threadIdx.x % G) * kKeysPerLane;  // this lane's first key of a row
+  const bool has_keys = j0 < L.nk;
   const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
   const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
   const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
@@ -354,10 +365,7 @@ __global__ void __launch_bounds__(Shape::threads)
   __syncthreads();
   // Softmax backward, G lanes per row with 8 keys each: P from S and lse (masked keys and rows past q_len exactly
   // 0), D = sum P dP, dS = P (dP - D) scale.
-  for (int i0 = warp * Shape::rows_per_pass; i0 < L.mq; i0 += Shape::warps * Shape::rows_per_pass) {
-    const int i = i0 + lane / G;
-    const int valid = i < q_len ? row_keys(keys, i, causal) : 0;
-    const bool has_keys = j0 < L.nk;
+  for_each_score_row<Shape>(L.mq, q_len, keys, causal, [&](int i, int valid) {
     const float row_lse = valid > 0 ? sm.lse[i] : 0.0f;
     float p[kKeysPerLane], dp[kKeysPerLane];
     if (has_keys) {
@@ -380,7 +388,7 @@ __global__ void __launch_bounds__(Shape::threads)
       for (int e = 0; e < kKeysPerLane; ++e) dp[e] = p[e] * (dp[e] - dot) * scale;
       store_pack(sm.d_p + i * sm.ldp + j0, dp);
     }
-  }
+  });
   __syncthreads();
   // dV = P^T dO and dK = dS^T q over the mq query rows; dQ = dS k over the nk keys.
   head_product<T, wmma::col_major>(sm.p, sm.ldp, sm.d_out, L, L.mq / kTile, k_len, head_dim, sm.staging, d_v + k_at,
@@ -534,14 +542,6 @@ __global__ void __launch_bounds__(kSliceThreads)
     store_row(dk, head_dim, d_k + k_at + static_cast<int64_t>(j) * ldkv);
     store_row(dv, head_dim, d_v + k_at + static_cast<int64_t>(j) * ldkv);
   }
-}
-
-// Dynamic shared memory above the default 48 KiB must be allowed per kernel (cheap; done at every such launch, as
-// the attribute belongs to the current device).
-template <typename Kernel>
-void allow_shared_bytes(Kernel kernel, unsigned bytes) {
-  if (bytes > 48u * 1024u)
-    LSEQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 // Checks the shape (as the CPU does) and returns the slices, one block each.
