@@ -186,6 +186,14 @@ class Backend {
   virtual void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean,
                                    const float* rstd, const void* dy, int rows, int cols, void* dx,
                                    float* dparam_gamma, float* dparam_beta) = 0;
+  // The same from LayerNorm's output y instead of its input: xhat = (y - beta) / gamma, and only rstd is read. A
+  // post-norm block then keeps no copy of its residual sum for backward (y is kept anyway: it is the next
+  // sublayer's input). A gain nearer 0 than kMinBackwardGain divides as +-kMinBackwardGain: such a column's
+  // xhat cannot be recovered from y, and is taken as (y - beta) / +-kMinBackwardGain instead of overflowing.
+  static constexpr float kMinBackwardGain = 1e-6f;
+  virtual void layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
+                                               const float* rstd, const void* dy, int rows, int cols, void* dx,
+                                               float* dparam_gamma, float* dparam_beta) = 0;
 
   // ---- attention ----
   // qkv [batch*len, parts*heads*head_dim] (+ bias [parts*heads*head_dim] if not null) ->

@@ -40,6 +40,13 @@ TEST_F(GpuKernels, ReductionsAreReproducible) {
     expect_reproducible(
         gpu(), start,
         [&](float* acc) {
+          gpu().layer_norm_backward_from_output(dt, y.get(), dg.get(), db.get(), rstd.f32(), ddy.get(), rows, cols,
+                                                out.get(), acc, nullptr);
+        },
+        what + " layer_norm dgamma from the output");
+    expect_reproducible(
+        gpu(), start,
+        [&](float* acc) {
           gpu().bias_activation_dropout_backward(dt, dx.get(), db.get(), ddy.get(), rows, cols, Activation::gelu,
                                                  Dropout{0.1f, 5}, out.get(), acc);
         },

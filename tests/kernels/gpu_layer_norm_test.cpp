@@ -126,5 +126,43 @@ TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
       }
 }
 
+// The backward from the output (xhat = (y - beta) / gamma) against the CPU's from the same rounded y, gains of
+// both signs; the warp kernels and the block-per-row fallback (odd widths), dx aliasing dy.
+TEST_F(GpuKernels, LayerNormBackwardFromOutputMatchesCpu) {
+  uint64_t seed = 9700;
+  for (DType dt : dtypes())
+    for (auto s : kShapes)
+      for (bool in_place : {false, true}) {
+        const std::size_t n = std::size_t(s.rows) * s.cols;
+        const auto x = random_floats(n, ++seed, -2, 3);
+        auto gamma = random_floats(s.cols, ++seed, 0.5f, 1.5f);
+        for (int c = 1; c < s.cols; c += 3) gamma[c] = -gamma[c];
+        gamma = quantize(gamma, dt);
+        const auto beta = quantize(random_floats(s.cols, ++seed), dt);
+        const auto dy = quantize(random_floats(n, ++seed), dt);
+        std::vector<float> y(n), rstd(s.rows), ref_dx(n);
+        cpu.layer_norm_forward(DType::f32, x.data(), gamma.data(), beta.data(), s.rows, s.cols, 1e-5f, y.data(),
+                               nullptr, rstd.data());
+        y = quantize(y, dt);  // as the forward stored it
+        auto ref_dg = random_floats(s.cols, ++seed), ref_db = random_floats(s.cols, ++seed);
+        DeviceBuffer dyv(gpu(), dt, y), dg(gpu(), dt, gamma), db(gpu(), dt, beta), drstd(gpu(), DType::f32, rstd),
+            ddy(gpu(), dt, dy), dgrad(gpu(), dt, n), dgamma(gpu(), DType::f32, ref_dg),
+            dbeta(gpu(), DType::f32, ref_db);
+        cpu.layer_norm_backward_from_output(DType::f32, y.data(), gamma.data(), beta.data(), rstd.data(), dy.data(),
+                                            s.rows, s.cols, ref_dx.data(), ref_dg.data(), ref_db.data());
+        dgrad.poison();
+        void* out = in_place ? ddy.get() : dgrad.get();
+        gpu().layer_norm_backward_from_output(dt, dyv.get(), dg.get(), db.get(), drstd.f32(), ddy.get(), s.rows,
+                                              s.cols, out, dgamma.f32(), dbeta.f32());
+        const std::string what =
+            label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + (in_place ? " in place" : "");
+        const double magnitude = s.cols == 1 ? 1e3 : 10.0;
+        EXPECT_TRUE(within((in_place ? ddy : dgrad).download(), ref_dx, bound_for(dt, magnitude))) << what << " dx";
+        const Bound sums{1e-5, 1e-6 * s.rows + 1e-5};
+        EXPECT_TRUE(within(dgamma.download(), ref_dg, sums)) << what << " dgamma";
+        EXPECT_TRUE(within(dbeta.download(), ref_db, sums)) << what << " dbeta";
+      }
+}
+
 }  // namespace
 }  // namespace lseq::kernels::test

@@ -132,5 +132,64 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesFiniteDifferencesAndAccumulates) {
   }
 }
 
+// The backward from LayerNorm's output (xhat = (y - beta) / gamma, only rstd saved): the same finite differences,
+// with gains of both signs, accumulating, and in place; and a gain of exactly 0 (whose column's xhat y cannot give
+// back) still yields finite gradients, the other columns' dgamma unchanged.
+TEST_F(CpuKernels, LayerNormBackwardFromOutputMatchesFiniteDifferences) {
+  uint64_t seed = 1100;
+  const float eps = 1e-5f;
+  for (Shape s : std::vector<Shape>{{1, 2}, {1, 7}, {3, 8}, {4, 19}}) {
+    const std::size_t n = std::size_t(s.rows) * s.cols;
+    const auto x = random_floats(n, ++seed, -2, 3);
+    auto gamma = random_floats(s.cols, ++seed, 0.5f, 1.5f);
+    for (int c = 0; c < s.cols; c += 2) gamma[c] = -gamma[c];
+    const auto beta = random_floats(s.cols, ++seed);
+    const auto w = random_floats(n, ++seed);
+    const auto xd = to_double(x), gd = to_double(gamma), bd = to_double(beta), wd = to_double(w);
+    const auto fd_x = finite_difference(
+        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(v, gd, bd, s, eps)); }, xd);
+    auto fd_g = finite_difference(
+        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, v, bd, s, eps)); }, gd);
+    auto fd_b = finite_difference(
+        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, gd, v, s, eps)); }, bd);
+
+    auto y = poisoned(n), rstd = poisoned(s.rows);
+    backend.layer_norm_forward(DType::f32, x.data(), gamma.data(), beta.data(), s.rows, s.cols, eps, y.data(),
+                               nullptr, rstd.data());
+    auto dx = poisoned(n);
+    const auto dg0 = random_floats(s.cols, ++seed), db0 = random_floats(s.cols, ++seed);
+    auto dg = dg0, db = db0;
+    for (int call = 0; call < 2; ++call)
+      backend.layer_norm_backward_from_output(DType::f32, y.data(), gamma.data(), beta.data(), rstd.data(), w.data(),
+                                              s.rows, s.cols, dx.data(), dg.data(), db.data());
+    for (int c = 0; c < s.cols; ++c) fd_g[c] = dg0[c] + 2 * fd_g[c], fd_b[c] = db0[c] + 2 * fd_b[c];
+    const std::string what = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+    EXPECT_TRUE(all_close(dg, fd_g, 1e-4, 1e-5)) << what;
+    EXPECT_TRUE(all_close(db, fd_b, 1e-4, 1e-5)) << what;
+    EXPECT_TRUE(all_close(dx, fd_x, 1e-4, 1e-5)) << what;
+    auto inplace = w;
+    backend.layer_norm_backward_from_output(DType::f32, y.data(), gamma.data(), beta.data(), rstd.data(),
+                                            inplace.data(), s.rows, s.cols, inplace.data(), nullptr, nullptr);
+    EXPECT_EQ(inplace, dx) << what;
+
+    // A dead gain: column 0 of gamma is 0, so y there is beta whatever x was.
+    auto dead = gamma;
+    dead[0] = 0.0f;
+    auto y0 = poisoned(n);
+    backend.layer_norm_forward(DType::f32, x.data(), dead.data(), beta.data(), s.rows, s.cols, eps, y0.data(),
+                               nullptr, rstd.data());
+    std::vector<float> dx0(n), dg_dead(s.cols, 0.0f), db_dead(s.cols, 0.0f);
+    backend.layer_norm_backward_from_output(DType::f32, y0.data(), dead.data(), beta.data(), rstd.data(), w.data(),
+                                            s.rows, s.cols, dx0.data(), dg_dead.data(), db_dead.data());
+    for (float v : dx0) EXPECT_TRUE(std::isfinite(v)) << what;
+    for (float v : dg_dead) EXPECT_TRUE(std::isfinite(v)) << what;
+    std::vector<double> fd_g_dead = finite_difference(
+        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, v, bd, s, eps)); },
+        to_double(dead));
+    for (int c = 1; c < s.cols; ++c)
+      EXPECT_NEAR(dg_dead[c], fd_g_dead[c], 1e-4 + 1e-4 * std::fabs(fd_g_dead[c])) << what;
+  }
+}
+
 }  // namespace
 }  // namespace lseq::kernels::test

@@ -1,5 +1,6 @@
 // LayerNorm over the last dimension: statistics in double, saved as fp32 mean and rstd for the backward.
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_common.h"
@@ -42,43 +43,70 @@ void CpuBackend::residual_layer_norm_forward(DType dt, const void* x, const void
   layer_norm_forward(dt, s, gamma, beta, rows, cols, eps, y, mean, rstd);
 }
 
+namespace {
+
+// LayerNorm's backward given each element's xhat(r, c) (double): dparam_gamma += sum dy * xhat, dparam_beta += sum dy,
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma. Parameter gradients first: dx may alias dy.
+template <typename Xhat>
+void layer_norm_backward_rows(int threads, const float* gamma, const float* rstd, const float* dy, int rows, int cols,
+                              float* dx, float* dparam_gamma, float* dparam_beta, Xhat&& xhat) {
+  if (dparam_gamma)
+    cpu::accumulate_column_sums(threads, rows, cols, dparam_gamma, [&](int r, int c) {
+      return static_cast<double>(dy[static_cast<int64_t>(r) * cols + c]) * xhat(r, c);
+    });
+  if (dparam_beta)
+    cpu::accumulate_column_sums(threads, rows, cols, dparam_beta, [&](int r, int c) {
+      return static_cast<double>(dy[static_cast<int64_t>(r) * cols + c]);
+    });
+  cpu::parallel_for(threads, rows, cols * 4, [&](int64_t r) {
+    const float* dyr = dy + r * cols;
+    const double rs = rstd[r];
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (int c = 0; c < cols; ++c) {
+      const double g = static_cast<double>(dyr[c]) * gamma[c];
+      sum_g += g;
+      sum_gx += g * xhat(static_cast<int>(r), c);
+    }
+    const double mean_g = sum_g / cols, mean_gx = sum_gx / cols;
+    float* dxr = dx + r * cols;
+    for (int c = 0; c < cols; ++c) {
+      const double g = static_cast<double>(dyr[c]) * gamma[c];
+      dxr[c] = static_cast<float>(rs * (g - mean_g - xhat(static_cast<int>(r), c) * mean_gx));
+    }
+  });
+}
+
+}  // namespace
+
 void CpuBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
                                      const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
                                      float* dparam_beta) {
   cpu::require_f32(dt, "layer_norm_backward");
   const float* px = f32(x);
+  layer_norm_backward_rows(threads_, f32(gamma), rstd, f32(dy), rows, cols, f32(dx), dparam_gamma, dparam_beta,
+                           [&](int r, int c) {
+                             return (static_cast<double>(px[static_cast<int64_t>(r) * cols + c]) - mean[r]) * rstd[r];
+                           });
+}
+
+void CpuBackend::layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
+                                                 const float* rstd, const void* dy, int rows, int cols, void* dx,
+                                                 float* dparam_gamma, float* dparam_beta) {
+  cpu::require_f32(dt, "layer_norm_backward_from_output");
+  if (cols < 1) fail("layer_norm_backward_from_output: needs at least one column, got {}", cols);
+  const float* py = f32(y);
   const float* pg = f32(gamma);
-  const float* pdy = f32(dy);
-  float* pdx = f32(dx);
-  // Parameter gradients first: dx may alias dy.
-  if (dparam_gamma)
-    cpu::accumulate_column_sums(threads_, rows, cols, dparam_gamma, [&](int r, int c) {
-      const int64_t i = static_cast<int64_t>(r) * cols + c;
-      return static_cast<double>(pdy[i]) * ((static_cast<double>(px[i]) - mean[r]) * rstd[r]);
-    });
-  if (dparam_beta)
-    cpu::accumulate_column_sums(threads_, rows, cols, dparam_beta, [&](int r, int c) {
-      return static_cast<double>(pdy[static_cast<int64_t>(r) * cols + c]);
-    });
-  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma.
-  cpu::parallel_for(threads_, rows, cols * 4, [&](int64_t r) {
-    const float* xr = px + r * cols;
-    const float* dyr = pdy + r * cols;
-    const double mu = mean[r], rs = rstd[r];
-    double sum_g = 0.0, sum_gx = 0.0;
-    for (int c = 0; c < cols; ++c) {
-      const double g = static_cast<double>(dyr[c]) * pg[c];
-      sum_g += g;
-      sum_gx += g * (xr[c] - mu) * rs;
-    }
-    const double mean_g = sum_g / cols, mean_gx = sum_gx / cols;
-    float* dxr = pdx + r * cols;
-    for (int c = 0; c < cols; ++c) {
-      const double g = static_cast<double>(dyr[c]) * pg[c];
-      const double xhat = (xr[c] - mu) * rs;
-      dxr[c] = static_cast<float>(rs * (g - mean_g - xhat * mean_gx));
-    }
-  });
+  const float* pb = f32(beta);
+  std::vector<double> inverse_gain(static_cast<std::size_t>(cols));
+  for (int c = 0; c < cols; ++c) {
+    const double g = std::fabs(pg[c]) >= kMinBackwardGain ? pg[c] : std::copysign(double(kMinBackwardGain), pg[c]);
+    inverse_gain[c] = 1.0 / g;
+  }
+  layer_norm_backward_rows(threads_, pg, rstd, f32(dy), rows, cols, f32(dx), dparam_gamma, dparam_beta,
+                           [&](int r, int c) {
+                             const double v = py[static_cast<int64_t>(r) * cols + c];
+                             return (v - pb[c]) * inverse_gain[c];
+                           });
 }
 
 }  // namespace lseq::kernels

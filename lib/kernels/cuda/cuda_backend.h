@@ -90,6 +90,9 @@ class CudaBackend : public Backend {
   void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
                            const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
                            float* dparam_beta) override;
+  void layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
+                                       const float* rstd, const void* dy, int rows, int cols, void* dx,
+                                       float* dparam_gamma, float* dparam_beta) override;
 
   void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int padded_len, int heads,
                    int head_dim, int parts, void* out) override;
@@ -142,6 +145,10 @@ class CudaBackend : public Backend {
   std::size_t scratch_float_count() const { return kScratchBytes / sizeof(float); }
   // acc[c] += sum over rows of the partials [chunks, cols] written by a column-reduction kernel (fixed order).
   void finish_column_sums(const float* partials, int chunks, int cols, float* acc, const char* op);
+  // Both LayerNorm backwards: xhat from the input `values` with `mean`, or from the output with `beta` (non-null).
+  void layer_norm_backward_saved(DType dt, const void* values, const float* mean, const void* beta, const void* gamma,
+                                 const float* rstd, const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
+                                 float* dparam_beta, const char* op);
 
   // The cuBLASLt matmul of linear_bias_forward (gemm_epilogue_cuda.cpp) per (dt, rows, k, n, pointer alignment,
   // relu): descriptor, layouts and the heuristic's algorithm, made at the shape's first call.

@@ -41,35 +41,59 @@ __global__ void layer_norm_forward_kernel(const T* x, const T* gamma, const T* b
   }
 }
 
+// What the backward recovers xhat from: LayerNorm's input, xhat = (x - mean) * rstd, or (when `beta` is set, see
+// Backend::layer_norm_backward_from_output) its output, xhat = (y - beta) / gamma.
+template <typename T>
+struct SavedRows {
+  const T* values;    // x or y [rows, cols]
+  const float* mean;  // input form
+  const T* beta;      // output form
+};
+
+// gamma as the output form divides by it: at least kMinBackwardGain from 0.
+__device__ __forceinline__ float backward_gain(float gamma) {
+  constexpr float kMin = Backend::kMinBackwardGain;
+  return fabsf(gamma) >= kMin ? gamma : copysignf(kMin, gamma);
+}
+
+template <typename T>
+__device__ __forceinline__ float saved_xhat(const SavedRows<T>& saved, int64_t row, int col, int cols, float rstd,
+                                            float gamma) {
+  const float v = to_f32(saved.values[row * cols + col]);
+  if (saved.beta) return __fdividef(v - to_f32(saved.beta[col]), backward_gain(gamma));
+  return (v - saved.mean[row]) * rstd;
+}
+
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma. dx may alias dy: each thread reads its own
 // elements again in the second pass before writing them.
 template <typename T>
-__global__ void layer_norm_dx_kernel(const T* x, const T* gamma, const float* mean, const float* rstd, const T* dy,
-                                     int cols, T* dx) {
+__global__ void layer_norm_dx_kernel(SavedRows<T> saved, const T* gamma, const float* rstd, const T* dy, int cols,
+                                     T* dx) {
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
-  const T* xr = x + row * cols;
   const T* dyr = dy + row * cols;
-  const float mu = mean[row], rs = rstd[row];
+  const float rs = rstd[row];
   double sg = 0.0, sgx = 0.0;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float g = to_f32(dyr[c]) * to_f32(gamma[c]);
+    const float gam = to_f32(gamma[c]);
+    const float g = to_f32(dyr[c]) * gam;
     sg += g;
-    sgx += g * (to_f32(xr[c]) - mu) * rs;
+    sgx += g * saved_xhat(saved, row, c, cols, rs, gam);
   }
   const float mean_g = static_cast<float>(block_sum(sg, shared) / cols);
   const float mean_gx = static_cast<float>(block_sum(sgx, shared) / cols);
   T* dxr = dx + row * cols;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float g = to_f32(dyr[c]) * to_f32(gamma[c]);
-    const float xhat = (to_f32(xr[c]) - mu) * rs;
+    const float gam = to_f32(gamma[c]);
+    const float g = to_f32(dyr[c]) * gam;
+    const float xhat = saved_xhat(saved, row, c, cols, rs, gam);
     dxr[c] = from_f32<T>(rs * (g - mean_g - xhat * mean_gx));
   }
 }
 
 // Stage 1 of dgamma = sum dy * xhat and dbeta = sum dy (either partial array may be null).
 template <typename T>
-__global__ void layer_norm_param_partials_kernel(const T* x, const float* mean, const float* rstd, const T* dy,
+__global__ void layer_norm_param_partials_kernel(SavedRows<T> saved, const T* gamma, const float* rstd, const T* dy,
                                                  int rows, int cols, int rows_per_chunk, float* gamma_partials,
                                                  float* beta_partials) {
   __shared__ float shared[kColTile * kColRowsPerPass];
@@ -77,13 +101,14 @@ __global__ void layer_norm_param_partials_kernel(const T* x, const float* mean, 
   const int r0 = blockIdx.y * rows_per_chunk;
   const int r1 = min(rows, r0 + rows_per_chunk);
   float sg = 0.0f, sb = 0.0f;
-  if (col < cols)
+  if (col < cols) {
+    const float gam = to_f32(gamma[col]);
     for (int r = r0 + threadIdx.y; r < r1; r += kColRowsPerPass) {
-      const int64_t i = static_cast<int64_t>(r) * cols + col;
-      const float g = to_f32(dy[i]);
-      sg += g * ((to_f32(x[i]) - mean[r]) * rstd[r]);
+      const float g = to_f32(dy[static_cast<int64_t>(r) * cols + col]);
+      sg += g * saved_xhat(saved, r, col, cols, rstd[r], gam);
       sb += g;
     }
+  }
   if (gamma_partials) write_column_partial(sg, shared, gamma_partials, cols);
   __syncthreads();
   if (beta_partials) write_column_partial(sb, shared, beta_partials, cols);
@@ -193,15 +218,40 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 // dx as layer_norm_dx_kernel, per warp and row from registers (so dx may alias dy), and when `partials` is not
 // null the chunk's sums of dy * xhat (columns [0, cols)) and dy (columns [cols, 2 cols)) into partials[blockIdx.x]:
 // each warp sums its rows, then the warps are added in order through shared memory (kRowWarps * 2 * cols floats).
-template <typename T, int N>
+// From the output (kFromOutput) the block first puts each column's gain, 1 / backward_gain and beta into shared
+// memory (after the warp sums), which the rows read instead of registers: the clamp and the reciprocal are paid
+// once per block, and the gains take no registers. They are stored in the lanes' order, lane column (n, k) of
+// lane l at (n * P + k) * 32 + l, so that a warp's reads hit 32 distinct banks: 3 arrays of kLaneSpan floats.
+template <typename T, int N, bool kFromOutput>
 __global__ void __launch_bounds__(kRowWarps * 32)
-    layer_norm_backward_warp_kernel(const T* x, const T* gamma, const float* mean, const float* rstd, const T* dy,
-                                    int rows, int cols, int rows_per_chunk, T* dx, float* partials) {
+    layer_norm_backward_warp_kernel(SavedRows<T> saved, const T* gamma, const float* rstd, const T* dy, int rows,
+                                    int cols, int rows_per_chunk, T* dx, float* partials) {
   extern __shared__ float warp_sums[];
   constexpr int P = Pack<T>::size;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  constexpr int kLaneSpan = N * 32 * P;
   float gam[N][P], dgamma[N][P], dbeta[N][P];
-  load_row<T, N>(gamma, cols, lane, gam);
+  float* columns = warp_sums + (partials ? kRowWarps * 2 * cols : 0);
+  const float* gains = columns;
+  const float* inverse_gains = columns + kLaneSpan;
+  const float* betas = columns + 2 * kLaneSpan;
+  if constexpr (kFromOutput) {
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+      const int slot = (c / (32 * P) * P + c % P) * 32 + c / P % 32;
+      const float g = to_f32(gamma[c]);
+      columns[slot] = g;
+      columns[kLaneSpan + slot] = 1.0f / backward_gain(g);
+      columns[2 * kLaneSpan + slot] = to_f32(saved.beta[c]);
+    }
+    __syncthreads();
+  } else {
+    load_row<T, N>(gamma, cols, lane, gam);
+  }
+  // The gain of lane column (n, k).
+  auto gain = [&](int n, int k) {
+    if constexpr (kFromOutput) return gains[(n * P + k) * 32 + lane];
+    else return gam[n][k];
+  };
 #pragma unroll
   for (int n = 0; n < N; ++n)
 #pragma unroll
@@ -210,22 +260,29 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const int r1 = min(rows, r0 + rows_per_chunk);
   for (int r = r0 + warp; r < r1; r += kRowWarps) {
     const int64_t offset = static_cast<int64_t>(r) * cols;
-    float xv[N][P], dyv[N][P];
-    load_row<T, N>(x + offset, cols, lane, xv);
+    float xhat[N][P], dyv[N][P];
+    load_row<T, N>(saved.values + offset, cols, lane, xhat);
     load_row<T, N>(dy + offset, cols, lane, dyv);
-    const float mu = mean[r], rs = rstd[r];
+    const float rs = rstd[r];
+    const float mu = kFromOutput ? 0.0f : saved.mean[r];
     double sg = 0.0, sgx = 0.0;
 #pragma unroll
-    for (int n = 0; n < N; ++n)
-      if ((n * 32 + lane) * P < cols)
+    for (int n = 0; n < N; ++n) {
+      const int c = (n * 32 + lane) * P;
+      if (c >= cols) continue;
 #pragma unroll
-        for (int k = 0; k < P; ++k) {
-          const float g = dyv[n][k] * gam[n][k];
-          sg += g;
-          sgx += g * (xv[n][k] - mu) * rs;
-          dgamma[n][k] += dyv[n][k] * ((xv[n][k] - mu) * rs);
-          dbeta[n][k] += dyv[n][k];
-        }
+      for (int k = 0; k < P; ++k) {
+        // The saved row becomes xhat in place.
+        const int slot = (n * P + k) * 32 + lane;
+        if constexpr (kFromOutput) xhat[n][k] = (xhat[n][k] - betas[slot]) * inverse_gains[slot];
+        else xhat[n][k] = (xhat[n][k] - mu) * rs;
+        const float g = dyv[n][k] * gain(n, k);
+        sg += g;
+        sgx += g * xhat[n][k];
+        dgamma[n][k] += dyv[n][k] * xhat[n][k];
+        dbeta[n][k] += dyv[n][k];
+      }
+    }
     const float mean_g = static_cast<float>(warp_sum(sg) / cols);
     const float mean_gx = static_cast<float>(warp_sum(sgx) / cols);
     T* dxr = dx + offset;
@@ -235,11 +292,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
       if (c >= cols) continue;
       float out[P];
 #pragma unroll
-      for (int k = 0; k < P; ++k) {
-        const float g = dyv[n][k] * gam[n][k];
-        const float xhat = (xv[n][k] - mu) * rs;
-        out[k] = rs * (g - mean_g - xhat * mean_gx);
-      }
+      for (int k = 0; k < P; ++k) out[k] = rs * (dyv[n][k] * gain(n, k) - mean_g - xhat[n][k] * mean_gx);
       store_pack(dxr + c, out);
     }
   }
@@ -282,12 +335,17 @@ void launch_layer_norm_forward_warp(cudaStream_t stream, int packs, const T* x, 
 }
 
 template <typename T, int N>
-void launch_layer_norm_backward_warp(cudaStream_t stream, const T* x, const T* gamma, const float* mean,
+void launch_layer_norm_backward_warp(cudaStream_t stream, const SavedRows<T>& saved, const T* gamma,
                                      const float* rstd, const T* dy, int rows, int cols, T* dx, float* partials,
                                      int chunks, int rows_per_chunk) {
-  const std::size_t shared = partials ? sizeof(float) * kRowWarps * 2 * static_cast<std::size_t>(cols) : 0;
-  layer_norm_backward_warp_kernel<T, N><<<chunks, kRowWarps * 32, shared, stream>>>(
-      x, gamma, mean, rstd, dy, rows, cols, rows_per_chunk, dx, partials);
+  const std::size_t sums = partials ? sizeof(float) * kRowWarps * 2 * static_cast<std::size_t>(cols) : 0;
+  const std::size_t columns = sizeof(float) * 3 * N * 32 * Pack<T>::size;
+  if (saved.beta)  // at most (4 * 2 + 3) * 1024 floats: within the default 48 KiB
+    layer_norm_backward_warp_kernel<T, N, true><<<chunks, kRowWarps * 32, sums + columns, stream>>>(
+        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, partials);
+  else
+    layer_norm_backward_warp_kernel<T, N, false><<<chunks, kRowWarps * 32, sums, stream>>>(
+        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, partials);
 }
 
 }  // namespace
@@ -354,18 +412,34 @@ void CudaBackend::residual_layer_norm_forward(DType dt, const void* x, const voi
 void CudaBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
                                       const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
                                       float* dparam_beta) {
-  if (cols < 1) fail("layer_norm_backward: needs at least one column, got {}", cols);
-  if (rows < 0) fail("layer_norm_backward: invalid row count {}", rows);
+  layer_norm_backward_saved(dt, x, mean, nullptr, gamma, rstd, dy, rows, cols, dx, dparam_gamma, dparam_beta,
+                            "layer_norm_backward");
+}
+
+void CudaBackend::layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
+                                                  const float* rstd, const void* dy, int rows, int cols, void* dx,
+                                                  float* dparam_gamma, float* dparam_beta) {
+  if (!beta) fail("layer_norm_backward_from_output: needs the LayerNorm's beta");
+  layer_norm_backward_saved(dt, y, nullptr, beta, gamma, rstd, dy, rows, cols, dx, dparam_gamma, dparam_beta,
+                            "layer_norm_backward_from_output");
+}
+
+void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const float* mean, const void* beta,
+                                            const void* gamma, const float* rstd, const void* dy, int rows, int cols,
+                                            void* dx, float* dparam_gamma, float* dparam_beta, const char* op) {
+  if (cols < 1) fail("{}: needs at least one column, got {}", op, cols);
+  if (rows < 0) fail("{}: invalid row count {}", op, rows);
   if (rows == 0) return;
   bind();
   const bool want_params = dparam_gamma || dparam_beta;
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
-    const auto* px = static_cast<const T*>(x);
+    const SavedRows<T> saved{static_cast<const T*>(values), mean, static_cast<const T*>(beta)};
     const auto* pg = static_cast<const T*>(gamma);
     const auto* pdy = static_cast<const T*>(dy);
     auto* pdx = static_cast<T*>(dx);
-    const int packs = can_vectorize<T>(cols, px, pg, pdy, pdx) ? packs_per_lane<T>(cols) : 0;
+    const int packs =
+        can_vectorize<T>(cols, saved.values, saved.beta, pg, pdy, pdx) ? packs_per_lane<T>(cols) : 0;
     if (packs > 0) {
       // Chunks of >= 32 rows (8 per warp), at most 1024, with the [chunks][2 * cols] partials within the scratch.
       const std::size_t cap = scratch_float_count() / (2 * static_cast<std::size_t>(cols));
@@ -373,21 +447,21 @@ void CudaBackend::layer_norm_backward(DType dt, const void* x, const void* gamma
       const int rows_per_chunk = (rows + wanted - 1) / wanted;
       const int chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
       if (want_params && static_cast<std::size_t>(chunks) > cap)
-        fail("layer_norm_backward: {} columns exceed the CUDA backend's scratch", cols);
+        fail("{}: {} columns exceed the CUDA backend's scratch", op, cols);
       float* partials = want_params ? scratch_floats() : nullptr;
       if (packs == 1)
-        launch_layer_norm_backward_warp<T, 1>(stream_, px, pg, mean, rstd, pdy, rows, cols, pdx, partials, chunks,
+        launch_layer_norm_backward_warp<T, 1>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, partials, chunks,
                                               rows_per_chunk);
       else if (packs == 2)
-        launch_layer_norm_backward_warp<T, 2>(stream_, px, pg, mean, rstd, pdy, rows, cols, pdx, partials, chunks,
+        launch_layer_norm_backward_warp<T, 2>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, partials, chunks,
                                               rows_per_chunk);
       else
-        launch_layer_norm_backward_warp<T, 4>(stream_, px, pg, mean, rstd, pdy, rows, cols, pdx, partials, chunks,
+        launch_layer_norm_backward_warp<T, 4>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, partials, chunks,
                                               rows_per_chunk);
-      check_launch("layer_norm_backward");
+      check_launch(op);
       if (want_params)
         launch_finish_column_sums(stream_, partials, chunks, 2 * cols, cols, dparam_gamma, dparam_beta);
-      check_launch("layer_norm_backward (parameter gradients)");
+      check_launch(op);
       return;
     }
     // Parameter gradients first: dx may alias dy.
@@ -396,13 +470,13 @@ void CudaBackend::layer_norm_backward(DType dt, const void* x, const void* gamma
     float* beta_partials = dparam_beta ? scratch_floats() + static_cast<std::size_t>(plan.chunks) * cols : nullptr;
     if (want_params) {
       layer_norm_param_partials_kernel<T><<<column_grid(cols, plan), column_block(), 0, stream_>>>(
-          px, mean, rstd, pdy, rows, cols, plan.rows_per_chunk, gamma_partials, beta_partials);
-      check_launch("layer_norm_backward (parameter gradients)");
+          saved, pg, rstd, pdy, rows, cols, plan.rows_per_chunk, gamma_partials, beta_partials);
+      check_launch(op);
     }
-    if (dparam_gamma) finish_column_sums(gamma_partials, plan.chunks, cols, dparam_gamma, "layer_norm_backward");
-    if (dparam_beta) finish_column_sums(beta_partials, plan.chunks, cols, dparam_beta, "layer_norm_backward");
-    layer_norm_dx_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(px, pg, mean, rstd, pdy, cols, pdx);
-    check_launch("layer_norm_backward");
+    if (dparam_gamma) finish_column_sums(gamma_partials, plan.chunks, cols, dparam_gamma, op);
+    if (dparam_beta) finish_column_sums(beta_partials, plan.chunks, cols, dparam_beta, op);
+    layer_norm_dx_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(saved, pg, rstd, pdy, cols, pdx);
+    check_launch(op);
   });
 }
 
