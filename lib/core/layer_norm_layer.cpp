@@ -17,17 +17,22 @@ void LayerNormLayer::forward(const LayerContext& ctx, const void* x, int rows, v
 void LayerNormLayer::forward_residual(const LayerContext& ctx, const void* o, const void* bias, const void* residual,
                                       int rows, const kernels::Dropout& drop, bool backward, void* y,
                                       Saved& saved) const {
-  void* sum = backward ? ctx.keep(static_cast<std::size_t>(rows) * dim_) : nullptr;
-  saved.x = sum;
-  saved.mean = backward ? ctx.memory.keep_n<float>(rows) : nullptr;
+  saved.x = nullptr;
+  saved.y = backward ? y : nullptr;
+  saved.mean = nullptr;
   saved.rstd = backward ? ctx.memory.keep_n<float>(rows) : nullptr;
   ctx.backend.residual_layer_norm_forward(ctx.dt, o, bias, residual, rows, dim_, drop, ctx.w(gamma_), ctx.w(beta_),
-                                          eps_, sum, y, saved.mean, saved.rstd);
+                                          eps_, nullptr, y, nullptr, saved.rstd);
 }
 
 void LayerNormLayer::backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const {
-  ctx.backend.layer_norm_backward(ctx.dt, saved.x, ctx.w(gamma_), saved.mean, saved.rstd, dy, rows, dim_, dx,
-                                  ctx.g(gamma_), ctx.g(beta_));
+  if (saved.x) {
+    ctx.backend.layer_norm_backward(ctx.dt, saved.x, ctx.w(gamma_), saved.mean, saved.rstd, dy, rows, dim_, dx,
+                                    ctx.g(gamma_), ctx.g(beta_));
+  } else {
+    ctx.backend.layer_norm_backward_from_output(ctx.dt, saved.y, ctx.w(gamma_), ctx.w(beta_), saved.rstd, dy, rows,
+                                                dim_, dx, ctx.g(gamma_), ctx.g(beta_));
+  }
 }
 
 }  // namespace lseq

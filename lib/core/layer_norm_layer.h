@@ -9,7 +9,10 @@ namespace lseq {
 class LayerNormLayer {
  public:
   struct Saved {
+    // What backward recovers xhat from: the input x with mean, or (x null) the output y, which the caller keeps
+    // unchanged until backward (Backend::layer_norm_backward_from_output).
     const void* x = nullptr;
+    const void* y = nullptr;
     float* mean = nullptr;
     float* rstd = nullptr;
   };
@@ -20,8 +23,8 @@ class LayerNormLayer {
   // y = LN(x) into a buffer the caller provides; mean/rstd kept for backward.
   void forward(const LayerContext& ctx, const void* x, int rows, void* y, Saved& saved) const;
   // y = LN(residual + dropout(o + bias)) in one op (Backend::residual_layer_norm_forward): the post-norm residual
-  // block's end. With `backward` the sum is kept as this LayerNorm's input, with mean/rstd; without (decoding)
-  // none of the three is written.
+  // block's end. With `backward` only rstd is kept: backward recovers xhat from y, which the block keeps anyway as
+  // the next sublayer's input, so the sum itself is never stored. Without (decoding) nothing is kept.
   void forward_residual(const LayerContext& ctx, const void* o, const void* bias, const void* residual, int rows,
                         const kernels::Dropout& drop, bool backward, void* y, Saved& saved) const;
   // dx overwritten (dx may not alias dy).
