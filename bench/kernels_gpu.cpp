@@ -190,6 +190,16 @@ int main(int argc, char** argv) try {
             [&] { be.layer_norm_forward(dt, x, gamma, beta, T, D, 1e-6f, y, stats, stats + T); });
   memory_op("layer_norm_backward", 3 * TD,
             [&] { be.layer_norm_backward(dt, x, gamma, stats, stats + T, y, T, D, z, dparam, dparam + D); });
+  // The post-norm block's end: training kept the sum and mean for backward until round 7; now only rstd.
+  memory_op("residual_layer_norm_forward (sum kept)", 4 * TD, [&] {
+    be.residual_layer_norm_forward(dt, x, bias, y, T, D, drop, gamma, beta, 1e-6f, qkv, z, stats, stats + T);
+  });
+  memory_op("residual_layer_norm_forward (rstd only)", 3 * TD, [&] {
+    be.residual_layer_norm_forward(dt, x, bias, y, T, D, drop, gamma, beta, 1e-6f, nullptr, z, nullptr, stats + T);
+  });
+  memory_op("layer_norm_backward_from_output", 3 * TD, [&] {
+    be.layer_norm_backward_from_output(dt, x, gamma, beta, stats + T, y, T, D, z, dparam, dparam + D);
+  });
   memory_op("split_heads qkv (+bias)", 2 * 3 * TD, [&] { be.split_heads(dt, qkv, bias, B, L, L, H, HD, 3, heads); });
   memory_op("merge_heads", 2 * TD, [&] { be.merge_heads(dt, heads, B, L, L, H, HD, 1, y, nullptr); });
   memory_op("attention_softmax_forward", 2 * S,

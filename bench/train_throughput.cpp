@@ -5,10 +5,13 @@
 // batch, between two backend synchronisations. Reports one RESULT line per case (bench_support.h); never asserts.
 // Usage: bench_train_throughput [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384]
 //   [--precision fp32|bf16|fp16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16]
-//   [--seed 1] [--peak-flops 989e12] [--plan lstrain|worst] [--recompute-ffn] [--dump-batches FILE] [--dump-only]
+//   [--seed 1] [--peak-flops 989e12] [--plan lstrain|worst] [--plan-only] [--recompute-ffn] [--dump-batches FILE]
+//   [--dump-only]
 // --recompute-ffn: lstrain's option of that name (impl=lseq-recompute-ffn in the RESULT lines).
 // --dump-batches writes every case's batch shapes for bench/pytorch_train.py (--dump-only: and stops there,
 // needing no device).
+// --plan-only prints each case's workspace plan (what its batches need, counted over a no-op backend) and the
+// counted model and optimizer state, and runs no step: memory changes can be studied on the CPU backend.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -60,13 +63,14 @@ void print_status(const std::string& prefix, const char* status, const std::stri
 
 int main(int argc, char** argv) {
   try {
-    bench::Args args(argc, argv, {"cpu", "dump-only", "help", "recompute-ffn"},
+    bench::Args args(argc, argv, {"cpu", "dump-only", "help", "plan-only", "recompute-ffn"},
                      {"preset", "tokens", "precision", "threads", "vocab", "warmup", "steps", "pool", "seed",
                       "peak-flops", "dump-batches", "plan"});
     if (args.flag("help")) {
       fmt::print("usage: {} [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384] [--precision "
                  "bf16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16] [--seed 1] "
-                 "[--peak-flops 989e12] [--plan lstrain|worst] [--recompute-ffn] [--dump-batches FILE] [--dump-only]\n",
+                 "[--peak-flops 989e12] [--plan lstrain|worst] [--plan-only] [--recompute-ffn] [--dump-batches FILE] "
+                 "[--dump-only]\n",
                  argv[0]);
       return 0;
     }
@@ -106,7 +110,11 @@ int main(int argc, char** argv) {
     std::unique_ptr<kernels::Backend> backend;
     kernels::DType dt = kernels::DType::f32;
     try {
-      backend = bench::make_backend(preset.options, args.flag("cpu"), precision);
+      // A plan needs only the dtype's sizes: bf16/fp16 plans are made over the CPU backend too (which stores
+      // 16-bit tensors, but computes only in fp32).
+      const bool plan_only_on_cpu = args.flag("plan-only") && args.flag("cpu");
+      backend = bench::make_backend(preset.options, args.flag("cpu"), plan_only_on_cpu ? "fp32" : precision);
+      preset.options.set("precision", YAML::Node(precision));
       dt = precision_dtype(preset.options);
     } catch (const Error& e) {
       for (int64_t budget : budgets) print_status(prefix_of(budget), "not-measured", e.what());
@@ -162,6 +170,11 @@ int main(int argc, char** argv) {
         const std::size_t worst_plan = model->workspace_bytes(std::max<int64_t>(max_side_tokens, max_len), max_len);
         std::size_t pool_need = 0;
         for (const data::Batch& b : batches) pool_need = std::max(pool_need, model->step_bytes(b, true));
+        if (args.flag("plan-only")) {
+          fmt::print("PLAN{} state_mib={} ws_need_mib={} ws_worst_mib={}\n", prefix.substr(prefix.find(' ')),
+                     bench::mib(state_bytes), bench::mib(pool_need), bench::mib(worst_plan));
+          continue;
+        }
         memory.start_case();  // the previous case's workspace is freed
         kernels::Workspace ws(*backend, worst ? worst_plan : 0, "bench_train_throughput: the workspace plan is too small");
         ws.ensure(pool_need);
