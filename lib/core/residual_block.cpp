@@ -23,7 +23,7 @@ void* ResidualBlock::output(const LayerContext& ctx, const void* x, const void* 
     ctx.backend.bias_dropout_residual_forward(ctx.dt, o, ctx.w(bias), x, rows, dim_, drop, out);
     return out;
   }
-  // Post-norm: the sum and its LayerNorm in one op; the sum is kept (as the LayerNorm's input) only for backward.
+  // Post-norm: the sum and its LayerNorm in one op; the sum is never stored (backward reads the LayerNorm's output).
   norm_.forward_residual(ctx, o, ctx.w(bias), x, rows, drop, backward, out, saved.norm);
   return out;
 }
