@@ -92,6 +92,20 @@ TEST_F(GpuKernels, ResidualLayerNormForwardMatchesCpuAndTheTwoOps) {
       }
 }
 
+// A backward's dx (in `dx`) and its accumulated gamma/beta gradients against the CPU's.
+void expect_backward_matches(DType dt, Shape s, bool in_place, DeviceBuffer& dx, DeviceBuffer& dgamma,
+                             DeviceBuffer& dbeta, const std::vector<float>& ref_dx, const std::vector<float>& ref_dg,
+                             const std::vector<float>& ref_db) {
+  const std::string what =
+      label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + (in_place ? " in place" : "");
+  // dx of one column is rstd * (g - g - 0) = 0 up to rounding; bounds relative to rstd there.
+  const double magnitude = s.cols == 1 ? 1e3 : 10.0;
+  EXPECT_TRUE(within(dx.download(), ref_dx, bound_for(dt, magnitude))) << what << " dx";
+  const Bound sums{1e-5, 1e-6 * s.rows + 1e-5};
+  EXPECT_TRUE(within(dgamma.download(), ref_dg, sums)) << what << " dgamma";
+  EXPECT_TRUE(within(dbeta.download(), ref_db, sums)) << what << " dbeta";
+}
+
 TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
   uint64_t seed = 9600;
   for (DType dt : dtypes())
@@ -115,14 +129,7 @@ TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
         void* out = in_place ? ddy.get() : dgrad.get();
         gpu().layer_norm_backward(dt, dx.get(), dg.get(), dmean.f32(), drstd.f32(), ddy.get(), s.rows, s.cols, out,
                                   dgamma.f32(), dbeta.f32());
-        const std::string what =
-            label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + (in_place ? " in place" : "");
-        // dx of one column is rstd * (g - g - 0) = 0 up to rounding; bounds relative to rstd there.
-        const double magnitude = s.cols == 1 ? 1e3 : 10.0;
-        EXPECT_TRUE(within((in_place ? ddy : dgrad).download(), ref_dx, bound_for(dt, magnitude))) << what << " dx";
-        const Bound sums{1e-5, 1e-6 * s.rows + 1e-5};
-        EXPECT_TRUE(within(dgamma.download(), ref_dg, sums)) << what << " dgamma";
-        EXPECT_TRUE(within(dbeta.download(), ref_db, sums)) << what << " dbeta";
+        expect_backward_matches(dt, s, in_place, in_place ? ddy : dgrad, dgamma, dbeta, ref_dx, ref_dg, ref_db);
       }
 }
 
@@ -154,13 +161,7 @@ TEST_F(GpuKernels, LayerNormBackwardFromOutputMatchesCpu) {
         void* out = in_place ? ddy.get() : dgrad.get();
         gpu().layer_norm_backward_from_output(dt, dyv.get(), dg.get(), db.get(), drstd.f32(), ddy.get(), s.rows,
                                               s.cols, out, dgamma.f32(), dbeta.f32());
-        const std::string what =
-            label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + (in_place ? " in place" : "");
-        const double magnitude = s.cols == 1 ? 1e3 : 10.0;
-        EXPECT_TRUE(within((in_place ? ddy : dgrad).download(), ref_dx, bound_for(dt, magnitude))) << what << " dx";
-        const Bound sums{1e-5, 1e-6 * s.rows + 1e-5};
-        EXPECT_TRUE(within(dgamma.download(), ref_dg, sums)) << what << " dgamma";
-        EXPECT_TRUE(within(dbeta.download(), ref_db, sums)) << what << " dbeta";
+        expect_backward_matches(dt, s, in_place, in_place ? ddy : dgrad, dgamma, dbeta, ref_dx, ref_dg, ref_db);
       }
 }
 

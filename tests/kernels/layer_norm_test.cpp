@@ -95,6 +95,24 @@ TEST_F(CpuKernels, ResidualLayerNormForwardMatchesReference) {
     }
 }
 
+// Central finite differences of L = sum(w * LayerNorm(x; gamma, beta)) with respect to x, gamma and beta.
+struct LayerNormGradients {
+  std::vector<double> x, gamma, beta;
+};
+LayerNormGradients finite_difference_gradients(const std::vector<float>& x, const std::vector<float>& gamma,
+                                               const std::vector<float>& beta, const std::vector<float>& w, Shape s,
+                                               double eps) {
+  const auto xd = to_double(x), gd = to_double(gamma), bd = to_double(beta), wd = to_double(w);
+  LayerNormGradients g;
+  g.x = finite_difference(
+      [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(v, gd, bd, s, eps)); }, xd);
+  g.gamma = finite_difference(
+      [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, v, bd, s, eps)); }, gd);
+  g.beta = finite_difference(
+      [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, gd, v, s, eps)); }, bd);
+  return g;
+}
+
 TEST_F(CpuKernels, LayerNormBackwardMatchesFiniteDifferencesAndAccumulates) {
   uint64_t seed = 1000;
   const float eps = 1e-5f;
@@ -103,13 +121,7 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesFiniteDifferencesAndAccumulates) {
     const auto x = random_floats(n, ++seed, -2, 3);
     const auto gamma = random_floats(s.cols, ++seed, 0.5f, 1.5f), beta = random_floats(s.cols, ++seed);
     const auto w = random_floats(n, ++seed);
-    const auto xd = to_double(x), gd = to_double(gamma), bd = to_double(beta), wd = to_double(w);
-    const auto fd_x = finite_difference(
-        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(v, gd, bd, s, eps)); }, xd);
-    auto fd_g = finite_difference(
-        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, v, bd, s, eps)); }, gd);
-    auto fd_b = finite_difference(
-        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, gd, v, s, eps)); }, bd);
+    auto [fd_x, fd_g, fd_b] = finite_difference_gradients(x, gamma, beta, w, s, eps);
 
     auto y = poisoned(n), mean = poisoned(s.rows), rstd = poisoned(s.rows);
     backend.layer_norm_forward(DType::f32, x.data(), gamma.data(), beta.data(), s.rows, s.cols, eps, y.data(),
@@ -145,13 +157,7 @@ TEST_F(CpuKernels, LayerNormBackwardFromOutputMatchesFiniteDifferences) {
     for (int c = 0; c < s.cols; c += 2) gamma[c] = -gamma[c];
     const auto beta = random_floats(s.cols, ++seed);
     const auto w = random_floats(n, ++seed);
-    const auto xd = to_double(x), gd = to_double(gamma), bd = to_double(beta), wd = to_double(w);
-    const auto fd_x = finite_difference(
-        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(v, gd, bd, s, eps)); }, xd);
-    auto fd_g = finite_difference(
-        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, v, bd, s, eps)); }, gd);
-    auto fd_b = finite_difference(
-        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, gd, v, s, eps)); }, bd);
+    auto [fd_x, fd_g, fd_b] = finite_difference_gradients(x, gamma, beta, w, s, eps);
 
     auto y = poisoned(n), rstd = poisoned(s.rows);
     backend.layer_norm_forward(DType::f32, x.data(), gamma.data(), beta.data(), s.rows, s.cols, eps, y.data(),
@@ -183,9 +189,7 @@ TEST_F(CpuKernels, LayerNormBackwardFromOutputMatchesFiniteDifferences) {
                                             s.rows, s.cols, dx0.data(), dg_dead.data(), db_dead.data());
     for (float v : dx0) EXPECT_TRUE(std::isfinite(v)) << what;
     for (float v : dg_dead) EXPECT_TRUE(std::isfinite(v)) << what;
-    std::vector<double> fd_g_dead = finite_difference(
-        [&](const std::vector<double>& v) { return weighted_sum(wd, ref_layer_norm(xd, v, bd, s, eps)); },
-        to_double(dead));
+    const std::vector<double> fd_g_dead = finite_difference_gradients(x, dead, beta, w, s, eps).gamma;
     for (int c = 1; c < s.cols; ++c)
       EXPECT_NEAR(dg_dead[c], fd_g_dead[c], 1e-4 + 1e-4 * std::fabs(fd_g_dead[c])) << what;
   }
