@@ -47,6 +47,8 @@ class NullBackend final : public Backend {
                            float*, float*) override {}
   void layer_norm_backward_from_output(DType, const void*, const void*, const void*, const float*, const void*, int,
                                        int, void*, float*, float*) override {}
+  void residual_layer_norm_backward(DType, const void*, const void*, const void*, const float*, const void*, int, int,
+                                    const Dropout&, void*, void*, float*, float*, float*) override {}
   void split_heads(DType, const void*, const void*, int, int, int, int, int, int, void*) override {}
   void merge_heads(DType, const void*, int, int, int, int, int, int, void*, float*) override {}
   void attention_softmax_forward(DType, const void*, const int32_t*, int, int, int, int, int, float, bool,

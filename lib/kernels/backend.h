@@ -194,6 +194,13 @@ class Backend {
   virtual void layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
                                                const float* rstd, const void* dy, int rows, int cols, void* dx,
                                                float* dparam_gamma, float* dparam_beta) = 0;
+  // The post-norm residual block's backward start in one op: ds = layer_norm_backward_from_output(dy) (the
+  // gradient of the block's input and of the sublayer's output, rounded to dt), then d_o = dropout(ds) and
+  // dparam_bias += its column sums, as bias_dropout_residual_backward(ds) writes them. dparam_bias may be null.
+  virtual void residual_layer_norm_backward(DType dt, const void* y, const void* gamma, const void* beta,
+                                            const float* rstd, const void* dy, int rows, int cols,
+                                            const Dropout& drop, void* ds, void* d_o, float* dparam_gamma,
+                                            float* dparam_beta, float* dparam_bias) = 0;
 
   // ---- attention ----
   // qkv [batch*len, parts*heads*head_dim] (+ bias [parts*heads*head_dim] if not null) ->

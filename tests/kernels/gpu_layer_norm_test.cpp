@@ -165,5 +165,44 @@ TEST_F(GpuKernels, LayerNormBackwardFromOutputMatchesCpu) {
       }
 }
 
+// The post-norm block's backward start in one op against the device's two ops (layer_norm_backward_from_output,
+// then bias_dropout_residual_backward): ds and d_o bit for bit, the gamma/beta/bias gradients within the rounding
+// of differently ordered sums; with and without dropout, on the warp kernels and the fallback widths.
+TEST_F(GpuKernels, ResidualLayerNormBackwardEqualsTheTwoOps) {
+  uint64_t seed = 9800;
+  for (DType dt : dtypes())
+    for (auto s : kShapes)
+      for (float p : {0.0f, 0.1f}) {
+        const std::size_t n = std::size_t(s.rows) * s.cols;
+        const auto y = quantize(random_floats(n, ++seed, -2, 3), dt);
+        const auto gamma = quantize(random_floats(s.cols, ++seed, 0.5f, 1.5f), dt);
+        const auto beta = quantize(random_floats(s.cols, ++seed), dt);
+        const auto dy = quantize(random_floats(n, ++seed), dt);
+        const auto rstd = random_floats(s.rows, ++seed, 0.5f, 2.0f);
+        const auto start = random_floats(s.cols, ++seed);
+        const Dropout drop{p, dropout_key(3, 9, 2)};
+        DeviceBuffer dyv(gpu(), dt, y), dg(gpu(), dt, gamma), db(gpu(), dt, beta), drstd(gpu(), DType::f32, rstd),
+            ddy(gpu(), dt, dy), ds(gpu(), dt, n), d_o(gpu(), dt, n), two_ds(gpu(), dt, n), two_d_o(gpu(), dt, n);
+        DeviceBuffer dgamma(gpu(), DType::f32, start), dbeta(gpu(), DType::f32, start), dbias(gpu(), DType::f32, start),
+            two_dgamma(gpu(), DType::f32, start), two_dbeta(gpu(), DType::f32, start),
+            two_dbias(gpu(), DType::f32, start);
+        for (DeviceBuffer* b : {&ds, &d_o, &two_ds, &two_d_o}) b->poison();
+        gpu().residual_layer_norm_backward(dt, dyv.get(), dg.get(), db.get(), drstd.f32(), ddy.get(), s.rows, s.cols,
+                                           drop, ds.get(), d_o.get(), dgamma.f32(), dbeta.f32(), dbias.f32());
+        gpu().layer_norm_backward_from_output(dt, dyv.get(), dg.get(), db.get(), drstd.f32(), ddy.get(), s.rows,
+                                              s.cols, two_ds.get(), two_dgamma.f32(), two_dbeta.f32());
+        gpu().bias_dropout_residual_backward(dt, two_ds.get(), s.rows, s.cols, drop, two_d_o.get(), two_dbias.f32());
+        const std::string what = label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+                                 " p=" + std::to_string(p);
+        EXPECT_EQ(ds.download(), two_ds.download()) << what << ": ds";
+        EXPECT_EQ(d_o.download(), two_d_o.download()) << what << ": d_o";
+        const Bound sums{1e-5, 1e-5 * s.rows + 1e-5};
+        EXPECT_TRUE(within(dgamma.download(), two_dgamma.download(), sums)) << what << " dgamma";
+        EXPECT_TRUE(within(dbeta.download(), two_dbeta.download(), sums)) << what << " dbeta";
+        EXPECT_TRUE(within(dbias.download(), two_dbias.download(), sums)) << what << " dbias";
+        EXPECT_NE(dbias.download(), start) << what << ": no bias gradient accumulated";
+      }
+}
+
 }  // namespace
 }  // namespace lseq::kernels::test

@@ -62,6 +62,9 @@ class CpuBackend : public Backend {
   void layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
                                        const float* rstd, const void* dy, int rows, int cols, void* dx,
                                        float* dparam_gamma, float* dparam_beta) override;
+  void residual_layer_norm_backward(DType dt, const void* y, const void* gamma, const void* beta, const float* rstd,
+                                    const void* dy, int rows, int cols, const Dropout& drop, void* ds, void* d_o,
+                                    float* dparam_gamma, float* dparam_beta, float* dparam_bias) override;
 
   void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int padded_len, int heads,
                    int head_dim, int parts, void* out) override;

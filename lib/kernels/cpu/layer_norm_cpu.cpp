@@ -109,4 +109,12 @@ void CpuBackend::layer_norm_backward_from_output(DType dt, const void* y, const 
                            });
 }
 
+void CpuBackend::residual_layer_norm_backward(DType dt, const void* y, const void* gamma, const void* beta,
+                                              const float* rstd, const void* dy, int rows, int cols,
+                                              const Dropout& drop, void* ds, void* d_o, float* dparam_gamma,
+                                              float* dparam_beta, float* dparam_bias) {
+  layer_norm_backward_from_output(dt, y, gamma, beta, rstd, dy, rows, cols, ds, dparam_gamma, dparam_beta);
+  bias_dropout_residual_backward(dt, ds, rows, cols, drop, d_o, dparam_bias);
+}
+
 }  // namespace lseq::kernels

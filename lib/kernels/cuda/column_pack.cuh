@@ -61,10 +61,10 @@ __global__ void pack_column_kernel(Op op, int rows, int cols, int rows_per_chunk
   }
 }
 
-// Stage 2 over partials [chunks][width]: column c < cols goes to acc0[c], column c >= cols (when width == 2 * cols,
-// two arrays summed in one launch) to acc1[c - cols]; a null accumulator is skipped. Defined in
-// column_sums_cuda.cu; runs in `stream`.
+// Stage 2 over partials [chunks][width]: column c < cols goes to acc0[c], and when width is 2 or 3 times cols (two
+// or three arrays summed in one launch) the next ranges to acc1[c - cols] and acc2[c - 2 cols]; a null accumulator
+// is skipped. Defined in column_sums_cuda.cu; runs in `stream`.
 void launch_finish_column_sums(cudaStream_t stream, const float* partials, int chunks, int width, int cols, float* acc0,
-                               float* acc1);
+                               float* acc1, float* acc2 = nullptr);
 
 }  // namespace lseq::kernels::cuda

@@ -13,7 +13,7 @@ namespace {
 constexpr int kFinishCols = 32, kFinishLanes = 8;
 
 __global__ void finish_column_sums_kernel(const float* partials, int chunks, int width, int cols, float* acc0,
-                                          float* acc1) {
+                                          float* acc1, float* acc2) {
   __shared__ float shared[kFinishLanes][kFinishCols];
   const int c = blockIdx.x * kFinishCols + threadIdx.x;
   float s = 0.0f;
@@ -25,18 +25,19 @@ __global__ void finish_column_sums_kernel(const float* partials, int chunks, int
   float total = 0.0f;
 #pragma unroll
   for (int j = 0; j < kFinishLanes; ++j) total += shared[j][threadIdx.x];
-  float* acc = c < cols ? (acc0 ? acc0 + c : nullptr) : (acc1 ? acc1 + (c - cols) : nullptr);
-  if (acc) *acc += total;
+  const int part = c / cols;
+  float* acc = part == 0 ? acc0 : part == 1 ? acc1 : acc2;
+  if (acc) acc[c - part * cols] += total;
 }
 
 }  // namespace
 
 void launch_finish_column_sums(cudaStream_t stream, const float* partials, int chunks, int width, int cols, float* acc0,
-                               float* acc1) {
+                               float* acc1, float* acc2) {
   if (width <= 0) return;
   const dim3 grid(static_cast<unsigned>((width + kFinishCols - 1) / kFinishCols));
   finish_column_sums_kernel<<<grid, dim3(kFinishCols, kFinishLanes), 0, stream>>>(partials, chunks, width, cols, acc0,
-                                                                                   acc1);
+                                                                                   acc1, acc2);
 }
 
 }  // namespace cuda

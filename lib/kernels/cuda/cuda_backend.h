@@ -93,6 +93,9 @@ class CudaBackend : public Backend {
   void layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
                                        const float* rstd, const void* dy, int rows, int cols, void* dx,
                                        float* dparam_gamma, float* dparam_beta) override;
+  void residual_layer_norm_backward(DType dt, const void* y, const void* gamma, const void* beta, const float* rstd,
+                                    const void* dy, int rows, int cols, const Dropout& drop, void* ds, void* d_o,
+                                    float* dparam_gamma, float* dparam_beta, float* dparam_bias) override;
 
   void split_heads(DType dt, const void* qkv, const void* bias, int batch, int len, int padded_len, int heads,
                    int head_dim, int parts, void* out) override;
@@ -145,10 +148,12 @@ class CudaBackend : public Backend {
   std::size_t scratch_float_count() const { return kScratchBytes / sizeof(float); }
   // acc[c] += sum over rows of the partials [chunks, cols] written by a column-reduction kernel (fixed order).
   void finish_column_sums(const float* partials, int chunks, int cols, float* acc, const char* op);
-  // Both LayerNorm backwards: xhat from the input `values` with `mean`, or from the output with `beta` (non-null).
+  // The LayerNorm backwards: xhat from the input `values` with `mean`, or from the output with `beta` (non-null);
+  // with `d_o` also residual_layer_norm_backward's dropout tail.
   void layer_norm_backward_saved(DType dt, const void* values, const float* mean, const void* beta, const void* gamma,
                                  const float* rstd, const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
-                                 float* dparam_beta, const char* op);
+                                 float* dparam_beta, const Dropout* drop, void* d_o, float* dparam_bias,
+                                 const char* op);
 
   // The cuBLASLt matmul of linear_bias_forward (gemm_epilogue_cuda.cpp) per (dt, rows, k, n, pointer alignment,
   // relu): descriptor, layouts and the heuristic's algorithm, made at the shape's first call.

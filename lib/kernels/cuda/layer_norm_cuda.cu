@@ -215,23 +215,33 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   }
 }
 
+// What residual_layer_norm_backward adds behind the LayerNorm's backward: d_o = dropout(dx) from the rounded dx, as
+// bias_dropout_residual_backward computes it, with its column sums as a third partial array.
+template <typename T>
+struct ResidualTail {
+  T* d_o;
+  DeviceMask mask;
+};
+
 // dx as layer_norm_dx_kernel, per warp and row from registers (so dx may alias dy), and when `partials` is not
-// null the chunk's sums of dy * xhat (columns [0, cols)) and dy (columns [cols, 2 cols)) into partials[blockIdx.x]:
-// each warp sums its rows, then the warps are added in order through shared memory (kRowWarps * 2 * cols floats).
+// null the chunk's sums of dy * xhat (columns [0, cols)) and dy (columns [cols, 2 cols)), with kTail also of d_o
+// (columns [2 cols, 3 cols)), into partials[blockIdx.x]: each warp sums its rows, then the warps are added in order
+// through shared memory (kRowWarps * width floats, width = 2 or 3 cols).
 // From the output (kFromOutput) the block first puts each column's gain, 1 / backward_gain and beta into shared
 // memory (after the warp sums), which the rows read instead of registers: the clamp and the reciprocal are paid
 // once per block, and the gains take no registers. They are stored in the lanes' order, lane column (n, k) of
 // lane l at (n * P + k) * 32 + l, so that a warp's reads hit 32 distinct banks: 3 arrays of kLaneSpan floats.
-template <typename T, int N, bool kFromOutput>
+template <typename T, int N, bool kFromOutput, bool kTail>
 __global__ void __launch_bounds__(kRowWarps * 32)
     layer_norm_backward_warp_kernel(SavedRows<T> saved, const T* gamma, const float* rstd, const T* dy, int rows,
-                                    int cols, int rows_per_chunk, T* dx, float* partials) {
+                                    int cols, int rows_per_chunk, T* dx, ResidualTail<T> tail, float* partials) {
   extern __shared__ float warp_sums[];
   constexpr int P = Pack<T>::size;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   constexpr int kLaneSpan = N * 32 * P;
-  float gam[N][P], dgamma[N][P], dbeta[N][P];
-  float* columns = warp_sums + (partials ? kRowWarps * 2 * cols : 0);
+  const int width = (kTail ? 3 : 2) * cols;
+  float gam[N][P], dgamma[N][P], dbeta[N][P], dbias[N][P];
+  float* columns = warp_sums + (partials ? kRowWarps * width : 0);
   const float* gains = columns;
   const float* inverse_gains = columns + kLaneSpan;
   const float* betas = columns + 2 * kLaneSpan;
@@ -255,7 +265,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 #pragma unroll
   for (int n = 0; n < N; ++n)
 #pragma unroll
-    for (int k = 0; k < P; ++k) dgamma[n][k] = dbeta[n][k] = 0.0f;
+    for (int k = 0; k < P; ++k) dgamma[n][k] = dbeta[n][k] = dbias[n][k] = 0.0f;
   const int r0 = blockIdx.x * rows_per_chunk;
   const int r1 = min(rows, r0 + rows_per_chunk);
   for (int r = r0 + warp; r < r1; r += kRowWarps) {
@@ -294,10 +304,18 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 #pragma unroll
       for (int k = 0; k < P; ++k) out[k] = rs * (dyv[n][k] * gain(n, k) - mean_g - xhat[n][k] * mean_gx);
       store_pack(dxr + c, out);
+      if constexpr (kTail) {
+        const int64_t i = offset + c;
+#pragma unroll
+        for (int k = 0; k < P; ++k) {
+          out[k] = to_f32(from_f32<T>(out[k])) * tail.mask(i + k);  // dx as stored, then its dropout
+          dbias[n][k] += out[k];
+        }
+        store_pack(tail.d_o + i, out);
+      }
     }
   }
   if (!partials) return;  // uniform over the grid
-  const int width = 2 * cols;
   float* mine = warp_sums + warp * width;
 #pragma unroll
   for (int n = 0; n < N; ++n) {
@@ -307,6 +325,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     for (int k = 0; k < P; ++k) {
       mine[c + k] = dgamma[n][k];
       mine[cols + c + k] = dbeta[n][k];
+      if constexpr (kTail) mine[2 * cols + c + k] = dbias[n][k];
     }
   }
   __syncthreads();
@@ -336,16 +355,23 @@ void launch_layer_norm_forward_warp(cudaStream_t stream, int packs, const T* x, 
 
 template <typename T, int N>
 void launch_layer_norm_backward_warp(cudaStream_t stream, const SavedRows<T>& saved, const T* gamma,
-                                     const float* rstd, const T* dy, int rows, int cols, T* dx, float* partials,
-                                     int chunks, int rows_per_chunk) {
-  const std::size_t sums = partials ? sizeof(float) * kRowWarps * 2 * static_cast<std::size_t>(cols) : 0;
+                                     const float* rstd, const T* dy, int rows, int cols, T* dx,
+                                     const ResidualTail<T>& tail, float* partials, int chunks, int rows_per_chunk) {
+  const std::size_t parts = tail.d_o ? 3 : 2;
+  const std::size_t sums = partials ? sizeof(float) * kRowWarps * parts * static_cast<std::size_t>(cols) : 0;
   const std::size_t columns = sizeof(float) * 3 * N * 32 * Pack<T>::size;
-  if (saved.beta)  // at most (4 * 2 + 3) * 1024 floats: within the default 48 KiB
-    layer_norm_backward_warp_kernel<T, N, true><<<chunks, kRowWarps * 32, sums + columns, stream>>>(
-        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, partials);
-  else
-    layer_norm_backward_warp_kernel<T, N, false><<<chunks, kRowWarps * 32, sums, stream>>>(
-        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, partials);
+  if (tail.d_o) {  // up to (4 * 3 + 3) * 1024 floats: above the default 48 KiB
+    const auto kernel = layer_norm_backward_warp_kernel<T, N, true, true>;
+    allow_shared_bytes(kernel, static_cast<unsigned>(sums + columns));
+    kernel<<<chunks, kRowWarps * 32, sums + columns, stream>>>(saved, gamma, rstd, dy, rows, cols, rows_per_chunk,
+                                                               dx, tail, partials);
+  } else if (saved.beta) {  // at most (4 * 2 + 3) * 1024 floats: within the default 48 KiB
+    layer_norm_backward_warp_kernel<T, N, true, false><<<chunks, kRowWarps * 32, sums + columns, stream>>>(
+        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, tail, partials);
+  } else {
+    layer_norm_backward_warp_kernel<T, N, false, false><<<chunks, kRowWarps * 32, sums, stream>>>(
+        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, tail, partials);
+  }
 }
 
 }  // namespace
@@ -412,37 +438,51 @@ void CudaBackend::residual_layer_norm_forward(DType dt, const void* x, const voi
 void CudaBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
                                       const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
                                       float* dparam_beta) {
-  layer_norm_backward_saved(dt, x, mean, nullptr, gamma, rstd, dy, rows, cols, dx, dparam_gamma, dparam_beta,
-                            "layer_norm_backward");
+  layer_norm_backward_saved(dt, x, mean, nullptr, gamma, rstd, dy, rows, cols, dx, dparam_gamma, dparam_beta, nullptr,
+                            nullptr, nullptr, "layer_norm_backward");
 }
 
 void CudaBackend::layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
                                                   const float* rstd, const void* dy, int rows, int cols, void* dx,
                                                   float* dparam_gamma, float* dparam_beta) {
   if (!beta) fail("layer_norm_backward_from_output: needs the LayerNorm's beta");
-  layer_norm_backward_saved(dt, y, nullptr, beta, gamma, rstd, dy, rows, cols, dx, dparam_gamma, dparam_beta,
-                            "layer_norm_backward_from_output");
+  layer_norm_backward_saved(dt, y, nullptr, beta, gamma, rstd, dy, rows, cols, dx, dparam_gamma, dparam_beta, nullptr,
+                            nullptr, nullptr, "layer_norm_backward_from_output");
+}
+
+void CudaBackend::residual_layer_norm_backward(DType dt, const void* y, const void* gamma, const void* beta,
+                                               const float* rstd, const void* dy, int rows, int cols,
+                                               const Dropout& drop, void* ds, void* d_o, float* dparam_gamma,
+                                               float* dparam_beta, float* dparam_bias) {
+  if (!beta || !d_o) fail("residual_layer_norm_backward: needs the LayerNorm's beta and a d_o buffer");
+  layer_norm_backward_saved(dt, y, nullptr, beta, gamma, rstd, dy, rows, cols, ds, dparam_gamma, dparam_beta, &drop,
+                            d_o, dparam_bias, "residual_layer_norm_backward");
 }
 
 void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const float* mean, const void* beta,
                                             const void* gamma, const float* rstd, const void* dy, int rows, int cols,
-                                            void* dx, float* dparam_gamma, float* dparam_beta, const char* op) {
+                                            void* dx, float* dparam_gamma, float* dparam_beta, const Dropout* drop,
+                                            void* d_o, float* dparam_bias, const char* op) {
   if (cols < 1) fail("{}: needs at least one column, got {}", op, cols);
   if (rows < 0) fail("{}: invalid row count {}", op, rows);
+  const DeviceMask mask = drop ? make_mask(*drop, op) : DeviceMask{0, 0.0f, 1.0f};
   if (rows == 0) return;
   bind();
-  const bool want_params = dparam_gamma || dparam_beta;
+  bool done = false;
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const SavedRows<T> saved{static_cast<const T*>(values), mean, static_cast<const T*>(beta)};
+    const ResidualTail<T> tail{static_cast<T*>(d_o), mask};
     const auto* pg = static_cast<const T*>(gamma);
     const auto* pdy = static_cast<const T*>(dy);
     auto* pdx = static_cast<T*>(dx);
     const int packs =
-        can_vectorize<T>(cols, saved.values, saved.beta, pg, pdy, pdx) ? packs_per_lane<T>(cols) : 0;
+        can_vectorize<T>(cols, saved.values, saved.beta, pg, pdy, pdx, tail.d_o) ? packs_per_lane<T>(cols) : 0;
     if (packs > 0) {
-      // Chunks of >= 32 rows (8 per warp), at most 1024, with the [chunks][2 * cols] partials within the scratch.
-      const std::size_t cap = scratch_float_count() / (2 * static_cast<std::size_t>(cols));
+      // Chunks of >= 32 rows (8 per warp), at most 1024, with the [chunks][parts * cols] partials within the scratch.
+      const int parts = d_o ? 3 : 2;
+      const bool want_params = dparam_gamma || dparam_beta || (d_o && dparam_bias);
+      const std::size_t cap = scratch_float_count() / (parts * static_cast<std::size_t>(cols));
       const int wanted = std::max(1, std::min((rows + 31) / 32, 1024));
       const int rows_per_chunk = (rows + wanted - 1) / wanted;
       const int chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
@@ -450,25 +490,27 @@ void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const 
         fail("{}: {} columns exceed the CUDA backend's scratch", op, cols);
       float* partials = want_params ? scratch_floats() : nullptr;
       if (packs == 1)
-        launch_layer_norm_backward_warp<T, 1>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, partials, chunks,
+        launch_layer_norm_backward_warp<T, 1>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, tail, partials, chunks,
                                               rows_per_chunk);
       else if (packs == 2)
-        launch_layer_norm_backward_warp<T, 2>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, partials, chunks,
+        launch_layer_norm_backward_warp<T, 2>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, tail, partials, chunks,
                                               rows_per_chunk);
       else
-        launch_layer_norm_backward_warp<T, 4>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, partials, chunks,
+        launch_layer_norm_backward_warp<T, 4>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, tail, partials, chunks,
                                               rows_per_chunk);
       check_launch(op);
       if (want_params)
-        launch_finish_column_sums(stream_, partials, chunks, 2 * cols, cols, dparam_gamma, dparam_beta);
+        launch_finish_column_sums(stream_, partials, chunks, parts * cols, cols, dparam_gamma, dparam_beta,
+                                  d_o ? dparam_bias : nullptr);
       check_launch(op);
+      done = true;
       return;
     }
     // Parameter gradients first: dx may alias dy.
     const ColumnPlan plan = plan_column_sums(rows, cols, 2, scratch_float_count());
     float* gamma_partials = dparam_gamma ? scratch_floats() : nullptr;
     float* beta_partials = dparam_beta ? scratch_floats() + static_cast<std::size_t>(plan.chunks) * cols : nullptr;
-    if (want_params) {
+    if (dparam_gamma || dparam_beta) {
       layer_norm_param_partials_kernel<T><<<column_grid(cols, plan), column_block(), 0, stream_>>>(
           saved, pg, rstd, pdy, rows, cols, plan.rows_per_chunk, gamma_partials, beta_partials);
       check_launch(op);
@@ -478,6 +520,8 @@ void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const 
     layer_norm_dx_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(saved, pg, rstd, pdy, cols, pdx);
     check_launch(op);
   });
+  // Rows the warp kernel does not take: the dropout tail as its own op over the rounded dx.
+  if (!done && d_o) bias_dropout_residual_backward(dt, dx, rows, cols, *drop, d_o, dparam_bias);
 }
 
 }  // namespace lseq::kernels
