@@ -200,6 +200,14 @@ int main(int argc, char** argv) try {
   memory_op("layer_norm_backward_from_output", 3 * TD, [&] {
     be.layer_norm_backward_from_output(dt, x, gamma, beta, stats + T, y, T, D, z, dparam, dparam + D);
   });
+  // ... and with the post-norm block's dropout tail (d_o = dropout(dx), bias gradient) in the same kernel, against
+  // the separate bias_dropout_residual_backward it replaces.
+  memory_op("residual_layer_norm_backward (fused tail)", 4 * TD, [&] {
+    be.residual_layer_norm_backward(dt, x, gamma, beta, stats + T, y, T, D, drop, z, qkv, dparam, dparam + D,
+                                    dparam + 2 * D);
+  });
+  memory_op("bias_dropout_residual_backward", 2 * TD,
+            [&] { be.bias_dropout_residual_backward(dt, z, T, D, drop, qkv, dparam + 2 * D); });
   memory_op("split_heads qkv (+bias)", 2 * 3 * TD, [&] { be.split_heads(dt, qkv, bias, B, L, L, H, HD, 3, heads); });
   memory_op("merge_heads", 2 * TD, [&] { be.merge_heads(dt, heads, B, L, L, H, HD, 1, y, nullptr); });
   memory_op("attention_softmax_forward", 2 * S,

@@ -35,4 +35,10 @@ void LayerNormLayer::backward(const LayerContext& ctx, const Saved& saved, const
   }
 }
 
+void LayerNormLayer::backward_residual(const LayerContext& ctx, const Saved& saved, const void* dy, int rows,
+                                       const kernels::Dropout& drop, std::size_t bias, void* ds, void* d_o) const {
+  ctx.backend.residual_layer_norm_backward(ctx.dt, saved.y, ctx.w(gamma_), ctx.w(beta_), saved.rstd, dy, rows, dim_,
+                                           drop, ds, d_o, ctx.g(gamma_), ctx.g(beta_), ctx.g(bias));
+}
+
 }  // namespace lseq

@@ -29,6 +29,11 @@ class LayerNormLayer {
                         const kernels::Dropout& drop, bool backward, void* y, Saved& saved) const;
   // dx overwritten (dx may not alias dy).
   void backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const;
+  // The backward of forward_residual's output (saved by it) in one op (Backend::residual_layer_norm_backward): ds, the gradient
+  // of the sum (the block's input gradient), and d_o = dropout(ds), the sublayer output's gradient, whose column
+  // sums go to the gradient of `bias` (a parameter offset).
+  void backward_residual(const LayerContext& ctx, const Saved& saved, const void* dy, int rows,
+                         const kernels::Dropout& drop, std::size_t bias, void* ds, void* d_o) const;
 
  private:
   std::size_t gamma_ = 0, beta_ = 0;

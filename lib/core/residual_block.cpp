@@ -32,15 +32,16 @@ ResidualBlock::Grad ResidualBlock::begin_backward(const LayerContext& ctx, const
                                                   std::size_t bias, void* d_o) const {
   Grad grad;
   if (placement_ == NormPlacement::post) {
-    norm_.backward(ctx, s.norm, g, s.rows, spare);  // gradient of x + dropout(o + b)
+    // The gradient of x + dropout(o + b) into spare, and of o (and b) from it, in one op.
+    norm_.backward_residual(ctx, s.norm, g, s.rows, s.drop, bias, spare, d_o);
     grad.residual = spare;
     grad.sublayer_dx = spare;
     grad.accumulate = true;
-  } else {
-    grad.residual = g;
-    grad.sublayer_dx = ctx.temp(static_cast<std::size_t>(s.rows) * dim_);
-    grad.accumulate = false;
+    return grad;
   }
+  grad.residual = g;
+  grad.sublayer_dx = ctx.temp(static_cast<std::size_t>(s.rows) * dim_);
+  grad.accumulate = false;
   ctx.backend.bias_dropout_residual_backward(ctx.dt, grad.residual, s.rows, dim_, s.drop, d_o, ctx.g(bias));
   return grad;
 }
