@@ -26,13 +26,8 @@ void LayerNormLayer::forward_residual(const LayerContext& ctx, const void* o, co
 }
 
 void LayerNormLayer::backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const {
-  if (saved.x) {
-    ctx.backend.layer_norm_backward(ctx.dt, saved.x, ctx.w(gamma_), saved.mean, saved.rstd, dy, rows, dim_, dx,
-                                    ctx.g(gamma_), ctx.g(beta_));
-  } else {
-    ctx.backend.layer_norm_backward_from_output(ctx.dt, saved.y, ctx.w(gamma_), ctx.w(beta_), saved.rstd, dy, rows,
-                                                dim_, dx, ctx.g(gamma_), ctx.g(beta_));
-  }
+  ctx.backend.layer_norm_backward(ctx.dt, saved.x, ctx.w(gamma_), saved.mean, saved.rstd, dy, rows, dim_, dx,
+                                  ctx.g(gamma_), ctx.g(beta_));
 }
 
 void LayerNormLayer::backward_residual(const LayerContext& ctx, const Saved& saved, const void* dy, int rows,

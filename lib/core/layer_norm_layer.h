@@ -9,8 +9,8 @@ namespace lseq {
 class LayerNormLayer {
  public:
   struct Saved {
-    // What backward recovers xhat from: the input x with mean, or (x null) the output y, which the caller keeps
-    // unchanged until backward (Backend::layer_norm_backward_from_output).
+    // What backward recovers xhat from: forward() keeps the input x with mean, forward_residual() the output y
+    // (which the caller keeps unchanged until backward).
     const void* x = nullptr;
     const void* y = nullptr;
     float* mean = nullptr;
@@ -27,11 +27,11 @@ class LayerNormLayer {
   // the next sublayer's input, so the sum itself is never stored. Without (decoding) nothing is kept.
   void forward_residual(const LayerContext& ctx, const void* o, const void* bias, const void* residual, int rows,
                         const kernels::Dropout& drop, bool backward, void* y, Saved& saved) const;
-  // dx overwritten (dx may not alias dy).
+  // forward()'s backward: dx overwritten (dx may not alias dy).
   void backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const;
-  // The backward of forward_residual's output (saved by it) in one op (Backend::residual_layer_norm_backward): ds, the gradient
-  // of the sum (the block's input gradient), and d_o = dropout(ds), the sublayer output's gradient, whose column
-  // sums go to the gradient of `bias` (a parameter offset).
+  // forward_residual()'s backward in one op (Backend::residual_layer_norm_backward): ds, the gradient of the sum
+  // (the block's input gradient), and d_o = dropout(ds), the sublayer output's gradient, whose column sums go to
+  // the gradient of `bias` (a parameter offset).
   void backward_residual(const LayerContext& ctx, const Saved& saved, const void* dy, int rows,
                          const kernels::Dropout& drop, std::size_t bias, void* ds, void* d_o) const;
 

@@ -465,7 +465,7 @@ void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const 
                                             void* d_o, float* dparam_bias, const char* op) {
   if (cols < 1) fail("{}: needs at least one column, got {}", op, cols);
   if (rows < 0) fail("{}: invalid row count {}", op, rows);
-  const DeviceMask mask = drop ? make_mask(*drop, op) : DeviceMask{0, 0.0f, 1.0f};
+  const DeviceMask mask = make_mask(drop ? *drop : Dropout{}, op);
   if (rows == 0) return;
   bind();
   bool done = false;
