@@ -26,6 +26,10 @@ namespace {
 
 constexpr int kStepWarps = 4;  // slices per block
 constexpr int kKeysInFlight = 4;  // value rows loaded before the first is used (per lane)
+// Blocks an SM keeps resident: 8 x 4 warps with at most 64 registers a thread, so that beam search's 4096 slices (512
+// hypotheses x 8 heads) run as one wave on an H100's 132 SMs (7 blocks a SM at 71 registers left a second wave of
+// 100 blocks that took as long as the first).
+constexpr int kStepBlocksPerSm = 8;
 
 // A chunk of W elements widened to fp32: one element, or one 16-byte pack (aligned, checked by the caller).
 template <typename T>
@@ -41,7 +45,7 @@ __device__ __forceinline__ void load_chunk(const T* p, float (&out)[Pack<T>::siz
 // value row in the packed value path (head_dim = L W, L divides 32), or 0 for the per-dimension path with D context
 // dimensions per lane (lane, lane + 32, ...), head_dim <= 32 D.
 template <typename T, int W, int D, int L>
-__global__ void __launch_bounds__(kStepWarps * 32)
+__global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
     attention_step_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                           int64_t slice_stride, const int32_t* __restrict__ kv_index,
                           const int32_t* __restrict__ origin, int origin_stride,
