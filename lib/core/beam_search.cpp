@@ -37,10 +37,13 @@ struct Candidate {
 };
 
 // Higher ranking first; on a tie the lower index (earlier hypothesis, smaller id) wins, so results do not depend
-// on anything but the sentence's own candidates.
-inline bool better(const Candidate& a, const Candidate& b) {
-  return a.ranking > b.ranking || (a.ranking == b.ranking && a.index < b.index);
-}
+// on anything but the sentence's own candidates. A function object, so that the heap and sort calls inline it.
+struct Better {
+  bool operator()(const Candidate& a, const Candidate& b) const {
+    return a.ranking > b.ranking || (a.ranking == b.ranking && a.index < b.index);
+  }
+};
+constexpr Better better;
 
 // Keeps the best `width` candidates seen so far in a heap whose front is the worst of them.
 class TopCandidates {
@@ -61,6 +64,11 @@ class TopCandidates {
       heap_.back() = c;
       std::push_heap(heap_.begin(), heap_.end(), better);
     }
+  }
+  // True when the list is full and its worst ranks strictly above `ranking`: no candidate ranked at or below it can
+  // enter any more (the worst kept only improves). A tie is not enough: the index decides those.
+  bool closed_at(double ranking) const {
+    return static_cast<int>(heap_.size()) >= width_ && (width_ == 0 || ranking < heap_.front().ranking);
   }
   // Best first.
   const std::vector<Candidate>& sorted() {
@@ -138,11 +146,15 @@ std::vector<NBestList> beam_search(StepDecoder& decoder, const data::Batch& batc
         // The sentence keeps at most width <= beam_size candidates, so at most that many words of one hypothesis;
         // they all pay the same word penalty, so they are that hypothesis' best words by log-prob with lower ids
         // first on ties: the first `width` of step_topk's k = beam_size, in step_topk's (and better()'s) order.
+        // They come by decreasing log-prob, so their rankings do not increase: once one ranks below everything
+        // kept, so do the rest.
         const double word_ranking = ranking - options.word_penalty;
         for (int i = 0; i < k; ++i) {
           const int32_t v = ids[h * k + i];
           if (v < 0) break;  // fewer words than k
-          top.offer(word_ranking + values[h * k + i], base + v);
+          const double word = word_ranking + values[h * k + i];
+          if (top.closed_at(word)) break;
+          top.offer(word, base + v);
         }
       }
       for (const Candidate& c : top.sorted()) {
