@@ -26,6 +26,8 @@ CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_t
     void* staging = nullptr;
     LSEQ_CUDA_CHECK(cudaMallocHost(&staging, kUploadSlots * kUploadSlotBytes));
     upload_staging_ = static_cast<char*>(staging);
+    LSEQ_CUDA_CHECK(cudaMallocHost(&staging, kDownloadBytes));
+    download_staging_ = static_cast<char*>(staging);
     for (cudaEvent_t& done : upload_done_) LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   } catch (...) {
     release_resources();  // a constructor that throws runs no destructor
@@ -45,6 +47,8 @@ void CudaBackend::release_resources() noexcept {
   if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (scratch_) cudaFree(scratch_);
   if (upload_staging_) cudaFreeHost(upload_staging_);
+  if (download_staging_) cudaFreeHost(download_staging_);
+  download_staging_ = nullptr;
   for (cudaEvent_t& done : upload_done_) {
     if (done) cudaEventDestroy(done);
     done = nullptr;

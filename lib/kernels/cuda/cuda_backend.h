@@ -138,6 +138,9 @@ class CudaBackend : public Backend {
   // at every upload. A slot is reused only after its previous copy has completed (its event).
   static constexpr int kUploadSlots = 4;
   static constexpr std::size_t kUploadSlotBytes = std::size_t(1) << 20;
+  // Small device-to-host copies (a decoding step's top-k) land in pinned memory first: a copy into pageable memory
+  // goes through the driver's own bounce buffer, which adds latency to every step the host waits for.
+  static constexpr std::size_t kDownloadBytes = std::size_t(1) << 20;
 
  private:
   void release_resources() noexcept;
@@ -178,6 +181,7 @@ class CudaBackend : public Backend {
   void* cublas_workspace_ = nullptr;
   void* scratch_ = nullptr;
   char* upload_staging_ = nullptr;  // pinned, kUploadSlots x kUploadSlotBytes
+  char* download_staging_ = nullptr;  // pinned, kDownloadBytes
   cudaEvent_t upload_done_[kUploadSlots] = {};
   int upload_next_ = 0;
 };

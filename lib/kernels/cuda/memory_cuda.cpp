@@ -54,6 +54,12 @@ void CudaBackend::copy_to_device(void* dst, const void* host_src, std::size_t by
 void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
   if (!bytes) return;
   bind();
+  if (bytes <= kDownloadBytes) {
+    LSEQ_CUDA_CHECK(cudaMemcpyAsync(download_staging_, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    LSEQ_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(host_dst, download_staging_, bytes);
+    return;
+  }
   LSEQ_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   LSEQ_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
