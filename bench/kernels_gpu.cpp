@@ -248,10 +248,11 @@ int main(int argc, char** argv) try {
   });
   memory_op("embedding_backward (1/4 padding)", TD + double(T) * D * 8,
             [&] { be.embedding_backward(dt, padded, B, L, D, 22.6f, drop, y, dparam, nullptr); });
-  for (int rows : {128, 512})
-    if (rows <= T)
-      memory_op(rows == 128 ? "topk_log_softmax 128 rows, k 5" : "topk_log_softmax 512 rows, k 5",
-                double(rows) * V * es,
+  static const char* const topk_names[] = {"topk_log_softmax 32 rows, k 5", "topk_log_softmax 128 rows, k 5",
+                                           "topk_log_softmax 512 rows, k 5"};
+  for (int i = 0; i < 3; ++i)
+    if (const int rows = 32 << (2 * i); rows <= T)
+      memory_op(topk_names[i], double(rows) * V * es,
                 [&] { be.topk_log_softmax(dt, logits, rows, V, 5, 4, 3, logprobs, topk_ids, loss); });
   memory_op("log_softmax (fp32 out)", TV + double(T) * V * 4, [&] { be.log_softmax(dt, logits, T, V, logprobs); });
   memory_op("grad_norm 60M", params * 4.0, [&] { be.grad_norm(g, params, 1.0f, 1.0f, scalars, scalars + 1); });

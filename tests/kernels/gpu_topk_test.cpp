@@ -1,8 +1,8 @@
 // The CUDA topk_log_softmax against the CPU backend's: on logits from a coarse grid (exact ties, no near-ties) the
 // same ids in every dtype; on continuous logits the same values within rounding, and the same ids wherever the
 // CPU's log-probabilities are separated by more than that rounding; on constructed rows (ties at the k-th place,
-// NaN, infinities), which steer the register-resident kernel's threshold list into being long, empty or overflowing,
-// the same ids and the same values (NaN and infinities exactly).
+// NaN, infinities), which steer the register-resident and streaming kernels' threshold lists into being long, empty
+// or overflowing, the same ids and the same values (NaN and infinities exactly).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -225,32 +225,38 @@ TEST_F(GpuKernels, TopKLogSoftmaxMatchesCpuOnTiesNanAndInfinities) {
   for (int count : {0, 1, 3, 7, 8, 9, 31, 32, 33, 50, 1500}) cases.push_back({RowKind::few_finite, count});
   for (int i = 0; i < 3; ++i) cases.push_back({RowKind::half_minus_inf, 0});
   cases.push_back({RowKind::best_disallowed, 0});
-  const int rows = static_cast<int>(cases.size());
-  const std::vector<TopKShape> shapes = {
-      {rows, 32000, 8, 4, 3}, {rows, 32000, 32, 4, 5}, {rows, 32000, 1, 0, 31999}, {rows, 32000, 8, 20000, 3},
-      {rows, 64, 8, 4, 3},    {rows, 64, 8, 60, 3},    {rows, 4096, 5, 100, 4095}, {rows, 1003, 8, 4, 3},
-  };
-  uint64_t seed = 10900;
-  for (DType dt : dtypes())
-    for (const TopKShape& s : shapes) {
-      std::mt19937_64 rng(++seed);
-      std::vector<int> allowed(s.cols - s.first_allowed_id);
-      std::iota(allowed.begin(), allowed.end(), s.first_allowed_id);
-      std::vector<float> logits(std::size_t(rows) * s.cols);
-      for (int r = 0; r < rows; ++r)
-        build_row(cases[r], s.k, s.first_allowed_id, rng, allowed, &logits[std::size_t(r) * s.cols], s.cols);
-      const TopKOut ref = cpu_topk(cpu, logits, s), got = device_topk(gpu(), dt, logits, s);
-      for (int r = 0; r < rows; ++r) {
-        const std::string row_case =
-            " case " + std::to_string(static_cast<int>(cases[r].kind)) + " count " + std::to_string(cases[r].count);
-        for (int i = 0; i < s.k; ++i) {
-          const std::size_t at = std::size_t(r) * s.k + i;
-          ASSERT_EQ(got.ids[at], ref.ids[at]) << where(dt, s, r, i) << row_case;
-          EXPECT_TRUE(same_value(got.values[at], ref.values[at], 1e-5)) << where(dt, s, r, i) << row_case;
+  // Once as they are, and repeated to 6 x as many rows: few rows take the register-resident kernel, many (from
+  // two per multiprocessor) the streaming one, each with its own threshold list and fallback.
+  for (const int copies : {1, 6}) {
+    const int rows = static_cast<int>(cases.size()) * copies;
+    const std::vector<TopKShape> shapes = {
+        {rows, 32000, 8, 4, 3}, {rows, 32000, 32, 4, 5}, {rows, 32000, 1, 0, 31999}, {rows, 32000, 8, 20000, 3},
+        {rows, 64, 8, 4, 3},    {rows, 64, 8, 60, 3},    {rows, 4096, 5, 100, 4095}, {rows, 1003, 8, 4, 3},
+    };
+    uint64_t seed = 10900;
+    for (DType dt : dtypes())
+      for (const TopKShape& s : shapes) {
+        std::mt19937_64 rng(++seed);
+        std::vector<int> allowed(s.cols - s.first_allowed_id);
+        std::iota(allowed.begin(), allowed.end(), s.first_allowed_id);
+        std::vector<float> logits(std::size_t(rows) * s.cols);
+        for (int r = 0; r < rows; ++r)
+          build_row(cases[r % cases.size()], s.k, s.first_allowed_id, rng, allowed, &logits[std::size_t(r) * s.cols],
+                    s.cols);
+        const TopKOut ref = cpu_topk(cpu, logits, s), got = device_topk(gpu(), dt, logits, s);
+        for (int r = 0; r < rows; ++r) {
+          const RowCase& c = cases[r % cases.size()];
+          const std::string row_case =
+              " case " + std::to_string(static_cast<int>(c.kind)) + " count " + std::to_string(c.count);
+          for (int i = 0; i < s.k; ++i) {
+            const std::size_t at = std::size_t(r) * s.k + i;
+            ASSERT_EQ(got.ids[at], ref.ids[at]) << where(dt, s, r, i) << row_case;
+            EXPECT_TRUE(same_value(got.values[at], ref.values[at], 1e-5)) << where(dt, s, r, i) << row_case;
+          }
+          EXPECT_TRUE(same_value(got.eos[r], ref.eos[r], 1e-5)) << where(dt, s, r, -1) << row_case;
         }
-        EXPECT_TRUE(same_value(got.eos[r], ref.eos[r], 1e-5)) << where(dt, s, r, -1) << row_case;
       }
-    }
+  }
 }
 
 TEST_F(GpuKernels, TopKLogSoftmaxRejectsKAboveTheLimit) {

@@ -12,6 +12,7 @@ CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_t
   cudaDeviceProp prop{};
   LSEQ_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   name_ = fmt::format("cuda:{} {}", device_, prop.name);
+  sm_count_ = prop.multiProcessorCount;
   try {
     LSEQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     LSEQ_CUBLAS_CHECK(cublasCreate(&cublas_));

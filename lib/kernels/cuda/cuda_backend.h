@@ -172,6 +172,7 @@ class CudaBackend : public Backend {
   void release_epilogue_plans() noexcept;
 
   int device_ = 0;
+  int sm_count_ = 1;  // the GPU's multiprocessors, for kernels whose best shape depends on how many rows fill it
   bool allow_tf32_ = false;
   std::string name_;
   cudaStream_t stream_ = nullptr;

@@ -1,8 +1,10 @@
-// Beam search's top-k of the next-token log-probabilities (Backend::topk_log_softmax), one block per row. Rows that
-// fit (cols <= 32768, 16-byte aligned) are read once into registers (topk_log_softmax_resident_kernel, which narrows
-// the row to a short list of candidates with a threshold); others take the general kernel: an online max/sum pass
-// for the log-sum-exp, then every thread keeps the k best of its strided slice (sorted, in local memory) and k
-// block-wide rounds take the best head among the threads. Only rows x (2k + 1) values are written.
+// Beam search's top-k of the next-token log-probabilities (Backend::topk_log_softmax), one block per row. Rows of
+// 16-byte aligned packs narrow the row to a short list of candidates with a threshold: many rows (from two per
+// multiprocessor) stream it twice with small blocks (topk_log_softmax_streaming_kernel), fewer rows that fit
+// (cols <= 32768) read it once into the registers of a 1024-thread block (topk_log_softmax_resident_kernel). Others
+// take the general kernel: an online max/sum pass for the log-sum-exp, then every thread keeps the k best of its
+// strided slice (sorted, in local memory) and k block-wide rounds take the best head among the threads. Only
+// rows x (2k + 1) values are written.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -304,6 +306,135 @@ __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_residen
   if (threadIdx.x == 0) eos_log_prob[row] = to_f32(x[eos_id]) - lse;
 }
 
+// The decoding case with many rows (beam search's hypotheses, cols = 32000): the row is streamed twice instead of
+// held in registers, so that a block needs few registers and every row of a step runs at once (the register-resident
+// kernel fits one 1024-thread block an SM: 512 rows took four waves of a latency-bound block each). Pass 1 reads
+// the row once for an online log-sum-exp (each thread's running max and sum, rescaled when the max grows) and each
+// thread's best allowed logit; then, as in the resident kernel, tau is the k-th largest of the threads' best
+// log-probabilities (log p = x - lse rounds monotonically in x, so a thread's best log-probability is its best
+// logit's), and pass 2 (the row again, now mostly from L2) appends the elements with log p >= tau to a shared
+// list of which one warp takes the exact top-k. Rows whose list is shorter than k or longer than kTopKCandidates
+// take k block-wide rounds of "best remaining", each thread rescanning only its own packs. Needs cols % P == 0 and
+// a 16-byte aligned row start.
+constexpr int kStreamingTopKThreads = 256;
+
+template <typename T>
+__global__ void __launch_bounds__(kStreamingTopKThreads) topk_log_softmax_streaming_kernel(
+    const T* logits, int cols, int k, int first_allowed_id, int eos_id, float* values, int32_t* ids,
+    float* eos_log_prob) {
+  constexpr int P = Pack<T>::size;
+  constexpr int kUnroll = 4;  // packs loaded before the first is used
+  __shared__ float shared[32];
+  __shared__ float shared_v[32];
+  __shared__ int32_t shared_id[32];
+  __shared__ uint32_t warp_keys[32 * kMaxTopK];
+  __shared__ float candidate_v[kTopKCandidates];
+  __shared__ int32_t candidate_id[kTopKCandidates];
+  __shared__ int candidate_count;
+  __shared__ float tau_shared;
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * cols;
+  const int packs = cols / P;
+  if (threadIdx.x == 0) candidate_count = 0;  // block_max's barriers come before the first append
+  // Pass 1. A -inf element adds 0 (exp(-inf - m) would be NaN while m is -inf); NaN and +inf make the sum NaN, as
+  // the two-pass sum of the CPU does. Ids below first_allowed_id count for the sum, not for the thread's best.
+  float m = -INFINITY, sum = 0.0f, best = -INFINITY;
+  for (int q0 = threadIdx.x; q0 < packs; q0 += kUnroll * blockDim.x) {
+    float val[kUnroll][P];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int q = q0 + u * blockDim.x;
+      if (q < packs) {
+        load_pack<T>(x + q * P, val[u]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < P; ++j) val[u][j] = -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float pack_max = val[u][0];
+#pragma unroll
+      for (int j = 1; j < P; ++j) pack_max = fmaxf(pack_max, val[u][j]);
+      if (pack_max > m) {
+        sum *= expf(m - pack_max);
+        m = pack_max;
+      }
+#pragma unroll
+      for (int j = 0; j < P; ++j) sum += val[u][j] == -INFINITY ? 0.0f : expf(val[u][j] - m);
+      const int first_id = (q0 + u * blockDim.x) * P;
+      if (first_id >= first_allowed_id) {
+        best = fmaxf(best, pack_max);
+      } else {
+#pragma unroll
+        for (int j = 0; j < P; ++j)
+          if (first_id + j >= first_allowed_id) best = fmaxf(best, val[u][j]);
+      }
+    }
+  }
+  const float row_max = block_max(m, shared);
+  // A thread without a number contributes 0 (or its NaN); with every thread at -inf the row is -inf throughout and
+  // its log-sum-exp NaN, as the CPU's.
+  const float scaled = m == -INFINITY ? (sum == sum ? 0.0f : sum) : sum * expf(m - row_max);
+  const float total = block_sum(scaled, shared);
+  const float lse = row_max == -INFINITY ? nan_f32() : row_max + logf(total);
+  // fmaxf drops NaN: a thread whose log-probabilities are all NaN (or that has none) offers -inf.
+  const float my_max = fmaxf(-INFINITY, best - lse);
+  const float tau = block_threshold(my_max, k, warp_keys, &tau_shared);
+  // Pass 2: only threads whose best reaches tau can hold a candidate.
+  if (my_max >= tau)
+    for (int q = threadIdx.x; q < packs; q += blockDim.x) {
+      float val[P];
+      load_pack<T>(x + q * P, val);
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const int32_t id = q * P + j;
+        const float lp = val[j] - lse;
+        if (id >= first_allowed_id && lp >= tau) {
+          const int slot = atomicAdd(&candidate_count, 1);
+          if (slot < kTopKCandidates) candidate_v[slot] = lp, candidate_id[slot] = id;
+        }
+      }
+    }
+  __syncthreads();
+  const int candidates = candidate_count;  // the same in every thread: the branch below is block-uniform
+  if (candidates >= k && candidates <= kTopKCandidates) {
+    if (threadIdx.x < 32) select_candidates(candidate_v, candidate_id, candidates, k, values + row * k, ids + row * k);
+  } else {
+    // This thread's best allowed element worse than (last_v, last_id), from its own packs; (NaN, kNoTopKId) when
+    // none.
+    auto next_best = [&](float last_v, int32_t last_id, float& best_v, int32_t& best_id) {
+      best_v = nan_f32(), best_id = kNoTopKId;
+      for (int q = threadIdx.x; q < packs; q += blockDim.x) {
+        float val[P];
+        load_pack<T>(x + q * P, val);
+#pragma unroll
+        for (int j = 0; j < P; ++j) {
+          const int32_t id = q * P + j;
+          const float lp = val[j] - lse;
+          if (id >= first_allowed_id && topk_better(last_v, last_id, lp, id) && topk_better(lp, id, best_v, best_id))
+            best_v = lp, best_id = id;
+        }
+      }
+    };
+    float my_v;
+    int32_t my_id;
+    next_best(INFINITY, -1, my_v, my_id);
+    for (int i = 0; i < k; ++i) {
+      float best_v = my_v;
+      int32_t best_id = my_id;
+      block_best(best_v, best_id, shared_v, shared_id);
+      if (threadIdx.x == 0) {
+        const bool empty = best_id == kNoTopKId;
+        values[row * k + i] = empty ? -INFINITY : best_v;
+        ids[row * k + i] = empty ? -1 : best_id;
+      }
+      if (best_id != kNoTopKId && my_id == best_id) next_best(best_v, best_id, my_v, my_id);
+    }
+  }
+  if (threadIdx.x == 0) eos_log_prob[row] = to_f32(x[eos_id]) - lse;
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -322,7 +453,14 @@ void CudaBackend::topk_log_softmax(DType dt, const void* logits, int rows, int c
     const T* x = static_cast<const T*>(logits);
     constexpr int P = Pack<T>::size;
     const int64_t threads = (static_cast<int64_t>(cols / P) + topk_resident_packs<T>() - 1) / topk_resident_packs<T>();
-    if (can_vectorize<T>(cols, x) && threads <= kResidentTopKThreads) {
+    // The resident kernel runs one block a multiprocessor; from two waves of it on, streaming every row at once
+    // wins (H100, bf16, 32000 columns, k 5: 512 rows 0.0385 -> 0.0281 ms; at 32 and 128 rows the resident kernel
+    // takes 0.011 ms and the streaming one 0.017).
+    const bool many_rows = rows >= 2 * sm_count_;
+    if (can_vectorize<T>(cols, x) && many_rows) {
+      topk_log_softmax_streaming_kernel<T><<<rows, kStreamingTopKThreads, 0, stream_>>>(
+          x, cols, k, first_allowed_id, eos_id, values, ids, eos_log_prob);
+    } else if (can_vectorize<T>(cols, x) && threads <= kResidentTopKThreads) {
       // Just enough threads for the row (multiple of 32, at least 64).
       const int block = static_cast<int>(std::max<int64_t>(64, (threads + 31) / 32 * 32));
       topk_log_softmax_resident_kernel<T><<<rows, block, 0, stream_>>>(x, cols, k, first_allowed_id, eos_id, values,
