@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -70,10 +71,12 @@ class TransformerStepDecoder : public StepDecoder {
   // Checks the tokens and uploads the step's inputs (tokens, position, self-attention lengths, cache rows to append to) in
   // one copy: what step and step_topk share.
   void begin_step(const std::vector<int32_t>& tokens);
-  // The ops of a step of shape (live, sentences, src_len, k): forward_step, then finish(logits). Replays their
-  // recording if there is one, records them when the same shape ran at the previous step too (shapes that repeat
-  // are worth recording), else runs them.
+  // The ops of a step of shape (live, sentences, src_len, k): forward_step, then finish(logits), through run_shape;
+  // recorded when the same shape ran at the previous step too (shapes that repeat are worth recording).
   void run_step_ops(int k, const std::function<void(const void* logits)>& finish);
+  // Replays the recording of `shape` if there is one; otherwise records `ops` and replays them when `record` is set
+  // (and graphs are on), else runs them op by op.
+  void run_shape(const std::tuple<int, int, int, int>& shape, bool record, const std::function<void()>& ops);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
 
@@ -109,12 +112,14 @@ class TransformerStepDecoder : public StepDecoder {
   std::vector<int32_t> staging_;                 // host side of the uploads (reserved at construction)
   std::vector<int32_t> step_staging_;            // host side of the step inputs (sized at construction)
 
-  // Recorded steps by shape (live, sentences, src_len, k; k = 0: step's log-softmax), and the previous step's shape.
+  // Recorded steps by shape (live, sentences, src_len, k; k = 0: step's log-softmax; k = -1: start()'s encoding),
+  // the previous step's shape, and the encoding shapes seen (an encoding is recorded when its shape comes again).
   using StepShape = std::tuple<int, int, int, int>;
   static constexpr std::size_t kMaxGraphs = 64;  // then all are dropped and recorded again as shapes recur
   bool use_graphs_ = true;
   std::map<StepShape, std::unique_ptr<kernels::OpGraph>> graphs_;
   StepShape last_shape_{-1, -1, -1, -1};
+  std::set<StepShape> encodings_seen_;
 
   bool started_ = false;
   int sentences_ = 0, src_len_ = 0, live_ = 0, t_ = 0;
