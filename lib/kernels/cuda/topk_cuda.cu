@@ -203,6 +203,32 @@ __device__ void select_candidates(const float* candidate_v, const int32_t* candi
   }
 }
 
+// The fallback of the threshold kernels: k block-wide rounds of "best remaining". next_best(last_v, last_id, best_v,
+// best_id) gives this thread's best allowed element worse than (last_v, last_id), or (NaN, kNoTopKId) when none;
+// topk_better is a total order over (value, id) with unique ids, so "worse than the last taken" is exactly "not taken
+// yet", and only the thread that owned a round's winner looks for its next best. Writes the row's k values and ids
+// (empty slots as -inf and -1).
+template <typename NextBest>
+__device__ void take_best_remaining(const NextBest& next_best, int k, float* values, int32_t* ids, float* shared_v,
+                                    int32_t* shared_id) {
+  // Nothing taken yet: (+inf, -1) is better than every element (+inf ties go to the lower id, NaN comes last).
+  float my_v;
+  int32_t my_id;
+  next_best(INFINITY, -1, my_v, my_id);
+  for (int i = 0; i < k; ++i) {
+    float best_v = my_v;
+    int32_t best_id = my_id;
+    block_best(best_v, best_id, shared_v, shared_id);
+    if (threadIdx.x == 0) {
+      const bool empty = best_id == kNoTopKId;
+      values[i] = empty ? -INFINITY : best_v;
+      ids[i] = empty ? -1 : best_id;
+    }
+    // Ids are unique, so only the owner looks further (nobody once only empty slots remain).
+    if (best_id != kNoTopKId && my_id == best_id) next_best(best_v, best_id, my_v, my_id);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_resident_kernel(
     const T* logits, int cols, int k, int first_allowed_id, int eos_id, float* values, int32_t* ids,
@@ -286,22 +312,7 @@ __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_residen
             best_v = val[i][j], best_id = id;
         }
     };
-    // Nothing taken yet: (+inf, -1) is better than every element (+inf ties go to the lower id, NaN comes last).
-    float my_v;
-    int32_t my_id;
-    next_best(INFINITY, -1, my_v, my_id);
-    for (int i = 0; i < k; ++i) {
-      float best_v = my_v;
-      int32_t best_id = my_id;
-      block_best(best_v, best_id, shared_v, shared_id);
-      if (threadIdx.x == 0) {
-        const bool empty = best_id == kNoTopKId;
-        values[row * k + i] = empty ? -INFINITY : best_v;
-        ids[row * k + i] = empty ? -1 : best_id;
-      }
-      // Ids are unique, so only the owner looks further (nobody once only empty slots remain).
-      if (best_id != kNoTopKId && my_id == best_id) next_best(best_v, best_id, my_v, my_id);
-    }
+    take_best_remaining(next_best, k, values + row * k, ids + row * k, shared_v, shared_id);
   }
   if (threadIdx.x == 0) eos_log_prob[row] = to_f32(x[eos_id]) - lse;
 }
@@ -417,20 +428,7 @@ __global__ void __launch_bounds__(kStreamingTopKThreads) topk_log_softmax_stream
         }
       }
     };
-    float my_v;
-    int32_t my_id;
-    next_best(INFINITY, -1, my_v, my_id);
-    for (int i = 0; i < k; ++i) {
-      float best_v = my_v;
-      int32_t best_id = my_id;
-      block_best(best_v, best_id, shared_v, shared_id);
-      if (threadIdx.x == 0) {
-        const bool empty = best_id == kNoTopKId;
-        values[row * k + i] = empty ? -INFINITY : best_v;
-        ids[row * k + i] = empty ? -1 : best_id;
-      }
-      if (best_id != kNoTopKId && my_id == best_id) next_best(best_v, best_id, my_v, my_id);
-    }
+    take_best_remaining(next_best, k, values + row * k, ids + row * k, shared_v, shared_id);
   }
   if (threadIdx.x == 0) eos_log_prob[row] = to_f32(x[eos_id]) - lse;
 }
