@@ -203,6 +203,19 @@ __device__ void select_candidates(const float* candidate_v, const int32_t* candi
   }
 }
 
+// The shared memory of both threshold kernels: reduction slots, block_threshold's warp lists and tau, the candidate
+// list and its count.
+struct ThresholdShared {
+  float reduce[32];
+  float best_v[32];
+  int32_t best_id[32];
+  uint32_t warp_keys[32 * kMaxTopK];
+  float candidate_v[kTopKCandidates];
+  int32_t candidate_id[kTopKCandidates];
+  int candidate_count;
+  float tau;
+};
+
 // The fallback of the threshold kernels: k block-wide rounds of "best remaining". next_best(last_v, last_id, best_v,
 // best_id) gives this thread's best allowed element worse than (last_v, last_id), or (NaN, kNoTopKId) when none;
 // topk_better is a total order over (value, id) with unique ids, so "worse than the last taken" is exactly "not taken
@@ -229,23 +242,31 @@ __device__ void take_best_remaining(const NextBest& next_best, int k, float* val
   }
 }
 
+// After a threshold kernel's candidate pass (the list complete once all threads pass the barrier): one warp's exact
+// top-k of the list, or, where the list does not serve (shorter than k: NaN rows, fewer than k numbers among the
+// allowed ids; longer than kTopKCandidates: large ties at tau, rows of -inf), take_best_remaining with next_best.
+// Both give the same ids and values.
+template <typename NextBest>
+__device__ void take_top_k(ThresholdShared& sh, const NextBest& next_best, int k, float* values, int32_t* ids) {
+  __syncthreads();
+  const int candidates = sh.candidate_count;  // the same in every thread: the branch below is block-uniform
+  if (candidates >= k && candidates <= kTopKCandidates) {
+    if (threadIdx.x < 32) select_candidates(sh.candidate_v, sh.candidate_id, candidates, k, values, ids);
+  } else {
+    take_best_remaining(next_best, k, values, ids, sh.best_v, sh.best_id);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_resident_kernel(
     const T* logits, int cols, int k, int first_allowed_id, int eos_id, float* values, int32_t* ids,
     float* eos_log_prob) {
   constexpr int P = Pack<T>::size, kPacks = topk_resident_packs<T>();
-  __shared__ float shared[32];
-  __shared__ float shared_v[32];
-  __shared__ int32_t shared_id[32];
-  __shared__ uint32_t warp_keys[32 * kMaxTopK];
-  __shared__ float candidate_v[kTopKCandidates];
-  __shared__ int32_t candidate_id[kTopKCandidates];
-  __shared__ int candidate_count;
-  __shared__ float tau_shared;
+  __shared__ ThresholdShared sh;
   const int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
   const int packs = cols / P;
-  if (threadIdx.x == 0) candidate_count = 0;  // block_max's barriers come before the first append
+  if (threadIdx.x == 0) sh.candidate_count = 0;  // block_max's barriers come before the first append
   float val[kPacks][P];
   float m = -INFINITY;
 #pragma unroll
@@ -260,14 +281,14 @@ __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_residen
       for (int j = 0; j < P; ++j) val[i][j] = nan_f32();  // past the row: never a candidate, never offered
     }
   }
-  const float row_max = block_max(m, shared);
+  const float row_max = block_max(m, sh.reduce);
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < kPacks; ++i)
     if (threadIdx.x + i * blockDim.x < packs)
 #pragma unroll
       for (int j = 0; j < P; ++j) s += expf(val[i][j] - row_max);
-  const float lse = row_max + logf(block_sum(s, shared));
+  const float lse = row_max + logf(block_sum(s, sh.reduce));
   // log p. Ids below first_allowed_id become NaN too, so that the threshold and the candidates need no id checks
   // (fmaxf skips NaN, and NaN fails every >=); the rounds of the fallback check ids themselves.
   float my_max = -INFINITY;
@@ -283,37 +304,31 @@ __global__ void __launch_bounds__(kResidentTopKThreads) topk_log_softmax_residen
 #pragma unroll
     for (int j = 0; j < P; ++j) my_max = fmaxf(my_max, val[i][j]);
   }
-  const float tau = block_threshold(my_max, k, warp_keys, &tau_shared);
+  const float tau = block_threshold(my_max, k, sh.warp_keys, &sh.tau);
   if (my_max >= tau)  // only the few threads that hold a candidate
 #pragma unroll
     for (int i = 0; i < kPacks; ++i)
 #pragma unroll
       for (int j = 0; j < P; ++j)
         if (val[i][j] >= tau) {
-          const int slot = atomicAdd(&candidate_count, 1);
+          const int slot = atomicAdd(&sh.candidate_count, 1);
           if (slot < kTopKCandidates)
-            candidate_v[slot] = val[i][j], candidate_id[slot] = (threadIdx.x + i * blockDim.x) * P + j;
+            sh.candidate_v[slot] = val[i][j], sh.candidate_id[slot] = (threadIdx.x + i * blockDim.x) * P + j;
         }
-  __syncthreads();
-  const int candidates = candidate_count;  // the same in every thread: the branch below is block-uniform
-  if (candidates >= k && candidates <= kTopKCandidates) {
-    if (threadIdx.x < 32) select_candidates(candidate_v, candidate_id, candidates, k, values + row * k, ids + row * k);
-  } else {
-    // This thread's best allowed element worse than (last_v, last_id); (NaN, kNoTopKId) when none.
-    auto next_best = [&](float last_v, int32_t last_id, float& best_v, int32_t& best_id) {
-      best_v = nan_f32(), best_id = kNoTopKId;
+  // This thread's best allowed element worse than (last_v, last_id); (NaN, kNoTopKId) when none.
+  auto next_best = [&](float last_v, int32_t last_id, float& best_v, int32_t& best_id) {
+    best_v = nan_f32(), best_id = kNoTopKId;
 #pragma unroll
-      for (int i = 0; i < kPacks; ++i)
+    for (int i = 0; i < kPacks; ++i)
 #pragma unroll
-        for (int j = 0; j < P; ++j) {
-          const int32_t id = (threadIdx.x + i * blockDim.x) * P + j;
-          if (id >= first_allowed_id && id < cols && topk_better(last_v, last_id, val[i][j], id) &&
-              topk_better(val[i][j], id, best_v, best_id))
-            best_v = val[i][j], best_id = id;
-        }
-    };
-    take_best_remaining(next_best, k, values + row * k, ids + row * k, shared_v, shared_id);
-  }
+      for (int j = 0; j < P; ++j) {
+        const int32_t id = (threadIdx.x + i * blockDim.x) * P + j;
+        if (id >= first_allowed_id && id < cols && topk_better(last_v, last_id, val[i][j], id) &&
+            topk_better(val[i][j], id, best_v, best_id))
+          best_v = val[i][j], best_id = id;
+      }
+  };
+  take_top_k(sh, next_best, k, values + row * k, ids + row * k);
   if (threadIdx.x == 0) eos_log_prob[row] = to_f32(x[eos_id]) - lse;
 }
 
@@ -335,18 +350,11 @@ __global__ void __launch_bounds__(kStreamingTopKThreads) topk_log_softmax_stream
     float* eos_log_prob) {
   constexpr int P = Pack<T>::size;
   constexpr int kUnroll = 4;  // packs loaded before the first is used
-  __shared__ float shared[32];
-  __shared__ float shared_v[32];
-  __shared__ int32_t shared_id[32];
-  __shared__ uint32_t warp_keys[32 * kMaxTopK];
-  __shared__ float candidate_v[kTopKCandidates];
-  __shared__ int32_t candidate_id[kTopKCandidates];
-  __shared__ int candidate_count;
-  __shared__ float tau_shared;
+  __shared__ ThresholdShared sh;
   const int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
   const int packs = cols / P;
-  if (threadIdx.x == 0) candidate_count = 0;  // block_max's barriers come before the first append
+  if (threadIdx.x == 0) sh.candidate_count = 0;  // block_max's barriers come before the first append
   // Pass 1. A -inf element adds 0 (exp(-inf - m) would be NaN while m is -inf); NaN and +inf make the sum NaN, as
   // the two-pass sum of the CPU does. Ids below first_allowed_id count for the sum, not for the thread's best.
   float m = -INFINITY, sum = 0.0f, best = -INFINITY;
@@ -383,15 +391,15 @@ __global__ void __launch_bounds__(kStreamingTopKThreads) topk_log_softmax_stream
       }
     }
   }
-  const float row_max = block_max(m, shared);
+  const float row_max = block_max(m, sh.reduce);
   // A thread without a number contributes 0 (or its NaN); with every thread at -inf the row is -inf throughout and
   // its log-sum-exp NaN, as the CPU's.
   const float scaled = m == -INFINITY ? (sum == sum ? 0.0f : sum) : sum * expf(m - row_max);
-  const float total = block_sum(scaled, shared);
+  const float total = block_sum(scaled, sh.reduce);
   const float lse = row_max == -INFINITY ? nan_f32() : row_max + logf(total);
   // fmaxf drops NaN: a thread whose log-probabilities are all NaN (or that has none) offers -inf.
   const float my_max = fmaxf(-INFINITY, best - lse);
-  const float tau = block_threshold(my_max, k, warp_keys, &tau_shared);
+  const float tau = block_threshold(my_max, k, sh.warp_keys, &sh.tau);
   // Pass 2: only threads whose best reaches tau can hold a candidate.
   if (my_max >= tau)
     for (int q = threadIdx.x; q < packs; q += blockDim.x) {
@@ -402,34 +410,28 @@ __global__ void __launch_bounds__(kStreamingTopKThreads) topk_log_softmax_stream
         const int32_t id = q * P + j;
         const float lp = val[j] - lse;
         if (id >= first_allowed_id && lp >= tau) {
-          const int slot = atomicAdd(&candidate_count, 1);
-          if (slot < kTopKCandidates) candidate_v[slot] = lp, candidate_id[slot] = id;
+          const int slot = atomicAdd(&sh.candidate_count, 1);
+          if (slot < kTopKCandidates) sh.candidate_v[slot] = lp, sh.candidate_id[slot] = id;
         }
       }
     }
-  __syncthreads();
-  const int candidates = candidate_count;  // the same in every thread: the branch below is block-uniform
-  if (candidates >= k && candidates <= kTopKCandidates) {
-    if (threadIdx.x < 32) select_candidates(candidate_v, candidate_id, candidates, k, values + row * k, ids + row * k);
-  } else {
-    // This thread's best allowed element worse than (last_v, last_id), from its own packs; (NaN, kNoTopKId) when
-    // none.
-    auto next_best = [&](float last_v, int32_t last_id, float& best_v, int32_t& best_id) {
-      best_v = nan_f32(), best_id = kNoTopKId;
-      for (int q = threadIdx.x; q < packs; q += blockDim.x) {
-        float val[P];
-        load_pack<T>(x + q * P, val);
+  // This thread's best allowed element worse than (last_v, last_id), from its own packs; (NaN, kNoTopKId) when
+  // none.
+  auto next_best = [&](float last_v, int32_t last_id, float& best_v, int32_t& best_id) {
+    best_v = nan_f32(), best_id = kNoTopKId;
+    for (int q = threadIdx.x; q < packs; q += blockDim.x) {
+      float val[P];
+      load_pack<T>(x + q * P, val);
 #pragma unroll
-        for (int j = 0; j < P; ++j) {
-          const int32_t id = q * P + j;
-          const float lp = val[j] - lse;
-          if (id >= first_allowed_id && topk_better(last_v, last_id, lp, id) && topk_better(lp, id, best_v, best_id))
-            best_v = lp, best_id = id;
-        }
+      for (int j = 0; j < P; ++j) {
+        const int32_t id = q * P + j;
+        const float lp = val[j] - lse;
+        if (id >= first_allowed_id && topk_better(last_v, last_id, lp, id) && topk_better(lp, id, best_v, best_id))
+          best_v = lp, best_id = id;
       }
-    };
-    take_best_remaining(next_best, k, values + row * k, ids + row * k, shared_v, shared_id);
-  }
+    }
+  };
+  take_top_k(sh, next_best, k, values + row * k, ids + row * k);
   if (threadIdx.x == 0) eos_log_prob[row] = to_f32(x[eos_id]) - lse;
 }
 
