@@ -31,6 +31,7 @@ void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows,
   const std::size_t count = static_cast<std::size_t>(rows) * dim_ffn_;
   TempScope scope(ctx.memory);
   void* hidden = ctx.recompute_ffn ? ctx.temp(count) : ctx.keep(count);
+  saved.recompute = ctx.recompute_ffn;
   saved.hidden = ctx.recompute_ffn ? nullptr : hidden;
   hidden_forward(ctx, x, rows, saved.fused_relu, hidden);
   if (saved.fused_relu) {
@@ -47,24 +48,24 @@ void FeedForwardLayer::backward(const LayerContext& ctx, const Saved& s, const v
   TempScope scope(ctx.memory);
   const std::size_t count = static_cast<std::size_t>(s.rows) * dim_ffn_;
   const void* hidden = s.hidden;
-  if (hidden == nullptr) {
+  if (s.recompute) {
     void* again = ctx.temp(count);
     hidden_forward(ctx, s.x, s.rows, s.fused_relu, again);
     hidden = again;
   }
+  // The gradient of the hidden layer overwrites that of its activation (elementwise, in place): one [rows,
+  // dim_ffn] temporary fewer at the step's memory peak, the first feed-forward block of backward.
   void* d_h = ctx.temp(count);
   if (s.fused_relu) {
     // relu'(x W_in^T + b_in) = (a > 0): the ReLU's gradient over a with no bias, the b_in gradient with it.
-    void* d_a = ctx.temp(count);
-    linear_backward(ctx, hidden, d_o, s.rows, dim_ffn_, dim_, w_out_, d_a, false);
-    ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, nullptr, d_a, s.rows, dim_ffn_, act_, s.drop, d_h,
+    linear_backward(ctx, hidden, d_o, s.rows, dim_ffn_, dim_, w_out_, d_h, false);
+    ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, nullptr, d_h, s.rows, dim_ffn_, act_, s.drop, d_h,
                                                  ctx.g(b_in_));
   } else {
     void* a = ctx.temp(count);
     ctx.backend.bias_activation_dropout_forward(ctx.dt, hidden, ctx.w(b_in_), s.rows, dim_ffn_, act_, s.drop, a);
-    void* d_a = ctx.temp(count);
-    linear_backward(ctx, a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_a, false);
-    ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, ctx.w(b_in_), d_a, s.rows, dim_ffn_, act_, s.drop,
+    linear_backward(ctx, a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_h, false);
+    ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, ctx.w(b_in_), d_h, s.rows, dim_ffn_, act_, s.drop,
                                                  d_h, ctx.g(b_in_));
   }
   linear_backward(ctx, s.x, d_h, s.rows, dim_, dim_ffn_, w_in_, dx, accumulate_dx);

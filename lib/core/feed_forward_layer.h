@@ -20,7 +20,8 @@ class FeedForwardLayer {
  public:
   struct Saved {
     const void* x = nullptr;       // input [rows, dim]
-    const void* hidden = nullptr;  // [rows, ffn]: a (fused) or h (unfused); null when recomputed in backward
+    const void* hidden = nullptr;  // [rows, ffn]: a (fused) or h (unfused); unset when recomputed in backward
+    bool recompute = false;        // a flag, not a null test: planning runs with null buffers
     bool fused_relu = false;
     kernels::Dropout drop;
     int rows = 0;

@@ -159,7 +159,7 @@ class Backend {
   // y = dropout(act(x + bias)); x is kept by the caller for backward
   virtual void bias_activation_dropout_forward(DType dt, const void* x, const void* bias, int rows, int cols,
                                                Activation act, const Dropout& drop, void* y) = 0;
-  // dx = dropout(dy) * act'(x + bias); dparam_bias += column sums of dx
+  // dx = dropout(dy) * act'(x + bias); dparam_bias += column sums of dx; dx may be dy (in place)
   virtual void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy,
                                                 int rows, int cols, Activation act, const Dropout& drop,
                                                 void* dx, float* dparam_bias) = 0;

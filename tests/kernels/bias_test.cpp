@@ -101,6 +101,11 @@ TEST_F(CpuKernels, BiasActivationDropoutBackwardMatchesFiniteDifferences) {
                                                  dx.data(), db.data());
         EXPECT_TRUE(all_close(dx, fd_x, 1e-4, 1e-5)) << "act " << int(act) << " p " << p << " rows " << s.rows;
         EXPECT_TRUE(all_close(db, fd_b, 1e-4, 1e-5)) << "act " << int(act) << " p " << p << " rows " << s.rows;
+        // in place (dx over dy), as the feed-forward block's backward calls it: the same values
+        auto in_place = w;
+        backend.bias_activation_dropout_backward(DType::f32, x.data(), bias.data(), in_place.data(), s.rows, s.cols,
+                                                 act, d, in_place.data(), nullptr);
+        EXPECT_EQ(in_place, dx) << "act " << int(act) << " p " << p << " rows " << s.rows << " in place";
       }
 }
 

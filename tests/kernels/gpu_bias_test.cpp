@@ -79,6 +79,11 @@ TEST_F(GpuKernels, BiasActivationDropoutMatchesCpuForwardAndBackward) {
             gpu().bias_activation_dropout_backward(dt, dx.get(), gb, ddy.get(), s.rows, s.cols, act, drop, dgrad.get(),
                                                    nullptr);
             EXPECT_TRUE(within(dgrad.download(), ref_dx, bound_for(dt, 1.0))) << what << " dx, no dbias";
+            // in place: dx over dy (the feed-forward block's backward)
+            DeviceBuffer in_place(gpu(), dt, dy);
+            gpu().bias_activation_dropout_backward(dt, dx.get(), gb, in_place.get(), s.rows, s.cols, act, drop,
+                                                   in_place.get(), nullptr);
+            EXPECT_TRUE(within(in_place.download(), ref_dx, bound_for(dt, 1.0))) << what << " dx in place";
           }
 }
 
