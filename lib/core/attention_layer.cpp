@@ -118,17 +118,7 @@ void AttentionLayer::attend_composed(const LayerContext& ctx, const void* q, con
   const int slices = batch * heads_;
   const int lq = padded(q_len), lk = padded(k_len);  // every GEMM extent below is lq, lk or head_dim
   const std::size_t prob_count = static_cast<std::size_t>(slices) * lq * lk;
-
-  kernels::GemmArgs s = batched(ctx, slices);  // scores = q k^T
-  s.trans_b = true;
-  s.m = lq, s.n = lk, s.k = head_dim_;
-  s.a = q, s.lda = head_dim_, s.stride_a = static_cast<int64_t>(lq) * head_dim_;
-  s.b = k, s.ldb = head_dim_, s.stride_b = static_cast<int64_t>(lk) * head_dim_;
-  s.c = probs, s.ldc = lk, s.stride_c = static_cast<int64_t>(lq) * lk;
-  ctx.backend.gemm(s);
-  // Over all lq rows (padded query rows too, so that their context rows are finite); keys >= k_len get 0.
-  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, lq, k_len, lk, scale(), causal,
-                                        probs);
+  composed_probs(ctx, q, k, k_lengths, batch, q_len, k_len, causal, probs);
 
   const void* used_probs = probs;
   if (drop.p > 0.0f) {
@@ -142,6 +132,21 @@ void AttentionLayer::attend_composed(const LayerContext& ctx, const void* q, con
   c.b = v, c.ldb = head_dim_, c.stride_b = static_cast<int64_t>(lk) * head_dim_;
   c.c = context_heads, c.ldc = head_dim_, c.stride_c = static_cast<int64_t>(lq) * head_dim_;
   ctx.backend.gemm(c);
+}
+
+void AttentionLayer::composed_probs(const LayerContext& ctx, const void* q, const void* k, const int32_t* k_lengths,
+                                    int batch, int q_len, int k_len, bool causal, void* probs) const {
+  const int lq = padded(q_len), lk = padded(k_len);
+  kernels::GemmArgs s = batched(ctx, batch * heads_);  // scores = q k^T
+  s.trans_b = true;
+  s.m = lq, s.n = lk, s.k = head_dim_;
+  s.a = q, s.lda = head_dim_, s.stride_a = static_cast<int64_t>(lq) * head_dim_;
+  s.b = k, s.ldb = head_dim_, s.stride_b = static_cast<int64_t>(lk) * head_dim_;
+  s.c = probs, s.ldc = lk, s.stride_c = static_cast<int64_t>(lq) * lk;
+  ctx.backend.gemm(s);
+  // Over all lq rows (padded query rows too, so that their context rows are finite); keys >= k_len get 0.
+  ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, lq, k_len, lk, scale(), causal,
+                                        probs);
 }
 
 void AttentionLayer::project_out(const LayerContext& ctx, const void* context, int rows, void* o) const {
@@ -170,7 +175,8 @@ void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void*
   saved.drop = drop;
   saved.batch = batch, saved.q_len = q_len, saved.k_len = k_len;
   saved.context = ctx.keep(static_cast<std::size_t>(batch) * q_len * dim_);
-  if (fused_core(q_len, k_len, drop))
+  saved.fused = fused_core(q_len, k_len, drop);
+  if (saved.fused)
     forward_fused(ctx, saved);
   else
     forward_composed(ctx, saved);
@@ -214,8 +220,12 @@ void AttentionLayer::forward_composed(const LayerContext& ctx, Saved& s) const {
     project_q(ctx, s.x, s.batch, s.q_len, lq, s.q);
     project_kv(ctx, s.memory, s.batch, s.k_len, lk, s.k);
   }
-  s.probs = ctx.keep(static_cast<std::size_t>(s.batch) * heads_ * lq * lk);  // score rows x padded keys
-  attend(ctx, s.q, s.k, s.v, s.k_lengths, s.batch, s.q_len, s.k_len, s.causal, s.drop, s.probs, s.context);
+  // Score rows x padded keys, for this pass only: [batch, heads, lq, lk] a layer was the largest thing a step kept
+  // at lengths above the fused core's (a tenth of a transformer-big step's memory at 4096 tokens with one such
+  // batch), against one batched GEMM and a softmax more in backward.
+  TempScope scope(ctx.memory);
+  void* probs = ctx.temp(static_cast<std::size_t>(s.batch) * heads_ * lq * lk);
+  attend(ctx, s.q, s.k, s.v, s.k_lengths, s.batch, s.q_len, s.k_len, s.causal, s.drop, probs, s.context);
 }
 
 void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx, bool accumulate_dx,
@@ -225,7 +235,7 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
   // Output projection: dW_o += d_o^T context; d_context = d_o W_o.
   void* d_context = ctx.temp(static_cast<std::size_t>(q_rows) * dim_);
   linear_backward(ctx, s.context, d_o, q_rows, dim_, dim_, w_out_, d_context, false);
-  if (s.lse)
+  if (s.fused)
     backward_fused(ctx, s, d_context, dx, accumulate_dx, d_memory);
   else
     backward_composed(ctx, s, d_context, dx, accumulate_dx, d_memory);
@@ -294,11 +304,14 @@ void AttentionLayer::attend_backward_composed(const LayerContext& ctx, const Sav
   const int lq = padded(s.q_len), lk = padded(s.k_len);
   const std::size_t prob_count = static_cast<std::size_t>(slices) * lq * lk;
 
-  // The dropped probabilities are recomputed from the saved ones and the key, not stored.
-  const void* used_probs = s.probs;
+  // The probabilities are recomputed (the same ops as forward, so the same values), the dropped ones from them
+  // and the key.
+  void* probs = ctx.temp(prob_count);
+  composed_probs(ctx, s.q, s.k, s.k_lengths, s.batch, s.q_len, s.k_len, s.causal, probs);
+  const void* used_probs = probs;
   if (s.drop.p > 0.0f) {
     void* dropped = ctx.temp(prob_count);
-    ctx.backend.dropout(ctx.dt, s.probs, prob_count, s.drop, dropped);
+    ctx.backend.dropout(ctx.dt, probs, prob_count, s.drop, dropped);
     used_probs = dropped;
   }
   // d_v = dropped_probs^T d_context
@@ -319,7 +332,7 @@ void AttentionLayer::attend_backward_composed(const LayerContext& ctx, const Sav
   dp.c = d_probs, dp.ldc = lk, dp.stride_c = static_cast<int64_t>(lq) * lk;
   ctx.backend.gemm(dp);
   if (s.drop.p > 0.0f) ctx.backend.dropout(ctx.dt, d_probs, prob_count, s.drop, d_probs);
-  ctx.backend.attention_softmax_backward(ctx.dt, s.probs, d_probs, slices * lq, s.k_len, lk, scale(), d_probs);
+  ctx.backend.attention_softmax_backward(ctx.dt, probs, d_probs, slices * lq, s.k_len, lk, scale(), d_probs);
   // d_q = d_scores k; d_k = d_scores^T q
   kernels::GemmArgs dq = batched(ctx, slices);
   dq.m = lq, dq.n = head_dim_, dq.k = lk;

@@ -10,7 +10,8 @@
 //             rows and write the context (and in backward the q/k/v gradients) in the same layouts, the bias rides
 //             in the projection's GEMM epilogue: no head split or merge, no probabilities stored;
 //   composed: the projections split into [parts][batch][heads][padded len][hd] head buffers, batched GEMMs around
-//             the softmax ops, the context merged back (longer sentences, or dropout on the probabilities).
+//             the softmax ops, the context merged back (longer sentences, or dropout on the probabilities); the
+//             probabilities are not kept either: backward recomputes them (one batched GEMM and a softmax).
 #include <string>
 
 #include "core/layer_context.h"
@@ -32,8 +33,8 @@ class AttentionLayer {
     void* q = nullptr;
     void* k = nullptr;
     void* v = nullptr;
+    bool fused = false;       // which core ran (a flag, not a null test: planning runs with null buffers)
     int ldq = 0, ldkv = 0;    // fused core only
-    void* probs = nullptr;    // composed core: [batch][heads][lq][lk], before dropout (null on the fused one)
     float* lse = nullptr;     // fused core: the rows' log-sum-exp [batch][heads][q_len] (null on the composed one)
     void* context = nullptr;  // merged heads [batch*q_len, dim]
     const int32_t* k_lengths = nullptr;
@@ -92,6 +93,9 @@ class AttentionLayer {
   // forward's and backward's two ways (see the top of this file); s has the inputs and lengths, the context buffer.
   void forward_fused(const LayerContext& ctx, Saved& s) const;
   void forward_composed(const LayerContext& ctx, Saved& s) const;
+  // The composed core's probabilities [batch*heads][lq][lk] (before dropout) from head buffers q and k.
+  void composed_probs(const LayerContext& ctx, const void* q, const void* k, const int32_t* k_lengths, int batch,
+                      int q_len, int k_len, bool causal, void* probs) const;
   void backward_fused(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx, bool accumulate_dx,
                       void* d_memory) const;
   void backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx, bool accumulate_dx,
