@@ -11,7 +11,8 @@ constexpr int kPadId = 0;
 }
 
 OutputLayer::OutputLayer(ParamTable& table, const ModelConfig& config, std::size_t tied_weight)
-    : dim_(config.dim_emb), vocab_(config.tgt_vocab), label_smoothing_(config.label_smoothing) {
+    : param_begin_(table.next_offset()), dim_(config.dim_emb), vocab_(config.tgt_vocab),
+      label_smoothing_(config.label_smoothing) {
   weight_ = tied_weight != kUntied
                 ? tied_weight
                 : table.add("output.weight", {config.tgt_vocab, config.dim_emb}, ParamInit::glorot_uniform);
@@ -36,11 +37,16 @@ void OutputLayer::backward(const LayerContext& ctx, const Saved& saved, void* dx
   linear_backward(ctx, saved.x, saved.logits, saved.rows, dim_, vocab_, weight_, dx, false);
 }
 
+int OutputLayer::default_chunk_rows(int rows) const {
+  const int fit = static_cast<int>(std::max<std::size_t>(1, kChunkLogits / static_cast<std::size_t>(vocab_)));
+  const int quarter = (rows + 3) / 4;
+  return std::max(1, std::min(fit, (quarter + 63) / 64 * 64));
+}
+
 void OutputLayer::loss_in_chunks(const LayerContext& ctx, const void* x, int rows, const int32_t* targets,
                                  float grad_scale, float* row_loss, float* row_nll, void* dx, int chunk_rows) const {
   if (rows <= 0) return;
-  const int fit = static_cast<int>(std::max<std::size_t>(1, kChunkLogits / static_cast<std::size_t>(vocab_)));
-  const int chunk = std::min(rows, chunk_rows > 0 ? chunk_rows : fit);
+  const int chunk = std::min(rows, chunk_rows > 0 ? chunk_rows : default_chunk_rows(rows));
   TempScope scope(ctx.memory);
   void* logits = ctx.temp(static_cast<std::size_t>(chunk) * vocab_);
   for (int r0 = 0; r0 < rows; r0 += chunk) {

@@ -30,16 +30,23 @@ class OutputLayer {
   void backward(const LayerContext& ctx, const Saved& saved, void* dx) const;
 
   // forward + loss (+ backward when dx is not null) without ever holding all [rows, vocab] logits: the rows go
-  // through in chunks of chunk_rows (0: as many as fit kChunkLogits logits), each projected, scored by
-  // cross_entropy with the bias added inside it, and (with dx) turned into its rows of dx and its share of the
-  // weight and bias gradients at once. The workspace then holds one chunk's logits: at 16384 target tokens and a
-  // 32000-word vocabulary, 128 MiB instead of 1 GiB in bf16. Same results as forward/loss/backward up to the
-  // order of the fp32 gradient sums.
-  static constexpr std::size_t kChunkLogits = std::size_t(1) << 26;
+  // through in chunks of chunk_rows (0: default_chunk_rows), each projected, scored by cross_entropy with the bias
+  // added inside it, and (with dx) turned into its rows of dx and its share of the weight and bias gradients at
+  // once. The workspace then holds one chunk's logits. Same results as forward/loss/backward up to the order of the
+  // fp32 gradient sums.
   void loss_in_chunks(const LayerContext& ctx, const void* x, int rows, const int32_t* targets, float grad_scale,
                       float* row_loss, float* row_nll, void* dx, int chunk_rows = 0) const;
+  // At most kChunkLogits logits (with a 32000-word vocabulary 2048 rows, 128 MiB in bf16 instead of 1 GiB at 16384
+  // target tokens), and at most a quarter of the rows (rounded up to 64): the chunk lies on top of everything
+  // forward kept, so it is part of a step's memory peak, which matters most for small batches of large models;
+  // while each chunk's weight gradient adds into the fp32 [vocab, dim] sum once more (262 MB of traffic for
+  // transformer-big), so large batches keep large chunks.
+  int default_chunk_rows(int rows) const;
+  static constexpr std::size_t kChunkLogits = std::size_t(1) << 26;
+  std::size_t param_begin() const { return param_begin_; }  // table offset of the layer's first own tensor
 
  private:
+  std::size_t param_begin_ = 0;
   int dim_ = 0, vocab_ = 0;
   float label_smoothing_ = 0.0f;
   std::size_t weight_ = 0, bias_ = 0;
