@@ -1,7 +1,8 @@
 // Training throughput of a Transformer preset (issue 5's benchmark): target tokens/s, ms per step, model FLOPs
 // utilisation and device memory, for batches of given target-token budgets drawn from a WMT-like length
 // distribution (wmt_batches.h). Each case: `--pool` distinct batches, `--warmup` untimed steps, then `--steps`
-// timed steps of the whole update (zero_grads, forward_backward, Optimizer::step), cycling the pool from its first
+// timed steps of the whole update (forward_backward with gradients in step memory, as lstrain has for updates of
+// one batch, then Optimizer::step), cycling the pool from its first
 // batch, between two backend synchronisations. Reports one RESULT line per case (bench_support.h); never asserts.
 // Usage: bench_train_throughput [--preset configs/transformer-base.yaml] [--tokens 4096,8192,16384]
 //   [--precision fp32|bf16|fp16] [--cpu] [--threads N] [--vocab 32000] [--warmup 10] [--steps 32] [--pool 16]
@@ -130,16 +131,21 @@ int main(int argc, char** argv) {
       model = std::make_unique<Transformer>(config, *backend, dt);
       model->init_params(1);
       model->set_recompute_ffn(recompute_ffn);
+      model->set_gradients_in_step_memory(true);  // as lstrain does for updates of one batch
       optimizer = std::make_unique<Optimizer>(*backend, model->num_params(), preset_optimizer(preset.options));
     } catch (const Error& e) {
       for (int64_t budget : budgets) print_status(prefix_of(budget), "not-measured", e.what());
       return 0;
     }
     memory.sample();
-    // Parameters (fp32 master, fp32 gradients, the bf16/fp16 working copy) and Adam's two moments: counted, and
-    // as the driver saw it (the latter also holds the backend's scratch, cuBLAS and allocation rounding).
+    // Parameters (fp32 master, the bf16/fp16 working copy), Adam's two moments and the gradients that live between
+    // steps (with gradients in step memory: the embedding tables' side buffer; the rest is in the workspace plan):
+    // counted, and as the driver saw it (the latter also holds the backend's scratch, cuBLAS and allocation
+    // rounding).
     const std::size_t separate_working = model->param_store().separate_working() ? kernels::dtype_size(dt) : 0;
-    const std::size_t state_bytes = model->num_params() * (4 + 4 + 8 + separate_working);
+    const std::size_t persistent_grads =
+        model->gradients_in_step_memory() ? model->param_store().side_end() : model->num_params();
+    const std::size_t state_bytes = model->num_params() * (4 + 8 + separate_working) + persistent_grads * 4;
     const double flops_per_token = bench::train_flops_per_token(model->params(), config);
     fmt::print("# {} weights ({} in the flat buffers); {:.4f} GFLOP per target token (6 x {} weights a token passes "
                "through); model and optimizer state {} MiB counted, {} MiB on the device with the backend's own\n",
@@ -182,7 +188,6 @@ int main(int argc, char** argv) {
 
         int64_t step_counter = 0, timed_tokens = 0, timed_sentences = 0;
         auto update = [&](const data::Batch& b) {
-          model->zero_grads();
           const StepLoss loss = model->forward_backward(b, seed, static_cast<uint64_t>(step_counter++), grad_scale, ws);
           ParamStore& store = model->param_store();
           optimizer->step(model->master(), model->grads(),

@@ -11,10 +11,13 @@ uint64_t site(int layer, DropoutKind kind) { return dropout_site(Stack::decoder,
 DecoderLayer::DecoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index)
     : config_(config), index_(index) {
   const int dim = config.dim_emb;
+  self_begin_ = table.next_offset();
   self_attn_ = AttentionLayer(table, prefix + ".self_attn", dim, config.heads, AttentionLayer::Kind::self);
   self_block_ = ResidualBlock(table, prefix + ".self_attn_norm", dim, config.layer_norm_eps, config.norm);
+  cross_begin_ = table.next_offset();
   cross_attn_ = AttentionLayer(table, prefix + ".cross_attn", dim, config.heads, AttentionLayer::Kind::cross);
   cross_block_ = ResidualBlock(table, prefix + ".cross_attn_norm", dim, config.layer_norm_eps, config.norm);
+  ffn_begin_ = table.next_offset();
   ffn_ = FeedForwardLayer(table, prefix + ".ffn", dim, config.dim_ffn, config.activation);
   ffn_block_ = ResidualBlock(table, prefix + ".ffn_norm", dim, config.layer_norm_eps, config.norm);
 }
@@ -24,6 +27,7 @@ const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const 
   const int rows = batch * len;
   const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
   const void* h1;
+  s.self_from = ctx.memory.kept();
   {
     TempScope scope(ctx.memory);
     const void* in = self_block_.sublayer_input(ctx, x, rows, s.self_block);
@@ -35,6 +39,7 @@ const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const 
                             ctx.dropout(config_.dropout, site(index_, DropoutKind::self_attn_residual)), s.self_block);
   }
   const void* h2;
+  s.cross_from = ctx.memory.kept();
   {
     TempScope scope(ctx.memory);
     const void* in = cross_block_.sublayer_input(ctx, h1, rows, s.cross_block);
@@ -46,6 +51,7 @@ const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const 
                              ctx.dropout(config_.dropout, site(index_, DropoutKind::cross_attn_residual)),
                              s.cross_block);
   }
+  s.ffn_from = ctx.memory.kept();
   TempScope scope(ctx.memory);
   const void* in = ffn_block_.sublayer_input(ctx, h2, rows, s.ffn_block);
   void* o = ctx.temp(count);
@@ -57,6 +63,7 @@ const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const 
 void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare, void* d_memory) const {
   const std::size_t count = static_cast<std::size_t>(s.ffn.rows) * config_.dim_emb;
   void* cur;
+  ctx.gradients_from(ffn_begin_);
   {
     TempScope scope(ctx.memory);
     void* d_o = ctx.temp(count);
@@ -64,6 +71,8 @@ void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
     ffn_.backward(ctx, s.ffn, d_o, grad.sublayer_dx, grad.accumulate);
     cur = ffn_block_.end_backward(ctx, s.ffn_block, grad);
   }
+  ctx.memory.release_kept(s.ffn_from);
+  ctx.gradients_from(cross_begin_);
   {
     void* other = cur == g ? spare : g;
     TempScope scope(ctx.memory);
@@ -72,12 +81,18 @@ void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
     cross_attn_.backward(ctx, s.cross_attn, d_o, grad.sublayer_dx, grad.accumulate, d_memory);
     cur = cross_block_.end_backward(ctx, s.cross_block, grad);
   }
-  void* other = cur == g ? spare : g;
-  TempScope scope(ctx.memory);
-  void* d_o = ctx.temp(count);
-  auto grad = self_block_.begin_backward(ctx, s.self_block, cur, other, self_attn_.out_bias(), d_o);
-  self_attn_.backward(ctx, s.self_attn, d_o, grad.sublayer_dx, grad.accumulate, nullptr);
-  return self_block_.end_backward(ctx, s.self_block, grad);
+  ctx.memory.release_kept(s.cross_from);
+  ctx.gradients_from(self_begin_);
+  {
+    void* other = cur == g ? spare : g;
+    TempScope scope(ctx.memory);
+    void* d_o = ctx.temp(count);
+    auto grad = self_block_.begin_backward(ctx, s.self_block, cur, other, self_attn_.out_bias(), d_o);
+    self_attn_.backward(ctx, s.self_attn, d_o, grad.sublayer_dx, grad.accumulate, nullptr);
+    cur = self_block_.end_backward(ctx, s.self_block, grad);
+  }
+  ctx.memory.release_kept(s.self_from);
+  return cur;
 }
 
 void DecoderLayer::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
@@ -140,6 +155,7 @@ Decoder::Decoder(ParamTable& table, const ModelConfig& config, std::size_t embed
   for (int i = 0; i < config.dec_depth; ++i) {
     layers_.emplace_back(table, "decoder.l" + std::to_string(i + 1), config, i);
   }
+  final_norm_begin_ = table.next_offset();
   if (config.norm == NormPlacement::pre) {
     final_norm_ = LayerNormLayer(table, "decoder.final_norm", config.dim_emb, config.layer_norm_eps);
   }
@@ -150,6 +166,7 @@ const void* Decoder::forward(const LayerContext& ctx, const int32_t* tokens, con
   s.layers.resize(layers_.size());
   s.tokens = tokens;
   s.batch = batch, s.len = len;
+  s.kept_from = ctx.memory.kept();
   s.emb_drop = ctx.dropout(config_.embedding_dropout ? config_.dropout : 0.0f,
                            dropout_site(Stack::embeddings, 1, DropoutKind::embedding));
   const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
@@ -189,6 +206,7 @@ const void* Decoder::step(const LayerContext& ctx, const int32_t* tokens, const 
 void Decoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, void* spare, void* d_memory) const {
   void* g = d_out;
   if (config_.norm == NormPlacement::pre) {
+    ctx.gradients_from(final_norm_begin_);
     final_norm_.backward(ctx, s.final_norm, d_out, s.batch * s.len, spare);
     std::swap(g, spare);
   }
@@ -197,6 +215,7 @@ void Decoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, voi
     if (cur != g) std::swap(g, spare);
   }
   embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, g);
+  ctx.memory.release_kept(s.kept_from);
 }
 
 }  // namespace lseq

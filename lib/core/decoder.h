@@ -55,6 +55,8 @@ class DecoderLayer {
     AttentionLayer::Saved self_attn, cross_attn;
     FeedForwardLayer::Saved ffn;
     ResidualBlock::Saved self_block, cross_block, ffn_block;
+    // StepMemory::kept() before each block's forward: backward releases from there once the block is done.
+    std::size_t self_from = 0, cross_from = 0, ffn_from = 0;
   };
 
   DecoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index);
@@ -74,6 +76,7 @@ class DecoderLayer {
  private:
   ModelConfig config_;
   int index_ = 0;
+  std::size_t self_begin_ = 0, cross_begin_ = 0, ffn_begin_ = 0;  // table offsets of the blocks' first tensors
   AttentionLayer self_attn_, cross_attn_;
   ResidualBlock self_block_, cross_block_;
   FeedForwardLayer ffn_;
@@ -88,13 +91,15 @@ class Decoder {
     kernels::Dropout emb_drop;
     const int32_t* tokens = nullptr;
     int batch = 0, len = 0;
+    std::size_t kept_from = 0;  // StepMemory::kept() before forward
   };
 
   Decoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table);
   // Returns the final decoder states [batch*len, dim] (kept), the input of the output layer.
   const void* forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
                       const void* positions, const DecoderMemory& memory, Saved& saved) const;
-  // d_out (overwritten) and spare as Encoder::backward; d_memory += gradient of the encoder output.
+  // d_out (overwritten) and spare as Encoder::backward (what forward kept is given back as it goes); d_memory +=
+  // gradient of the encoder output.
   void backward(const LayerContext& ctx, const Saved& saved, void* d_out, void* spare, void* d_memory) const;
 
   // ---- incremental decoding (forward only, no dropout; caches: one per layer) ----
@@ -112,6 +117,7 @@ class Decoder {
   EmbeddingLayer embedding_;
   std::vector<DecoderLayer> layers_;
   LayerNormLayer final_norm_;  // pre-norm only
+  std::size_t final_norm_begin_ = 0;
 };
 
 }  // namespace lseq

@@ -8,8 +8,10 @@ namespace lseq {
 
 EncoderLayer::EncoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index)
     : config_(config), index_(index) {
+  attn_begin_ = table.next_offset();
   attn_ = AttentionLayer(table, prefix + ".self_attn", config.dim_emb, config.heads, AttentionLayer::Kind::self);
   attn_block_ = ResidualBlock(table, prefix + ".self_attn_norm", config.dim_emb, config.layer_norm_eps, config.norm);
+  ffn_begin_ = table.next_offset();
   ffn_ = FeedForwardLayer(table, prefix + ".ffn", config.dim_emb, config.dim_ffn, config.activation);
   ffn_block_ = ResidualBlock(table, prefix + ".ffn_norm", config.dim_emb, config.layer_norm_eps, config.norm);
 }
@@ -19,6 +21,7 @@ const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const 
   const int rows = batch * len;
   const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
   const void* h;
+  s.attn_from = ctx.memory.kept();
   {
     TempScope scope(ctx.memory);
     const void* in = attn_block_.sublayer_input(ctx, x, rows, s.attn_block);
@@ -32,6 +35,7 @@ const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const 
         ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_residual)),
         s.attn_block);
   }
+  s.ffn_from = ctx.memory.kept();
   TempScope scope(ctx.memory);
   const void* in = ffn_block_.sublayer_input(ctx, h, rows, s.ffn_block);
   void* o = ctx.temp(count);
@@ -46,6 +50,7 @@ const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const 
 void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare) const {
   const std::size_t count = static_cast<std::size_t>(s.ffn.rows) * config_.dim_emb;
   void* cur;
+  ctx.gradients_from(ffn_begin_);
   {
     TempScope scope(ctx.memory);
     void* d_o = ctx.temp(count);
@@ -53,19 +58,26 @@ void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
     ffn_.backward(ctx, s.ffn, d_o, grad.sublayer_dx, grad.accumulate);
     cur = ffn_block_.end_backward(ctx, s.ffn_block, grad);
   }
-  void* other = cur == g ? spare : g;
-  TempScope scope(ctx.memory);
-  void* d_o = ctx.temp(count);
-  auto grad = attn_block_.begin_backward(ctx, s.attn_block, cur, other, attn_.out_bias(), d_o);
-  attn_.backward(ctx, s.attn, d_o, grad.sublayer_dx, grad.accumulate, nullptr);
-  return attn_block_.end_backward(ctx, s.attn_block, grad);
+  ctx.memory.release_kept(s.ffn_from);
+  ctx.gradients_from(attn_begin_);
+  {
+    void* other = cur == g ? spare : g;
+    TempScope scope(ctx.memory);
+    void* d_o = ctx.temp(count);
+    auto grad = attn_block_.begin_backward(ctx, s.attn_block, cur, other, attn_.out_bias(), d_o);
+    attn_.backward(ctx, s.attn, d_o, grad.sublayer_dx, grad.accumulate, nullptr);
+    cur = attn_block_.end_backward(ctx, s.attn_block, grad);
+  }
+  ctx.memory.release_kept(s.attn_from);
+  return cur;
 }
 
 Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table)
-    : config_(config), embedding_(embedding_table, config.dim_emb) {
+    : config_(config), embedding_(embedding_table, config.dim_emb), param_begin_(table.next_offset()) {
   for (int i = 0; i < config.enc_depth; ++i) {
     layers_.emplace_back(table, "encoder.l" + std::to_string(i + 1), config, i);
   }
+  final_norm_begin_ = table.next_offset();
   if (config.norm == NormPlacement::pre) {
     final_norm_ = LayerNormLayer(table, "encoder.final_norm", config.dim_emb, config.layer_norm_eps);
   }
@@ -76,6 +88,7 @@ const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, con
   s.layers.resize(layers_.size());
   s.tokens = tokens;
   s.batch = batch, s.len = len;
+  s.kept_from = ctx.memory.kept();
   s.emb_drop = ctx.dropout(config_.embedding_dropout ? config_.dropout : 0.0f,
                            dropout_site(Stack::embeddings, 0, DropoutKind::embedding));
   const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
@@ -113,6 +126,7 @@ void Encoder::encode(const LayerContext& ctx, const int32_t* tokens, const int32
 void Encoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, void* spare) const {
   void* g = d_out;
   if (config_.norm == NormPlacement::pre) {
+    ctx.gradients_from(final_norm_begin_);
     final_norm_.backward(ctx, s.final_norm, d_out, s.batch * s.len, spare);
     std::swap(g, spare);
   }
@@ -121,6 +135,7 @@ void Encoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, voi
     if (cur != g) std::swap(g, spare);
   }
   embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, g);
+  ctx.memory.release_kept(s.kept_from);
 }
 
 }  // namespace lseq

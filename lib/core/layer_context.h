@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/params.h"
+#include "core/step_gradients.h"
 #include "core/step_memory.h"
 #include "kernels/backend.h"
 #include "kernels/dropout_rng.h"
@@ -37,6 +38,8 @@ struct LayerContext {
   // Training under memory pressure: each feed-forward block keeps nothing of its hidden layer [rows, dim_ffn] and
   // recomputes it in backward (one more matrix product per block), see FeedForwardLayer.
   bool recompute_ffn = false;
+  // Gradients in step memory (training steps with Transformer::set_gradients_in_step_memory), else null.
+  StepGradients* gradients = nullptr;
 
   kernels::Dropout dropout(float p, uint64_t site) const {
     kernels::Dropout d;
@@ -51,6 +54,10 @@ struct LayerContext {
   void* temp(std::size_t elements) const { return memory.temp(bytes(elements)); }
   const void* w(std::size_t offset) const { return params.weight(offset); }
   float* g(std::size_t offset) const { return params.grad(offset); }
+  // Backward is about to write the gradients of the tensors from table offset `first` up (StepGradients).
+  void gradients_from(std::size_t first) const {
+    if (gradients) gradients->claim_from(first);
+  }
   kernels::DType wdt() const { return params.working_dtype(); }
 };
 

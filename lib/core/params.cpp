@@ -30,13 +30,17 @@ std::size_t ParamTable::add(const std::string& name, std::vector<int64_t> shape,
   ParamInfo info;
   info.name = name;
   info.shape = std::move(shape);
-  info.offset = (size_ + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+  info.offset = next_offset();
   info.count = count;
   info.init = init;
   info.init_blocks = init_blocks;
   size_ = info.offset + count;
   params_.push_back(std::move(info));
   return params_.back().offset;
+}
+
+std::size_t ParamTable::next_offset() const {
+  return (size_ + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
 }
 
 std::size_t ParamTable::count() const {
@@ -60,7 +64,8 @@ ParamStore::ParamStore(ParamTable table, kernels::Backend& backend, kernels::DTy
     master_ = static_cast<float*>(backend_.allocate(bytes));
     backend_.fill(kernels::DType::f32, master_, table_.size(), 0.0f);
   }
-  if (use == ParamUse::training) grads_ = static_cast<float*>(backend_.allocate(bytes));
+  training_ = use == ParamUse::training;
+  if (training_) grads_ = own_grads_ = static_cast<float*>(backend_.allocate(bytes));
   if (separate) {
     working_ = backend_.allocate(table_.size() * kernels::dtype_size(working_dt_));
     backend_.fill(working_dt_, working_, table_.size(), 0.0f);
@@ -70,8 +75,26 @@ ParamStore::ParamStore(ParamTable table, kernels::Backend& backend, kernels::DTy
 
 ParamStore::~ParamStore() {
   if (working_) backend_.release(working_);
-  if (grads_) backend_.release(grads_);
+  if (own_grads_) backend_.release(own_grads_);
+  if (side_grads_) backend_.release(side_grads_);
   if (master_) backend_.release(master_);
+}
+
+void ParamStore::set_grads_in_step_memory(bool on, std::size_t side_end) {
+  if (!training_) fail("internal error: a model loaded for inference has no gradients to place");
+  if (side_end > table_.size()) fail("internal error: a gradient side buffer beyond the table");
+  if (side_grads_) backend_.release(side_grads_);
+  side_grads_ = nullptr;
+  side_end_ = 0;
+  if (on) {
+    if (own_grads_) backend_.release(own_grads_);
+    grads_ = own_grads_ = nullptr;
+    if (side_end > 0) side_grads_ = static_cast<float*>(backend_.allocate(side_end * sizeof(float)));
+    side_end_ = side_end;
+  } else if (own_grads_ == nullptr) {
+    grads_ = own_grads_ = static_cast<float*>(backend_.allocate(table_.size() * sizeof(float)));
+    zero_grads();
+  }
 }
 
 void ParamStore::refresh_working() {
@@ -91,7 +114,7 @@ void ParamStore::upload(const std::vector<float>& host) {
 }
 
 void ParamStore::zero_grads() {
-  if (grads_) backend_.fill(kernels::DType::f32, grads_, table_.size(), 0.0f);
+  if (own_grads_) backend_.fill(kernels::DType::f32, own_grads_, table_.size(), 0.0f);
 }
 
 void ParamStore::init(uint64_t seed) {

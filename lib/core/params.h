@@ -48,6 +48,7 @@ class ParamTable {
   std::size_t add(const std::string& name, std::vector<int64_t> shape, ParamInit init, int init_blocks = 1);
   const std::vector<ParamInfo>& list() const { return params_; }
   std::size_t size() const { return size_; }             // elements of the flat buffer, alignment gaps included
+  std::size_t next_offset() const;                       // where the next tensor added will start
   std::size_t count() const;                             // parameters proper (sum of counts)
   const ParamInfo& find(const std::string& name) const;  // throws lseq::Error when absent
 
@@ -68,9 +69,11 @@ class ParamStore {
 
   const ParamTable& table() const { return table_; }
   std::size_t size() const { return table_.size(); }
-  bool trainable() const { return grads_ != nullptr; }
+  bool trainable() const { return training_; }
   float* master() const { return master_; }  // null in a 16-bit inference store
-  float* grads() const { return grads_; }    // null in an inference store
+  // The flat gradients: the store's own buffer, or with gradients in step memory the last training step's (valid
+  // until the workspace is used again). Null in an inference store.
+  float* grads() const { return grads_; }
   kernels::DType working_dtype() const { return working_dt_; }
   // The weights the layers read: the master itself in fp32, else the separate copy.
   const void* working() const { return working_ ? working_ : master_; }
@@ -81,7 +84,11 @@ class ParamStore {
   const void* weight(std::size_t offset) const {
     return static_cast<const char*>(working()) + offset * kernels::dtype_size(working_dtype());
   }
-  float* grad(std::size_t offset) const { return grads_ ? grads_ + offset : nullptr; }
+  // With gradients in step memory, tensors below side_end() have theirs in the side buffer during a step.
+  float* grad(std::size_t offset) const {
+    if (offset < side_end_) return side_grads_ + offset;
+    return grads_ ? grads_ + offset : nullptr;
+  }
 
   // Deterministic initialisation from `seed` on the host (std::mt19937_64), copied to the device once.
   void init(uint64_t seed);
@@ -90,13 +97,28 @@ class ParamStore {
   // working = cast(master); a no-op in fp32 (and without a master). Call after writing the master other than
   // through the optimizer.
   void refresh_working();
-  void zero_grads();  // a no-op without gradients
+  void zero_grads();  // a no-op without gradients of its own
+
+  // Gradients in step memory (StepGradients, training with one batch per update): on, the store frees its own
+  // gradient buffer and keeps only the tensors below `side_end` (those backward writes out of order: the embedding
+  // tables) in a persistent side buffer; each training step places the flat gradients in its workspace. Off, the
+  // store owns a zeroed flat buffer again and steps accumulate into it.
+  void set_grads_in_step_memory(bool on, std::size_t side_end);
+  bool grads_in_step_memory() const { return training_ && own_grads_ == nullptr; }
+  std::size_t side_end() const { return side_end_; }
+  float* side_grads() const { return side_grads_; }
+  // The step's flat gradient buffer (StepGradients); the side buffer's tensors are copied into it at the end.
+  void set_step_grads(float* flat) { grads_ = flat; }
 
  private:
   ParamTable table_;
   kernels::Backend& backend_;
+  bool training_ = false;
   float* master_ = nullptr;
-  float* grads_ = nullptr;
+  float* grads_ = nullptr;      // what grads() returns
+  float* own_grads_ = nullptr;  // the store's own buffer (null with gradients in step memory)
+  float* side_grads_ = nullptr;  // [side_end_] with gradients in step memory
+  std::size_t side_end_ = 0;
   kernels::DType working_dt_ = kernels::DType::f32;
   void* working_ = nullptr;  // null in fp32
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/error.h"
+
 namespace lseq {
 
 StepMemory::StepMemory(kernels::Workspace* ws) : ws_(ws) {
@@ -12,10 +14,12 @@ StepMemory::StepMemory(kernels::Workspace* ws) : ws_(ws) {
 }
 
 void StepMemory::check(std::size_t more) {
-  if (ws_ == nullptr || bottom_ + top_ + more <= capacity_) return;
+  const std::size_t in_use = bottom_ + top_ + claimed_ + more;
+  peak_ = std::max(peak_, in_use);
+  if (ws_ == nullptr || in_use <= capacity_) return;
   // Out of planned memory: the workspace itself is full now, so asking it for the missing bytes raises its error,
   // which names the options that set the plan.
-  ws_->take(bottom_ + top_ + more - capacity_);
+  ws_->take(in_use - capacity_);
 }
 
 void* StepMemory::keep(std::size_t bytes) {
@@ -23,7 +27,6 @@ void* StepMemory::keep(std::size_t bytes) {
   check(size);
   void* p = base_ ? base_ + bottom_ : nullptr;
   bottom_ += size;
-  bottom_peak_ = std::max(bottom_peak_, bottom_);
   return p;
 }
 
@@ -35,8 +38,22 @@ void* StepMemory::temp(std::size_t bytes) {
   const std::size_t size = align(bytes);
   check(size);
   top_ += size;
-  top_peak_ = std::max(top_peak_, top_);
-  return base_ ? base_ + capacity_ - top_ : nullptr;
+  return base_ ? base_ + capacity_ - claimed_ - top_ : nullptr;
+}
+
+void* StepMemory::reserve_top(std::size_t bytes) {
+  if (region_ != 0 || top_ != 0) fail("internal error: the step's top region is reserved once, before temporaries");
+  region_ = align(bytes);
+  if (ws_ != nullptr && region_ > capacity_) ws_->take(region_ - capacity_);  // raises the plan's error
+  return base_ ? base_ + capacity_ - region_ : nullptr;
+}
+
+void StepMemory::claim_top(std::size_t bytes) {
+  if (top_ != 0) fail("internal error: the step's top region is claimed while temporaries are live");
+  if (bytes > region_) fail("internal error: {} bytes claimed of a top region of {}", bytes, region_);
+  if (bytes <= claimed_) return;
+  check(bytes - claimed_);
+  claimed_ = bytes;
 }
 
 }  // namespace lseq

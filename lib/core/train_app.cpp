@@ -230,6 +230,8 @@ int run_train(const Options& options) {
   std::unique_ptr<kernels::Backend> backend = select_backend(options);
   Transformer model(config, *backend, precision_dtype(options));
   model.set_recompute_ffn(options.get_bool("recompute-ffn"));
+  // Updates of one batch need no gradients between steps: backward places them in the activations' room.
+  model.set_gradients_in_step_memory(options.get_int("optimizer-delay") <= 1);
   spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
                model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
 
@@ -244,11 +246,15 @@ int run_train(const Options& options) {
   const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
   const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
   const std::size_t initial = static_cast<std::size_t>(options.get_int("workspace")) << 20;
-  // Parameters, gradients and Adam's moments (fp32), the working copy in 16-bit precisions, and the smoothed
-  // weights with a temporary for --exponential-smoothing.
-  const double bytes_per_param = 16.0 + (model.compute_dtype() == kernels::DType::f32 ? 0.0 : 2.0) +
+  // Parameters and Adam's moments (fp32), gradients (fp32; with gradients in step memory only the embedding
+  // tables' side buffer lives here), the working copy in 16-bit precisions, and the smoothed weights with a
+  // temporary for --exponential-smoothing.
+  const double bytes_per_param = 12.0 + (model.compute_dtype() == kernels::DType::f32 ? 0.0 : 2.0) +
                                  (options.get_float("exponential-smoothing") > 0 ? 8.0 : 0.0);
-  const double state_mib = static_cast<double>(model.num_params()) * bytes_per_param / 1048576.0;
+  const std::size_t persistent_grads =
+      model.gradients_in_step_memory() ? model.param_store().side_end() : model.num_params();
+  const double state_mib =
+      (static_cast<double>(model.num_params()) * bytes_per_param + 4.0 * persistent_grads) / 1048576.0;
   std::unique_ptr<kernels::Workspace> workspace_holder;
   try {
     kernels::Workspace probe(*backend, std::max(worst_case, initial), "");
@@ -263,9 +269,11 @@ int run_train(const Options& options) {
       *backend, initial, "lower --mini-batch-words or --max-length, or free device memory");
   kernels::Workspace& workspace = *workspace_holder;
   spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state; the workspace ({} "
-               "activations) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
+               "activations{}) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
                "tokens per sentence (checked to fit)",
-               state_mib, kernels::dtype_name(model.compute_dtype()), worst_case / 1048576.0, max_tokens, max_len);
+               state_mib, kernels::dtype_name(model.compute_dtype()),
+               model.gradients_in_step_memory() ? " and the step's gradients" : "", worst_case / 1048576.0,
+               max_tokens, max_len);
   if (model.recompute_ffn()) {
     spdlog::info("feed-forward hidden activations are recomputed in backward (--recompute-ffn)");
   }

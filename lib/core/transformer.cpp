@@ -1,10 +1,12 @@
 #include "core/transformer.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/embedding_layer.h"
 #include "core/layer_context.h"
 #include "core/null_backend.h"
+#include "core/step_gradients.h"
 #include "core/step_memory.h"
 #include "util/error.h"
 
@@ -105,13 +107,23 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
   const int32_t* tgt_out = tgt_in + tgt_rows;
   const int32_t* src_lengths = tgt_out + tgt_rows;
   const int32_t* tgt_lengths = src_lengths + batch;
+  float* row_loss = memory.keep_n<float>(tgt_rows);
+  float* row_nll = memory.keep_n<float>(tgt_rows);
+  // What backward passes between layers, taken before forward: backward gives back each layer's activations as
+  // it goes (the step's memory is a stack), so only what lies below them outlives them.
+  void* d_decoded = how.backward ? ctx.keep(tgt_rows * dim) : nullptr;
+  void* spare_tgt = how.backward ? ctx.keep(tgt_rows * dim) : nullptr;
+  void* d_encoded = how.backward ? ctx.keep(src_rows * dim) : nullptr;
+  void* spare_src = how.backward ? ctx.keep(src_rows * dim) : nullptr;
+  std::optional<StepGradients> gradients;
+  if (how.backward && store_->grads_in_step_memory()) {
+    gradients.emplace(backend, memory, *store_, ws == nullptr);
+    ctx.gradients = &*gradients;
+  }
 
   const void* encoded = encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder);
   const DecoderMemory mem{encoded, src_lengths, src_len};
   const void* decoded = decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
-  float* row_loss = memory.keep_n<float>(tgt_rows);
-  float* row_nll = memory.keep_n<float>(tgt_rows);
-  void* d_decoded = how.backward ? ctx.keep(tgt_rows * dim) : nullptr;
   if (logits) {  // a test path (forward_logits): all logits, bias included, on the host
     if (how.backward) fail("internal error: logits are only returned by forward-only runs");
     output_->forward(ctx, decoded, tgt_rows, tape.output);
@@ -127,16 +139,15 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
     }
     output_->loss(ctx, tape.output, tgt_out, false, how.grad_scale, row_loss, row_nll);
   } else {
+    ctx.gradients_from(output_->param_begin());
     output_->loss_in_chunks(ctx, decoded, tgt_rows, tgt_out, how.grad_scale, row_loss, row_nll, d_decoded);
   }
 
   if (how.backward) {
-    void* spare_tgt = ctx.keep(tgt_rows * dim);
-    void* d_encoded = ctx.keep(src_rows * dim);
-    void* spare_src = ctx.keep(src_rows * dim);
     backend.fill(ctx.dt, d_encoded, src_rows * dim, 0.0f);
     decoder_->backward(ctx, tape.decoder, d_decoded, spare_tgt, d_encoded);
     encoder_->backward(ctx, tape.encoder, d_encoded, spare_src);
+    if (gradients) gradients->finish();
   }
 
   // The one place where results come back to the host.
@@ -194,6 +205,13 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool t
 void Transformer::set_recompute_ffn(bool on) {
   if (on == recompute_ffn_) return;
   recompute_ffn_ = on;
+  step_bytes_.clear();
+}
+
+void Transformer::set_gradients_in_step_memory(bool on) {
+  if (on == store_->grads_in_step_memory()) return;
+  // The tensors below the encoder's (the embedding tables) get gradients out of backward's order.
+  store_->set_grads_in_step_memory(on, encoder_->param_begin());
   step_bytes_.clear();
 }
 

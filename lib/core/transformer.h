@@ -64,6 +64,14 @@ class Transformer {
   void set_recompute_ffn(bool on);
   bool recompute_ffn() const { return recompute_ffn_; }
 
+  // Gradients in step memory (StepGradients): each forward_backward writes the gradients of its batch alone
+  // (instead of accumulating) into its workspace, where backward places them in the room of the activations it
+  // has released; grads() then points there until the workspace is used again, so the optimizer must step before
+  // the next forward pass of any kind. Less memory for updates of one batch (lstrain without --optimizer-delay);
+  // off (the default) keeps a gradient buffer of the model's own. Forgets the measured step sizes.
+  void set_gradients_in_step_memory(bool on);
+  bool gradients_in_step_memory() const { return store_->grads_in_step_memory(); }
+
   // Workspace bytes for batches of up to max_tokens padded tokens per side (batch * padded length) and sentences
   // of up to max_len tokens (bos/eos included), training included. Measured by running the step's own code over
   // a no-op backend, so it cannot drift from what the step takes. training = false plans for forward_loss only.
@@ -74,7 +82,7 @@ class Transformer {
   std::size_t step_bytes(const data::Batch& batch, bool training) const;
 
   // Forward + backward of one batch. Parameter gradients ACCUMULATE grad_scale * d(sum of label-smoothed token
-  // losses); returns the batch's loss sums. Dropout keys from (seed, step). Resets `ws`, grows it if this batch
+  // losses) (with gradients in step memory: are set to it); returns the batch's loss sums. Dropout keys from (seed, step). Resets `ws`, grows it if this batch
   // needs more (Workspace::ensure), and uses it.
   StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
                             kernels::Workspace& ws);

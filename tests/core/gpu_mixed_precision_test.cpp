@@ -24,6 +24,7 @@
 #include "kernels/workspace.h"
 #include "ffn_recompute_check.h"
 #include "model_test_util.h"
+#include "step_gradients_check.h"
 
 namespace lseq {
 namespace {
@@ -155,6 +156,25 @@ TEST(GpuModel, RecomputedFeedForwardGivesTheSameGradients) {
                    (config.activation == kernels::Activation::relu ? " relu" : " gelu+dropout"));
       test::expect_recompute_ffn_matches(*gpu.backend, config, dt, cpu.params, b);
     }
+  }
+}
+
+// Gradients in step memory on the GPU: bit-identical to the own buffer's, in fp32 and the 16-bit precisions, over
+// two batches (the second takes the composed attention core: sources longer than the fused kernels' 128).
+TEST(GpuModel, GradientsInStepMemoryAreTheOwnBuffers) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(17, 0.1);
+  ModelConfig config = small_config();
+  config.max_length = 160;
+  std::mt19937_64 rng(12);
+  const std::vector<data::Batch> batches{training_batch(6),
+                                         test::random_batch(rng, 3, 130, 150, config.src_vocab)};
+  std::vector<DType> precisions = sixteen_bits();
+  precisions.insert(precisions.begin(), DType::f32);
+  OnGpu gpu(cpu.params, DType::f32);  // its backend
+  for (DType dt : precisions) {
+    SCOPED_TRACE(kernels::dtype_name(dt));
+    test::expect_step_memory_gradients_match(*gpu.backend, config, dt, cpu.params, batches);
   }
 }
 
