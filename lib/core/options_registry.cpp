@@ -223,7 +223,7 @@ std::vector<OptionSpec> build_registry() {
         Opt("optimizer-params", T::floats, G::training, kTrain, defs({"0.9", "0.98", "1e-09"}),
             "Adam beta1, beta2, epsilon"),
         Opt("optimizer-delay", T::integer, G::training, kTrain, def("1"),
-            "Accumulate gradients over N batches per update")
+            "Accumulate gradients over N batches per update (above 1 they keep a buffer of their own)")
             .at_least(1),
         Opt("learn-rate", T::floating, G::training, kTrain, def("0.0003"), "Peak learning rate").at_least(0),
         Opt("lr-warmup", T::string, G::training, kTrain, def("0"),
