@@ -51,7 +51,7 @@ ISSUE_PEER = {("base", 4096): 87000, ("base", 8192): 162000, ("base", 16384): 29
 def mem_ratio(ours, peer):
     try:
         if ours.get("status") == "ok" and peer.get("status") == "ok":
-            return f"{float(ours['peak_mem_mib']) / float(peer['peak_mem_mib']):.2f}x"
+            return f"{float(ours['peak_mem_mib']) / float(peer['peak_mem_mib']):.3f}x"
     except (AttributeError, KeyError, ValueError, ZeroDivisionError):
         pass
     return "-"
@@ -131,7 +131,7 @@ for model in ("base", "big"):
             peer = value(train(model, t, "pytorch-eager"), "peak_mem_mib")
             if ours and peer:  # lower is better
                 r = ours / peer
-                print(f"  train {model} {t}{suffix} peak memory: {r:.2f}x the eager peer's (target <= 0.70x) "
+                print(f"  train {model} {t}{suffix} peak memory: {r:.3f}x the eager peer's (target <= 0.70x) "
                       f"{'MET' if r <= 0.70 else 'NOT MET'}")
 for batch in ("32", "64", "128"):
     ours = value(find(bench="decode", impl="lseq", beam="4", batch=batch), "tgt_tok_s")
