@@ -61,38 +61,18 @@ const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const 
 }
 
 void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare, void* d_memory) const {
-  const std::size_t count = static_cast<std::size_t>(s.ffn.rows) * config_.dim_emb;
-  void* cur;
-  ctx.gradients_from(ffn_begin_);
-  {
-    TempScope scope(ctx.memory);
-    void* d_o = ctx.temp(count);
-    auto grad = ffn_block_.begin_backward(ctx, s.ffn_block, g, spare, ffn_.out_bias(), d_o);
-    ffn_.backward(ctx, s.ffn, d_o, grad.sublayer_dx, grad.accumulate);
-    cur = ffn_block_.end_backward(ctx, s.ffn_block, grad);
-  }
-  ctx.memory.release_kept(s.ffn_from);
-  ctx.gradients_from(cross_begin_);
-  {
-    void* other = cur == g ? spare : g;
-    TempScope scope(ctx.memory);
-    void* d_o = ctx.temp(count);
-    auto grad = cross_block_.begin_backward(ctx, s.cross_block, cur, other, cross_attn_.out_bias(), d_o);
-    cross_attn_.backward(ctx, s.cross_attn, d_o, grad.sublayer_dx, grad.accumulate, d_memory);
-    cur = cross_block_.end_backward(ctx, s.cross_block, grad);
-  }
-  ctx.memory.release_kept(s.cross_from);
-  ctx.gradients_from(self_begin_);
-  {
-    void* other = cur == g ? spare : g;
-    TempScope scope(ctx.memory);
-    void* d_o = ctx.temp(count);
-    auto grad = self_block_.begin_backward(ctx, s.self_block, cur, other, self_attn_.out_bias(), d_o);
-    self_attn_.backward(ctx, s.self_attn, d_o, grad.sublayer_dx, grad.accumulate, nullptr);
-    cur = self_block_.end_backward(ctx, s.self_block, grad);
-  }
-  ctx.memory.release_kept(s.self_from);
-  return cur;
+  void* cur = ffn_block_.backward(ctx, s.ffn_block, g, spare, ffn_.out_bias(), ffn_begin_, s.ffn_from,
+                                  [&](void* d_o, void* dx, bool accumulate) {
+                                    ffn_.backward(ctx, s.ffn, d_o, dx, accumulate);
+                                  });
+  cur = cross_block_.backward(ctx, s.cross_block, cur, cur == g ? spare : g, cross_attn_.out_bias(), cross_begin_,
+                              s.cross_from, [&](void* d_o, void* dx, bool accumulate) {
+                                cross_attn_.backward(ctx, s.cross_attn, d_o, dx, accumulate, d_memory);
+                              });
+  return self_block_.backward(ctx, s.self_block, cur, cur == g ? spare : g, self_attn_.out_bias(), self_begin_,
+                              s.self_from, [&](void* d_o, void* dx, bool accumulate) {
+                                self_attn_.backward(ctx, s.self_attn, d_o, dx, accumulate, nullptr);
+                              });
 }
 
 void DecoderLayer::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,

@@ -48,28 +48,14 @@ const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const 
 }
 
 void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare) const {
-  const std::size_t count = static_cast<std::size_t>(s.ffn.rows) * config_.dim_emb;
-  void* cur;
-  ctx.gradients_from(ffn_begin_);
-  {
-    TempScope scope(ctx.memory);
-    void* d_o = ctx.temp(count);
-    auto grad = ffn_block_.begin_backward(ctx, s.ffn_block, g, spare, ffn_.out_bias(), d_o);
-    ffn_.backward(ctx, s.ffn, d_o, grad.sublayer_dx, grad.accumulate);
-    cur = ffn_block_.end_backward(ctx, s.ffn_block, grad);
-  }
-  ctx.memory.release_kept(s.ffn_from);
-  ctx.gradients_from(attn_begin_);
-  {
-    void* other = cur == g ? spare : g;
-    TempScope scope(ctx.memory);
-    void* d_o = ctx.temp(count);
-    auto grad = attn_block_.begin_backward(ctx, s.attn_block, cur, other, attn_.out_bias(), d_o);
-    attn_.backward(ctx, s.attn, d_o, grad.sublayer_dx, grad.accumulate, nullptr);
-    cur = attn_block_.end_backward(ctx, s.attn_block, grad);
-  }
-  ctx.memory.release_kept(s.attn_from);
-  return cur;
+  void* cur = ffn_block_.backward(ctx, s.ffn_block, g, spare, ffn_.out_bias(), ffn_begin_, s.ffn_from,
+                                  [&](void* d_o, void* dx, bool accumulate) {
+                                    ffn_.backward(ctx, s.ffn, d_o, dx, accumulate);
+                                  });
+  return attn_block_.backward(ctx, s.attn_block, cur, cur == g ? spare : g, attn_.out_bias(), attn_begin_,
+                              s.attn_from, [&](void* d_o, void* dx, bool accumulate) {
+                                attn_.backward(ctx, s.attn, d_o, dx, accumulate, nullptr);
+                              });
 }
 
 Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table)

@@ -3,7 +3,8 @@
 //   post-norm:  out = LN(x + dropout(o + b))        (Marian "" + "dan")
 //   pre-norm:   out = x + dropout(o + b), o from LN(x)   (Marian "n" + "da")
 // where o is the sublayer's output before its last bias b. Forward is split around the sublayer call
-// (sublayer_input, then output); backward likewise (begin_backward, sublayer backward, end_backward).
+// (sublayer_input, then output); backward likewise (begin_backward, sublayer backward, end_backward, or all three
+// with the step's memory bookkeeping in backward()).
 #include <string>
 
 #include "core/layer_context.h"
@@ -42,6 +43,26 @@ class ResidualBlock {
                       void* d_o) const;
   // Returns the buffer (g or spare) holding the gradient of the block input. Takes temporaries in pre-norm.
   void* end_backward(const LayerContext& ctx, const Saved& saved, const Grad& grad) const;
+
+  // A whole block of a layer's backward: announces the gradients of the block's tensors (table offsets from
+  // params_from: the sublayer's and the norm's, LayerContext::gradients_from), runs begin_backward,
+  // sublayer(d_o, sublayer_dx, accumulate_dx) and end_backward, then gives back what the block's forward kept (from
+  // kept_from, StepMemory::kept() before it). g and spare as begin_backward; returns which holds the input gradient.
+  template <typename Sublayer>
+  void* backward(const LayerContext& ctx, const Saved& saved, void* g, void* spare, std::size_t bias,
+                 std::size_t params_from, std::size_t kept_from, Sublayer&& sublayer) const {
+    ctx.gradients_from(params_from);
+    void* input_grad;
+    {
+      TempScope scope(ctx.memory);
+      void* d_o = ctx.temp(static_cast<std::size_t>(saved.rows) * dim_);
+      const Grad grad = begin_backward(ctx, saved, g, spare, bias, d_o);
+      sublayer(d_o, grad.sublayer_dx, grad.accumulate);
+      input_grad = end_backward(ctx, saved, grad);
+    }
+    ctx.memory.release_kept(kept_from);
+    return input_grad;
+  }
 
  private:
   LayerNormLayer norm_;
