@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/step_memory.h"
 #include "core/transformer.h"
 #include "kernels/workspace.h"
+#include "model_test_util.h"
 
 namespace lseq::test {
 
@@ -46,18 +46,7 @@ inline void expect_recompute_ffn_matches(kernels::Backend& backend, const ModelC
   const StepLoss want_loss = step(kept, want);
   const StepLoss got_loss = step(recomputed, got);
   EXPECT_EQ(got_loss.loss_sum, want_loss.loss_sum);
-  ASSERT_EQ(got.size(), want.size());
-  std::size_t differ = 0, nonzero = 0, first = got.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
-      ++differ;
-      first = std::min(first, i);
-    }
-    nonzero += want[i] != 0.0f;
-  }
-  EXPECT_GT(nonzero, want.size() / 2) << "the step must produce gradients for the comparison to mean anything";
-  EXPECT_EQ(differ, 0u) << "first at " << first << ": " << (first < got.size() ? got[first] : 0.0f) << " vs "
-                        << (first < want.size() ? want[first] : 0.0f);
+  expect_same_gradient_bits(got, want);
 }
 
 }  // namespace lseq::test

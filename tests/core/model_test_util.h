@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -57,6 +58,22 @@ inline data::Batch random_batch(std::mt19937_64& rng, int size, int min_len, int
     b.line_ids.push_back(s);
   }
   return b;
+}
+
+// Two gradient vectors equal bit for bit, and the expected one mostly nonzero (else the comparison means nothing).
+inline void expect_same_gradient_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  std::size_t differ = 0, nonzero = 0, first = got.size();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      ++differ;
+      first = std::min(first, i);
+    }
+    nonzero += want[i] != 0.0f;
+  }
+  EXPECT_GT(nonzero, want.size() / 2) << "the step must produce gradients for the comparison to mean anything";
+  EXPECT_EQ(differ, 0u) << "first at " << first << ": " << (first < got.size() ? got[first] : 0.0f) << " vs "
+                        << (first < want.size() ? want[first] : 0.0f);
 }
 
 inline std::vector<float> random_floats(std::mt19937_64& rng, std::size_t n, double scale) {
