@@ -1,7 +1,7 @@
 #pragma once
 // Activation memory of one step, carved from the planned kernels::Workspace. Two ends of one block:
-//  - keep(): buffers that live until the step ends (what forward saves for backward, gradients passed between
-//    layers), taken from the bottom;
+//  - keep(): buffers that live until given back in the reverse order (what forward saves for backward, which
+//    backward releases block by block; gradients passed between layers), taken from the bottom;
 //  - temp(): temporaries of one layer call, taken from the top and given back with rewind(mark());
 //  - optionally a region at the very top for the step's parameter gradients (reserve_top), taken from its end
 //    down (claim_top) as backward reaches the tensors; temporaries then come from below the taken part.
@@ -32,8 +32,9 @@ class StepMemory {
   std::size_t mark() const { return top_; }
   void rewind(std::size_t mark) { top_ = mark; }
 
-  // Forward-only passes (decoding) give back what a layer kept once its output is copied out:
-  // release_kept(kept()) taken before the layer frees everything it kept.
+  // Forward-only passes (decoding) give back what a layer kept once its output is copied out, and backward what a
+  // block kept once its gradients are through: release_kept(kept()) taken before the layer frees everything it
+  // kept (and everything kept after it: the bottom is a stack).
   std::size_t kept() const { return bottom_; }
   void release_kept(std::size_t mark);
 
