@@ -13,7 +13,7 @@ struct OptimizerOptions {
   float beta1 = 0.9f, beta2 = 0.98f, eps = 1e-9f;  // --optimizer-params
   float weight_decay = 0.0f;                       // --weight-decay (decoupled)
   float clip_norm = 1.0f;                          // --clip-norm; 0 disables clipping
-  float smoothing = 0.0f;                          // --exponential-smoothing; 0 disables
+  float smoothing = 0.0f;                          // --exponential-smoothing; 0 disables (see smoothing_factor)
 };
 
 class Optimizer {
@@ -39,6 +39,9 @@ class Optimizer {
   bool last_step_skipped() const;
 
   bool smoothing() const { return options_.smoothing > 0; }
+  // The averaging factor of update `step` (1-based): max(--exponential-smoothing, 1 - step / (step + 9)), so
+  // 0.9 at the first update, 0.01 near the 900th, and the option's value from 9 / value - 9 updates on (Marian's).
+  float smoothing_factor(int64_t step) const;
   const float* smoothed() const { return smoothed_; }  // device; null when smoothing is off
   void start_smoothing_from(const float* params);      // smoothed = params (fresh runs)
 

@@ -240,7 +240,8 @@ std::vector<OptionSpec> build_registry() {
         Opt("weight-decay", T::floating, G::training, kTrain, def("0"), "Decoupled weight decay (AdamW)")
             .at_least(0),
         Opt("exponential-smoothing", T::floating, G::training, kTrain, def("0"),
-            "Keep an exponential moving average of the weights with this factor (e.g. 1e-4); 0: off")
+            "Keep an exponential moving average of the weights with this factor (e.g. 1e-4; larger during the first "
+            "9 / factor updates, as in Marian); 0: off")
             .in_half_open(0, 1),
         Opt("max-nan-steps", T::integer, G::training, kTrain, def("10"),
             "Stop after this many consecutive non-finite losses or gradients (those updates are skipped; fp16 overflows "
