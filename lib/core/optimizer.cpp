@@ -74,6 +74,14 @@ void Optimizer::start_smoothing_from(const float* params) {
   if (smoothing()) backend_.copy(smoothed_, params, size_ * sizeof(float));
 }
 
+void Optimizer::swap_smoothed(float* params) {
+  if (!smoothing()) return;
+  const std::size_t bytes = size_ * sizeof(float);
+  backend_.copy(scratch_, params, bytes);
+  backend_.copy(params, smoothed_, bytes);
+  backend_.copy(smoothed_, scratch_, bytes);
+}
+
 void Optimizer::export_state(std::vector<float>& m, std::vector<float>& v, std::vector<float>& smoothed) const {
   m.resize(size_);
   v.resize(size_);

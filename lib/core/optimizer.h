@@ -44,6 +44,9 @@ class Optimizer {
   float smoothing_factor(int64_t step) const;
   const float* smoothed() const { return smoothed_; }  // device; null when smoothing is off
   void start_smoothing_from(const float* params);      // smoothed = params (fresh runs)
+  // Exchanges params and the smoothed weights (device copies through the scratch buffer; a no-op without
+  // smoothing): validation runs on the smoothed weights between two calls.
+  void swap_smoothed(float* params);
 
   // Host copies for checkpoints.
   void export_state(std::vector<float>& m, std::vector<float>& v, std::vector<float>& smoothed) const;

@@ -156,9 +156,29 @@ void Trainer::display() {
   window_start_ = now_seconds();
 }
 
+// With --exponential-smoothing, validation scores the smoothed weights, as Marian does: they are what
+// model.safetensors and model.best-* hold. They take the master's place (and the working copy's) for the run.
+std::map<std::string, double> Trainer::validate_smoothed() {
+  auto swap = [&] {
+    optimizer_.swap_smoothed(model_.master());
+    model_.param_store().refresh_working();
+  };
+  if (!optimizer_.smoothing()) return validator_->run(model_, workspace_);
+  swap();
+  std::map<std::string, double> values;
+  try {
+    values = validator_->run(model_, workspace_);
+  } catch (...) {
+    swap();
+    throw;
+  }
+  swap();
+  return values;
+}
+
 void Trainer::validate() {
   if (!validator_) return;
-  const std::map<std::string, double> values = validator_->run(model_, workspace_);
+  const std::map<std::string, double> values = validate_smoothed();
   const std::string& first = validator_->metrics().front();
   for (const std::string& metric : validator_->metrics()) {
     const double value = values.at(metric);

@@ -4,6 +4,7 @@
 // early stopping or a stop signal. Resuming from the model directory continues exactly where the checkpoint was
 // taken (same batches, same dropout masks, same optimizer state).
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,7 @@ class Trainer {
   void update();                          // one optimizer update over optimizer_delay batches
   void display();
   void validate();
+  std::map<std::string, double> validate_smoothed();  // the validator's metrics, on the smoothed weights if any
   Progress progress_marks() const;
   bool should_stop(std::string& reason) const;
   bool last_step_skipped() const;         // the one host read per update (see trainer.cpp)

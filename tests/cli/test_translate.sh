@@ -77,6 +77,18 @@ check "lsscore's scores equal beam search's (within the printed precision)" \
   "$work/best.f0" "$work/best.scores"
 "$lsscore" -m "$work/model" -t "$work/valid.de" "$work/valid.en" --summary >"$work/summary" 2>/dev/null
 check "lsscore --summary prints cross-entropy and perplexity" grep -qE '^cross-entropy [0-9.]+ perplexity [0-9.]+' "$work/summary"
+# With --exponential-smoothing, validation scores the smoothed weights, which model.safetensors holds: the last
+# validation (at the last update) equals lsscore's cross-entropy of the saved model. (--max-length 100: validation
+# crops pairs to --max-length, lsscore does not.)
+"$lstrain" -c "$source_dir/tests/cli/train-small.yaml" -m "$work/smoothed" -t "$work/train.de" "$work/train.en" \
+  --valid-sets "$work/valid.de" "$work/valid.en" --valid-metrics cross-entropy --exponential-smoothing 0.05 --max-length 100 \
+  --after 20u >"$work/smoothed.log" 2>&1
+check "training with smoothing exits 0" test $? -eq 0
+last_ce=$(grep -o ': cross-entropy : [0-9.]*' "$work/smoothed.log" | tail -n 1 | awk '{print $4}')
+"$lsscore" -m "$work/smoothed" -t "$work/valid.de" "$work/valid.en" --summary >"$work/smoothed.summary" 2>/dev/null
+saved_ce=$(awk '{print $2}' "$work/smoothed.summary")
+check "validation scores the smoothed weights that are saved (${last_ce:-none} vs lsscore's ${saved_ce:-none})" \
+  awk -v a="${last_ce:-0}" -v b="${saved_ce:-1}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 2e-4 + 1e-4 * b) }'
 "$lsscore" -m "$work/model" -t "$work/valid.de" "$work/nbest" --n-best >"$work/rescored" 2>/dev/null
 check "n-best rescoring keeps every line and adds a feature" test "$(grep -c 'Score= ' "$work/rescored")" -eq 90
 
