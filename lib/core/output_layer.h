@@ -36,16 +36,17 @@ class OutputLayer {
   // fp32 gradient sums.
   void loss_in_chunks(const LayerContext& ctx, const void* x, int rows, const int32_t* targets, float grad_scale,
                       float* row_loss, float* row_nll, void* dx, int chunk_rows = 0) const;
+  static constexpr std::size_t kChunkLogits = std::size_t(1) << 26;  // see default_chunk_rows
+  std::size_t param_begin() const { return param_begin_; }  // table offset of the layer's first own tensor
+
+ private:
   // At most kChunkLogits logits (with a 32000-word vocabulary 2048 rows, 128 MiB in bf16 instead of 1 GiB at 16384
   // target tokens), and at most a quarter of the rows (rounded up to 64): the chunk lies on top of everything
   // forward kept, so it is part of a step's memory peak, which matters most for small batches of large models;
   // while each chunk's weight gradient adds into the fp32 [vocab, dim] sum once more (262 MB of traffic for
   // transformer-big), so large batches keep large chunks.
   int default_chunk_rows(int rows) const;
-  static constexpr std::size_t kChunkLogits = std::size_t(1) << 26;
-  std::size_t param_begin() const { return param_begin_; }  // table offset of the layer's first own tensor
 
- private:
   std::size_t param_begin_ = 0;
   int dim_ = 0, vocab_ = 0;
   float label_smoothing_ = 0.0f;

@@ -34,9 +34,10 @@ class StepGradients {
   kernels::Backend& backend_;
   StepMemory& memory_;
   ParamStore& store_;
-  float* flat_ = nullptr;  // null when counting
-  std::size_t size_ = 0;   // elements of the flat buffer
-  std::size_t from_ = 0;   // elements from here to size_ are taken
+  float* flat_ = nullptr;       // null when counting
+  std::size_t size_ = 0;        // elements of the flat buffer
+  std::size_t region_ = 0;      // its bytes in the step's memory (aligned)
+  std::size_t from_ = 0;        // elements from here to size_ are taken
 };
 
 }  // namespace lseq
