@@ -5,13 +5,16 @@
 // written to the projections' token-major rows (a head is a column range of each row), so no split into a head
 // layout and no merge back costs a pass over memory.
 //
-// 16-bit storage (bf16/fp16): the products run on tensor cores through WMMA 16x16x16 fragments with fp32
-// accumulation; lengths and head_dim are rounded up to tiles of 16 in shared memory, the extra rows and columns 0.
-//   forward:  S = q k^T (fp32, shared) -> masked softmax per row (a row spread over 4-16 lanes with 8 keys each,
-//             fp32; lse saved) -> P (dt, written over S) -> context = P v, tile by tile to global memory.
-//   backward: S = q k^T and dP = dO v^T (fp32, shared) -> per row P = exp(scale S - lse) (masked: exactly 0),
-//             D = sum_j P dP, dS = P (dP - D) scale, both rounded to dt over S and dP -> dV = P^T dO, dK = dS^T q,
-//             dQ = dS k, tile by tile to global memory.
+// 16-bit storage (bf16/fp16): tensor cores through mma.sync m16n8k16 (mma_fragments.cuh), fp32 accumulation. Each
+// warp owns 16 query rows, and a row's scores stay in that warp's registers from product to product (the
+// accumulator of one product is the A operand of the next); lengths and head_dim are rounded up to tiles of 16 in
+// shared memory, the extra rows and columns 0.
+//   forward:  S = q k^T -> masked softmax (a row is spread over the 4 lanes of a quad; lse saved) -> P rounded to
+//             dt -> context = P v, stored from registers.
+//   backward: S = q k^T -> P = exp(scale S - lse) rounded to dt (masked: exactly 0) -> dP = dO v^T ->
+//             D = sum_j P dP, dS = P (dP - D) scale rounded to dt -> dQ = dS k, stored from registers. Then P and
+//             dS go to shared memory (P over k and v, whose last reads are done) and the warps take 16-key tiles:
+//             dV = P^T dO, dK = dS^T q.
 // The roundings (P and dS to dt before their products) are those of the composed path, which stores probs and
 // dscores in dt.
 //
@@ -19,14 +22,13 @@
 // in backward then a warp per key for dK and dV), operands read from global memory (L1/L2-resident per slice).
 //
 // No atomics: every output element is written by one thread, so results depend only on the inputs.
-#include <mma.h>
-
 #include <type_traits>
 
 #include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/mma_fragments.cuh"
 #include "kernels/cuda/vector_access.cuh"
 #include "kernels/fused_attention_layout.h"
 
@@ -35,58 +37,13 @@ namespace lseq::kernels {
 namespace cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
-constexpr int kTile = 16;  // WMMA m = n = k
+constexpr int kTile = 16;  // a warp's query rows, and the padding of lengths and head_dim
 constexpr int kMaxLen = Backend::kMaxFusedAttentionLen;
 constexpr int kMaxHeadDim = Backend::kMaxFusedAttentionHeadDim;
-constexpr int kKeysPerLane = 8;  // tensor-core path: a lane holds 8 consecutive keys of a score row (a 16-byte P pack)
+constexpr int kMaxWarps = kMaxLen / kTile;       // one per 16 query rows
+constexpr int kHeadTiles = kMaxHeadDim / 8;      // n8 accumulator tiles of a head row
 constexpr float kLog2e = 1.4426950408889634f;
-
-// Block shape of the tensor-core kernels by slice length. A slice is a chain of short dependent phases and shared
-// memory caps the blocks an SM holds, so longer slices get more warps; a score row is spread over LanesPerRow lanes
-// (8 keys each), so a warp works on 32 / LanesPerRow rows at once and its reductions take log2(LanesPerRow) shuffles.
-template <int Warps, int LanesPerRow>
-struct SliceShape {
-  static constexpr int warps = Warps, threads = 32 * Warps, lanes_per_row = LanesPerRow;
-  static constexpr int rows_per_pass = 32 / LanesPerRow;
-};
-using ShortSlices = SliceShape<4, 4>;    // up to 32 keys
-using MediumSlices = SliceShape<8, 8>;   // up to 64
-using LongSlices = SliceShape<8, kMaxLen / kKeysPerLane>;
-static_assert(LongSlices::lanes_per_row <= 32 && kTile % ShortSlices::rows_per_pass == 0,
-              "a pass of rows stays within the tile-padded rows");
-
-// f(Shape{}) with the block shape for k_len keys.
-template <typename F>
-void with_slice_shape(int k_len, F&& f) {
-  if (k_len <= 32)
-    f(ShortSlices{});
-  else if (k_len <= 64)
-    f(MediumSlices{});
-  else
-    f(LongSlices{});
-}
-
-// Max and sum over the LanesPerRow lanes that share a score row (aligned groups: xor stays inside them).
-template <int LanesPerRow>
-__device__ __forceinline__ float row_max(float v) {
-#pragma unroll
-  for (int offset = LanesPerRow / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-template <int LanesPerRow>
-__device__ __forceinline__ float row_sum(float v) {
-#pragma unroll
-  for (int offset = LanesPerRow / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// 8 fp32 scores from shared memory (16-byte aligned).
-__device__ __forceinline__ void load_keys(const float* src, float (&x)[kKeysPerLane]) {
-  const float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
-  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
-}
+static_assert(kMaxHeadDim % kTile == 0 && kMaxLen % kTile == 0, "whole tiles");
 
 // fp32 path (FMA loops): warps per block, and a head row spread over a warp.
 constexpr int kWarps = 4;
@@ -102,75 +59,184 @@ __device__ __forceinline__ int slice_keys(const int32_t* k_lengths, int s, int h
 }
 __device__ __forceinline__ int row_keys(int keys, int i, bool causal) { return causal ? min(keys, i + 1) : keys; }
 
-// The softmax passes' walk over the mq score rows: row(i, valid) for each row i this lane shares (Shape's
-// lanes_per_row lanes per row, a warp on rows_per_pass rows at once), valid = the keys row i sees (0 past q_len).
-// Every lane of a warp makes the same calls, so row may use the row reductions and __syncwarp.
-template <typename Shape, typename Row>
-__device__ __forceinline__ void for_each_score_row(int mq, int q_len, int keys, bool causal, Row&& row) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int i0 = warp * Shape::rows_per_pass; i0 < mq; i0 += Shape::warps * Shape::rows_per_pass) {
-    const int i = i0 + lane / Shape::lanes_per_row;
-    row(i, i < q_len ? row_keys(keys, i, causal) : 0);
-  }
-}
-
 // ---- tensor-core path (bf16/fp16) ----
 
-// Shared memory of one slice, in bytes from the (128-byte aligned) base. T rows have a pitch of dh + 8 elements and
-// fp32 rows one of nk + 4 (16 bytes more than the data: consecutive rows start on other banks); every region and
-// every 16x16 tile starts 32-byte aligned, as WMMA requires.
-//   q      [mq][ldh] T     k, v [nk][ldh] T     d_out (backward: d_context) [mq][ldh] T
-//   scores [mq][lds] fp32  S, then P (T, pitch 2*lds, written over each row)
-//   d_scores (backward) [mq][lds] fp32  dP, then dS (T, pitch 2*lds)
-//   tiles  [warps][16][16] fp32: each warp's staging tile for output tiles on their way to global memory. Used only
-//          by the output products, after the last read of q and k (forward) or v (backward), so it lies over those
-//          when they are large enough: shared memory is what caps the blocks an SM holds (at 64 x 64, backward 3
-//          blocks instead of 2, forward 5 instead of 4).
-//   lse (backward) [mq] fp32: the rows' log-sum-exp, staged with the operands
-// Largest (lq = lk = 128, head_dim = 64): forward 122880 bytes, backward 209408 (the H100 allows 232448 per block).
+// Max and sum over the 4 lanes of a quad, which share an accumulator row.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Shared memory of one slice, in bytes from the (128-byte aligned) base. Head rows (T) have a pitch of dh + 8
+// elements and probability rows (T) one of nk + 8: 16 bytes more than the data, so the 8 rows an ldmatrix reads
+// start on different banks. Every row starts 16-byte aligned.
+//   q [mq][ldh]   d_out (backward: d_context) [mq][ldh]   k, v [nk][ldh]
+//   backward: P [mq][ldp] over k and v (written after their last reads; past them when larger), dS [mq][ldp]
+// Largest (lq = lk = 128, head_dim = 64): forward 55296 bytes, backward 108544 (two blocks an SM).
 struct SliceLayout {
   int mq, nk, dh;  // lq, lk, head_dim rounded up to tiles
-  int ldh, lds;    // row pitches in elements: head rows (T), score rows (fp32)
-  unsigned q, k, v, d_out, scores, d_scores, tiles, lse, bytes;
-  __host__ __device__ SliceLayout(int lq, int lk, int head_dim, bool backward, int warps)
-      : mq(round_tile(lq)), nk(round_tile(lk)), dh(round_tile(head_dim)), ldh(dh + 8), lds(nk + 4) {
-    const unsigned q_bytes = 2u * mq * ldh, k_bytes = 2u * nk * ldh, s_bytes = 4u * mq * lds;
+  int ldh, ldp;    // row pitches in elements: head rows, probability rows
+  unsigned q, d_out, k, v, p, d_s, bytes;
+  __host__ __device__ SliceLayout(int lq, int lk, int head_dim, bool backward)
+      : mq(round_tile(lq)), nk(round_tile(lk)), dh(round_tile(head_dim)), ldh(dh + 8), ldp(nk + 8) {
+    const unsigned q_bytes = 2u * mq * ldh, k_bytes = 2u * nk * ldh, p_bytes = 2u * mq * ldp;
     q = 0;
-    k = q + q_bytes;
+    d_out = q + q_bytes;
+    k = d_out + (backward ? q_bytes : 0u);
     v = k + k_bytes;
-    d_out = v + k_bytes;
-    scores = d_out + (backward ? q_bytes : 0u);
-    d_scores = scores + s_bytes;
-    unsigned end = d_scores + (backward ? s_bytes : 0u);
-    const unsigned tile_bytes = 4u * warps * kTile * kTile;
-    const unsigned spare_at = backward ? v : q, spare_bytes = backward ? k_bytes : q_bytes + k_bytes;
-    if (tile_bytes <= spare_bytes) {
-      tiles = spare_at;
-    } else {
-      tiles = end;
-      end += tile_bytes;
+    unsigned end = v + k_bytes;
+    p = k;
+    d_s = end;
+    if (backward) {
+      d_s = end > p + p_bytes ? end : p + p_bytes;
+      end = d_s + p_bytes;
     }
-    lse = end;
-    bytes = lse + (backward ? 4u * mq : 0u);
+    bytes = end;
   }
 };
 
-using Accumulator = wmma::fragment<wmma::accumulator, kTile, kTile, kTile, float>;
+// Register tiles of a warp's 16 rows: scores over up to NK keys (fp32 accumulators), the same rounded to dt as A
+// operands (16-bit pairs), and a head row's accumulators.
+template <int NK>
+using ScoreTiles = float[NK / 8][4];
+template <int NK>
+using ScoreOperands = uint32_t[NK / kTile][4];
+using HeadTiles = float[kHeadTiles][4];
 
-// acc = A B over `steps` k-steps of 16 for 16-row A and 16-column B tiles in shared memory. a and b point at the
-// first k-step; a row-major A steps along its columns, a column-major one (a transposed operand) along its rows, and
-// the reverse for B.
-template <typename T, typename LayoutA, typename LayoutB>
-__device__ __forceinline__ void tile_product(Accumulator& acc, const T* a, int lda, const T* b, int ldb, int steps) {
-  constexpr bool a_rows = std::is_same_v<LayoutA, wmma::row_major>;
-  constexpr bool b_rows = std::is_same_v<LayoutB, wmma::row_major>;
-  wmma::fragment<wmma::matrix_a, kTile, kTile, kTile, T, LayoutA> fa;
-  wmma::fragment<wmma::matrix_b, kTile, kTile, kTile, T, LayoutB> fb;
-  wmma::fill_fragment(acc, 0.0f);
-  for (int step = 0; step < steps; ++step) {
-    wmma::load_matrix_sync(fa, a + step * (a_rows ? kTile : kTile * lda), lda);
-    wmma::load_matrix_sync(fb, b + step * (b_rows ? kTile * ldb : kTile), ldb);
-    wmma::mma_sync(acc, fa, fb, acc);
+// acc = a b^T for the 16 rows at a ([16][ldh]) and the nk rows of b ([nk][ldh]): the score-shaped products q k^T and
+// dO v^T. Tiles past nk stay 0.
+template <typename T, int NK>
+__device__ __forceinline__ void score_product(const T* a, const T* b, const SliceLayout& L, ScoreTiles<NK>& acc) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < NK / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+  for (int kc = 0; kc < kMaxHeadDim / kTile; ++kc) {
+    if (kc * kTile >= L.dh) break;
+    uint32_t fa[4];
+    load_matrices(fa, a + (lane % 16) * L.ldh + kc * kTile + 8 * (lane / 16));
+#pragma unroll
+    for (int np = 0; np < NK / kTile; ++np) {
+      if (np * kTile >= L.nk) break;
+      // Matrices: keys [16np, +8) x dims lo, hi, then keys [16np + 8, +8) x dims lo, hi.
+      uint32_t fb[4];
+      load_matrices(fb, b + (np * kTile + lane % 8 + 8 * (lane / 16)) * L.ldh + kc * kTile + 8 * ((lane / 8) % 2));
+      mma_16x8x16<T>(acc[2 * np], fa, fb[0], fb[1]);
+      mma_16x8x16<T>(acc[2 * np + 1], fa, fb[2], fb[3]);
+    }
+  }
+}
+
+// acc = a b for a warp's score operands a (16 rows x nk keys, in registers) and b [nk][ldh] (v or k, row-major):
+// the head-shaped products P v and dS k.
+template <typename T, int NK>
+__device__ __forceinline__ void head_product(const ScoreOperands<NK>& a, const T* b, const SliceLayout& L,
+                                             HeadTiles& acc) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < NK / kTile; ++c) {
+    if (c * kTile >= L.nk) break;
+#pragma unroll
+    for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
+      if (dp * kTile >= L.dh) break;
+      // Transposed matrices: keys lo, hi x dims [16dp, +8), then keys lo, hi x dims [16dp + 8, +8).
+      uint32_t fb[4];
+      load_matrices_transposed(fb, b + (c * kTile + lane % 8 + 8 * ((lane / 8) % 2)) * L.ldh + dp * kTile +
+                                       8 * (lane / 16));
+      mma_16x8x16<T>(acc[2 * dp], a[c], fb[0], fb[1]);
+      mma_16x8x16<T>(acc[2 * dp + 1], a[c], fb[2], fb[3]);
+    }
+  }
+}
+
+// acc = a^T b for key tile kt: a [mq][ldp] (P or dS, rows = queries) and b [mq][ldh] (dO or q), both in shared
+// memory: the key-shaped products P^T dO and dS^T q, summed over all query rows.
+template <typename T>
+__device__ __forceinline__ void key_product(const T* a, const T* b, int kt, const SliceLayout& L, HeadTiles& acc) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  for (int qc = 0; qc < L.mq / kTile; ++qc) {
+    // a^T's fragment, transposed from a: queries lo x keys lo, queries lo x keys hi, queries hi x keys lo, hi.
+    uint32_t fa[4];
+    load_matrices_transposed(fa, a + (qc * kTile + lane % 8 + 8 * (lane / 16)) * L.ldp + kt * kTile +
+                                     8 * ((lane / 8) % 2));
+#pragma unroll
+    for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
+      if (dp * kTile >= L.dh) break;
+      uint32_t fb[4];
+      load_matrices_transposed(fb, b + (qc * kTile + lane % 8 + 8 * ((lane / 8) % 2)) * L.ldh + dp * kTile +
+                                       8 * (lane / 16));
+      mma_16x8x16<T>(acc[2 * dp], fa, fb[0], fb[1]);
+      mma_16x8x16<T>(acc[2 * dp + 1], fa, fb[2], fb[3]);
+    }
+  }
+}
+
+// The rows r0 + l/4 and r0 + l/4 + 8 of a head tile (those below `rows`), columns below head_dim, to dst (row
+// stride ld), rounded to T: 4-byte pairs when `paired` (head_dim, ld and dst even-aligned).
+template <typename T>
+__device__ __forceinline__ void store_head_tile(const HeadTiles& acc, int r0, int rows, int head_dim, T* dst,
+                                                int64_t ld, bool paired) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = r0 + g + 8 * half;
+    if (r >= rows) continue;
+    T* row = dst + r * ld;
+#pragma unroll
+    for (int j = 0; j < kHeadTiles; ++j) {
+      const int c = 8 * j + 2 * t;
+      if (c >= head_dim) break;
+      const float lo = acc[j][2 * half], hi = acc[j][2 * half + 1];
+      if (paired) {
+        *reinterpret_cast<uint32_t*>(row + c) = pack_pair<T>(lo, hi);
+      } else {
+        row[c] = from_f32<T>(lo);
+        if (c + 1 < head_dim) row[c + 1] = from_f32<T>(hi);
+      }
+    }
+  }
+}
+
+// Score tiles rounded to dt as A operands (mma_fragments.cuh: two accumulator tiles make one k-step).
+template <typename T, int NK>
+__device__ __forceinline__ void to_operands(const ScoreTiles<NK>& x, ScoreOperands<NK>& a) {
+#pragma unroll
+  for (int c = 0; c < NK / kTile; ++c) {
+    a[c][0] = pack_pair<T>(x[2 * c][0], x[2 * c][1]);
+    a[c][1] = pack_pair<T>(x[2 * c][2], x[2 * c][3]);
+    a[c][2] = pack_pair<T>(x[2 * c + 1][0], x[2 * c + 1][1]);
+    a[c][3] = pack_pair<T>(x[2 * c + 1][2], x[2 * c + 1][3]);
+  }
+}
+
+// The value of score tile j, row half h (0: l/4, 1: l/4 + 8), column element e (0, 1) in operand form.
+template <typename T, int NK>
+__device__ __forceinline__ float operand_value(const ScoreOperands<NK>& a, int j, int h, int e) {
+  const float2 pair = unpack_pair<T>(a[j / 2][(j % 2) * 2 + h]);
+  return e == 0 ? pair.x : pair.y;
+}
+
+// A warp's 16 rows of operands into rows [r0, r0 + 16) of dst [.][ldp] (shared memory).
+template <int NK>
+__device__ __forceinline__ void store_operands(const ScoreOperands<NK>& a, int r0, int nk, void* dst, int ldp) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  uint16_t* base = static_cast<uint16_t*>(dst);
+#pragma unroll
+  for (int c = 0; c < NK / kTile; ++c) {
+    if (c * kTile >= nk) break;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int row = r0 + g + 8 * (r % 2), col = c * kTile + 8 * (r / 2) + 2 * t;
+      *reinterpret_cast<uint32_t*>(base + row * ldp + col) = a[c][r];
+    }
   }
 }
 
@@ -197,207 +263,182 @@ __device__ void stage(const T* src, int src_ld, int rows, int cols, T* dst, int 
   }
 }
 
-// The warp's 16x16 result tile at (r0, c0) into dst (row stride dst_ld, T), clipped to rows x cols, through the
-// warp's staging tile: lane l writes 8 consecutive values of row l / 2 (one 16-byte pack when packed and whole).
-template <typename T>
-__device__ void store_tile(const Accumulator& acc, float* staging, T* dst, int dst_ld, int rows, int cols, int r0,
-                           int c0, bool packed) {
-  wmma::store_matrix_sync(staging, acc, kTile, wmma::mem_row_major);
-  __syncwarp();
-  const int lane = threadIdx.x & 31;
-  const int r = r0 + (lane >> 1), c = c0 + (lane & 1) * 8;
-  const float* from = staging + (lane >> 1) * kTile + (lane & 1) * 8;
-  if (r < rows) {
-    T* to = dst + static_cast<int64_t>(r) * dst_ld + c;
-    if (packed && c + 8 <= cols) {
-      float v[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = from[e];
-      store_pack(to, v);
-    } else {
-      for (int e = 0; e < 8 && c + e < cols; ++e) to[e] = from_f32<T>(from[e]);
-    }
-  }
-  __syncwarp();  // the staging tile is free again
-}
-
 // Pointers into the dynamic shared memory of a slice.
 template <typename T>
 struct SliceSmem {
-  T *q, *k, *v, *d_out;
-  float *scores, *d_scores, *staging, *lse;
-  T *p, *d_p;  // P and dS written over scores and d_scores (pitch ldp)
-  int ldp;
+  T *q, *d_out, *k, *v, *p, *d_s;
   __device__ SliceSmem(unsigned char* base, const SliceLayout& L)
       : q(reinterpret_cast<T*>(base + L.q)),
+        d_out(reinterpret_cast<T*>(base + L.d_out)),
         k(reinterpret_cast<T*>(base + L.k)),
         v(reinterpret_cast<T*>(base + L.v)),
-        d_out(reinterpret_cast<T*>(base + L.d_out)),
-        scores(reinterpret_cast<float*>(base + L.scores)),
-        d_scores(reinterpret_cast<float*>(base + L.d_scores)),
-        staging(reinterpret_cast<float*>(base + L.tiles) + (threadIdx.x >> 5) * kTile * kTile),
-        lse(reinterpret_cast<float*>(base + L.lse)),
-        p(reinterpret_cast<T*>(scores)),
-        d_p(reinterpret_cast<T*>(d_scores)),
-        ldp(2 * L.lds) {}
+        p(reinterpret_cast<T*>(base + L.p)),
+        d_s(reinterpret_cast<T*>(base + L.d_s)) {}
 };
 
-// The slice's q [q_len][head_dim] (row stride ldq), k and v [k_len][head_dim] (ldkv) into shared memory,
-// zero-padded to whole tiles.
-template <typename T>
-__device__ void stage_slice(const T* q, int ldq, const T* k, const T* v, int ldkv, int q_len, int k_len, int head_dim,
-                            const SliceLayout& L, const SliceSmem<T>& sm, bool packed) {
-  stage(q, ldq, q_len, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
-  stage(k, ldkv, k_len, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
-  stage(v, ldkv, k_len, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
-}
-
-// out[mq][nk] (fp32, pitch L.lds) = a b^T for a [mq][ldh], b [nk][ldh] (T): the score-shaped products q k^T and
-// dO v^T, tiles dealt to the warps in turn.
-template <typename T>
-__device__ void scores_product(const T* a, const T* b, const SliceLayout& L, float* out) {
-  const int n_tiles = L.nk / kTile;
-  for (int t = threadIdx.x >> 5; t < (L.mq / kTile) * n_tiles; t += blockDim.x >> 5) {
-    const int ti = t / n_tiles, tj = t - ti * n_tiles;
-    Accumulator acc;
-    tile_product<T, wmma::row_major, wmma::col_major>(acc, a + ti * kTile * L.ldh, L.ldh, b + tj * kTile * L.ldh,
-                                                      L.ldh, L.dh / kTile);
-    wmma::store_matrix_sync(out + ti * kTile * L.lds + tj * kTile, acc, L.lds, wmma::mem_row_major);
+// The two query rows of lane l in the warp's tile at r0 (l/4 and l/4 + 8), and the keys each sees (0 past q_len).
+struct LaneRows {
+  int row[2], valid[2];
+  __device__ LaneRows(int r0, int q_len, int keys, bool causal) {
+    const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row[h] = r0 + g + 8 * h;
+      valid[h] = row[h] < q_len ? row_keys(keys, row[h], causal) : 0;
+    }
   }
-}
+  // Whether score tile j's column element e is seen by row half h.
+  __device__ bool sees(int h, int j, int e) const { return 8 * j + 2 * (threadIdx.x & 3) + e < valid[h]; }
+};
 
-// dst [rows][head_dim] (global, row stride dst_ld) = A B with B [.][ldh] row-major in shared memory: A is
-// row-major [rows][ldp] (LayoutA row_major) or the transpose of a [k][ldp] buffer (col_major); `steps` k-steps.
-template <typename T, typename LayoutA>
-__device__ void head_product(const T* a, int ldp, const T* b, const SliceLayout& L, int steps, int rows,
-                             int head_dim, float* staging, T* dst, int dst_ld, bool packed) {
-  constexpr bool a_rows = std::is_same_v<LayoutA, wmma::row_major>;
-  const int d_tiles = L.dh / kTile;
-  for (int t = threadIdx.x >> 5; t < round_tile(rows) / kTile * d_tiles; t += blockDim.x >> 5) {
-    const int ti = t / d_tiles, tj = t - ti * d_tiles;
-    Accumulator acc;
-    tile_product<T, LayoutA, wmma::row_major>(acc, a + (a_rows ? ti * kTile * ldp : ti * kTile), ldp, b + tj * kTile,
-                                              L.ldh, steps);
-    store_tile(acc, staging, dst, dst_ld, rows, head_dim, ti * kTile, tj * kTile, packed);
-  }
-}
-
-template <typename T, typename Shape>
-__global__ void __launch_bounds__(Shape::threads)
+template <typename T, int NK>
+__global__ void __launch_bounds__(kMaxWarps * 32, 2)
     attention_forward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths,
                              int heads, int q_len, int k_len, int head_dim, float scale, bool causal, bool packed,
                              T* context, float* lse) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const SliceLayout L(q_len, k_len, head_dim, false, Shape::warps);
+  const SliceLayout L(q_len, k_len, head_dim, false);
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x;
   const int width = heads * head_dim;  // the context's row
-  constexpr int G = Shape::lanes_per_row;
-  const int j0 = (threadIdx.x % G) * kKeysPerLane;  // this lane's first key of a row
-  const bool has_keys = j0 < L.nk;                   // lanes past the padded keys only join the reductions
   const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
   const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
-  const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
-  stage_slice(q + q_at, ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L, sm, packed);
-  const int keys = slice_keys(k_lengths, s, heads, k_len);  // read while the copies are in flight
+  stage(q + q_at, ldq, q_len, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
+  stage(k + k_at, ldkv, k_len, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
+  stage(v + k_at, ldkv, k_len, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
+  const int r0 = (threadIdx.x >> 5) * kTile;
+  const LaneRows rows(r0, q_len, slice_keys(k_lengths, s, heads, k_len), causal);  // while the copies fly
   wait_async_copies();
   __syncthreads();
-  scores_product(sm.q, sm.k, L, sm.scores);
-  __syncthreads();
-  // Masked softmax: G lanes per row, 8 keys each; rows past q_len get P = 0.
-  for_each_score_row<Shape>(L.mq, q_len, keys, causal, [&](int i, int valid) {
-    float x[kKeysPerLane];
-    if (has_keys) load_keys(sm.scores + i * L.lds + j0, x);
+  ScoreTiles<NK> x;
+  score_product<T, NK>(sm.q + r0 * L.ldh, sm.k, L, x);
+  // Masked softmax of the lane's two rows; a row without keys gets P = 0 (context 0) and lse = -inf.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
     float mx = -INFINITY;
 #pragma unroll
-    for (int e = 0; e < kKeysPerLane; ++e) {
-      x[e] = has_keys && j0 + e < valid ? scale * x[e] : -INFINITY;
-      mx = fmaxf(mx, x[e]);
-    }
-    mx = row_max<G>(mx);
+    for (int j = 0; j < NK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& xe = x[j][2 * h + e];
+        xe = rows.sees(h, j, e) ? scale * xe : -INFINITY;
+        mx = fmaxf(mx, xe);
+      }
+    mx = quad_max(mx);
     float sum = 0.0f;
 #pragma unroll
-    for (int e = 0; e < kKeysPerLane; ++e) {
-      x[e] = j0 + e < valid ? exp2f((x[e] - mx) * kLog2e) : 0.0f;
-      sum += x[e];
-    }
-    sum = row_sum<G>(sum);
-    const float row_lse = valid > 0 ? mx + logf(sum) : -INFINITY;  // a row without keys: P = 0, context 0
-    const float inv_sum = valid > 0 ? 1.0f / sum : 0.0f;
-    __syncwarp();  // the whole row is read before P overwrites it
-    if (has_keys) {
+    for (int j = 0; j < NK / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < kKeysPerLane; ++e) x[e] *= inv_sum;
-      store_pack(sm.p + i * sm.ldp + j0, x);
-    }
-    if (j0 == 0 && i < q_len) lse[static_cast<int64_t>(s) * q_len + i] = row_lse;
-  });
-  __syncthreads();
-  head_product<T, wmma::row_major>(sm.p, sm.ldp, sm.v, L, L.nk / kTile, q_len, head_dim, sm.staging,
-                                   context + o_at, width, packed);
+      for (int e = 0; e < 2; ++e) {
+        float& xe = x[j][2 * h + e];
+        xe = rows.sees(h, j, e) ? exp2f((xe - mx) * kLog2e) : 0.0f;
+        sum += xe;
+      }
+    sum = quad_sum(sum);
+    const bool any = rows.valid[h] > 0;
+    const float inv_sum = any ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int j = 0; j < NK / 8; ++j) x[j][2 * h] *= inv_sum, x[j][2 * h + 1] *= inv_sum;
+    if ((threadIdx.x & 3) == 0 && rows.row[h] < q_len)
+      lse[static_cast<int64_t>(s) * q_len + rows.row[h]] = any ? mx + logf(sum) : -INFINITY;
+  }
+  ScoreOperands<NK> p;
+  to_operands<T, NK>(x, p);
+  HeadTiles out;
+  head_product<T, NK>(p, sm.v, L, out);
+  store_head_tile(out, r0, q_len, head_dim, context + fused_attention_slice_at(s, heads, q_len, head_dim, width),
+                  width, packed);
 }
 
-template <typename T, typename Shape>
-__global__ void __launch_bounds__(Shape::threads)
+template <typename T, int NK>
+__global__ void __launch_bounds__(kMaxWarps * 32, 2)
     attention_backward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths,
                               int heads, int q_len, int k_len, int head_dim, float scale, bool causal, bool packed,
                               const float* lse, const T* d_context, T* d_q, T* d_k, T* d_v) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const SliceLayout L(q_len, k_len, head_dim, true, Shape::warps);
+  const SliceLayout L(q_len, k_len, head_dim, true);
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x;
   const int width = heads * head_dim;  // d_context's row
-  constexpr int G = Shape::lanes_per_row;
-  const int j0 = (threadIdx.x % G) * kKeysPerLane;  // this lane's first key of a row
-  const bool has_keys = j0 < L.nk;
   const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
   const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
-  const int64_t o_at = fused_attention_slice_at(s, heads, q_len, head_dim, width);
-  stage_slice(q + q_at, ldq, k + k_at, v + k_at, ldkv, q_len, k_len, head_dim, L, sm, packed);
-  stage(d_context + o_at, width, q_len, head_dim, sm.d_out, L.ldh, L.mq, L.dh, packed);
+  stage(q + q_at, ldq, q_len, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
+  stage(d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width), width, q_len, head_dim, sm.d_out,
+        L.ldh, L.mq, L.dh, packed);
+  stage(k + k_at, ldkv, k_len, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
+  stage(v + k_at, ldkv, k_len, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
   // Read while the copies are in flight.
-  const int keys = slice_keys(k_lengths, s, heads, k_len);
-  for (int i = threadIdx.x; i < q_len; i += blockDim.x) sm.lse[i] = lse[static_cast<int64_t>(s) * q_len + i];
+  const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, r0 = warp * kTile;
+  const LaneRows rows(r0, q_len, slice_keys(k_lengths, s, heads, k_len), causal);
+  float row_lse[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) row_lse[h] = rows.valid[h] > 0 ? lse[static_cast<int64_t>(s) * q_len + rows.row[h]] : 0.0f;
   wait_async_copies();
   __syncthreads();
-  scores_product(sm.q, sm.k, L, sm.scores);        // S
-  scores_product(sm.d_out, sm.v, L, sm.d_scores);  // dP
-  __syncthreads();
-  // Softmax backward, G lanes per row with 8 keys each: P from S and lse (masked keys and rows past q_len exactly
-  // 0), D = sum P dP, dS = P (dP - D) scale.
-  for_each_score_row<Shape>(L.mq, q_len, keys, causal, [&](int i, int valid) {
-    const float row_lse = valid > 0 ? sm.lse[i] : 0.0f;
-    float p[kKeysPerLane], dp[kKeysPerLane];
-    if (has_keys) {
-      load_keys(sm.scores + i * L.lds + j0, p);
-      load_keys(sm.d_scores + i * L.lds + j0, dp);
-    }
-    float dot = 0.0f;
+  // P from S and lse, rounded to dt (masked keys and rows past q_len exactly 0).
+  ScoreTiles<NK> x;
+  score_product<T, NK>(sm.q + r0 * L.ldh, sm.k, L, x);
 #pragma unroll
-    for (int e = 0; e < kKeysPerLane; ++e) {
-      const bool seen = has_keys && j0 + e < valid;
-      p[e] = seen ? exp2f((scale * p[e] - row_lse) * kLog2e) : 0.0f;
-      dp[e] = seen ? dp[e] : 0.0f;
-      dot += p[e] * dp[e];
-    }
-    dot = row_sum<G>(dot);
-    __syncwarp();  // the whole row is read before P and dS overwrite it
-    if (has_keys) {
-      store_pack(sm.p + i * sm.ldp + j0, p);
+  for (int j = 0; j < NK / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < kKeysPerLane; ++e) dp[e] = p[e] * (dp[e] - dot) * scale;
-      store_pack(sm.d_p + i * sm.ldp + j0, dp);
-    }
-  });
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& xe = x[j][2 * h + e];
+        xe = rows.sees(h, j, e) ? exp2f((scale * xe - row_lse[h]) * kLog2e) : 0.0f;
+      }
+  ScoreOperands<NK> p;
+  to_operands<T, NK>(x, p);
+  // dP, then D = sum_j P dP per row and dS = P (dP - D) scale.
+  score_product<T, NK>(sm.d_out + r0 * L.ldh, sm.v, L, x);
+  float dot[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < NK / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) dot[h] += operand_value<T, NK>(p, j, h, e) * x[j][2 * h + e];
+  dot[0] = quad_sum(dot[0]), dot[1] = quad_sum(dot[1]);
+#pragma unroll
+  for (int j = 0; j < NK / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& xe = x[j][2 * h + e];
+        xe = operand_value<T, NK>(p, j, h, e) * (xe - dot[h]) * scale;
+      }
+  ScoreOperands<NK> d_s;
+  to_operands<T, NK>(x, d_s);
+  HeadTiles acc;
+  head_product<T, NK>(d_s, sm.k, L, acc);  // dQ = dS k
+  store_head_tile(acc, r0, q_len, head_dim, d_q + q_at, ldq, packed);
+  __syncthreads();  // every warp's last read of k and v is done: P goes over them
+  store_operands<NK>(p, r0, L.nk, sm.p, L.ldp);
+  store_operands<NK>(d_s, r0, L.nk, sm.d_s, L.ldp);
   __syncthreads();
-  // dV = P^T dO and dK = dS^T q over the mq query rows; dQ = dS k over the nk keys.
-  head_product<T, wmma::col_major>(sm.p, sm.ldp, sm.d_out, L, L.mq / kTile, k_len, head_dim, sm.staging, d_v + k_at,
-                                   ldkv, packed);
-  head_product<T, wmma::col_major>(sm.d_p, sm.ldp, sm.q, L, L.mq / kTile, k_len, head_dim, sm.staging, d_k + k_at,
-                                   ldkv, packed);
-  head_product<T, wmma::row_major>(sm.d_p, sm.ldp, sm.k, L, L.nk / kTile, q_len, head_dim, sm.staging, d_q + q_at,
-                                   ldq, packed);
+  // dV = P^T dO and dK = dS^T q, 16 keys a warp at a time, over all query rows.
+  for (int kt = warp; kt < L.nk / kTile; kt += warps) {
+    key_product(sm.p, sm.d_out, kt, L, acc);
+    store_head_tile(acc, kt * kTile, k_len, head_dim, d_v + k_at, ldkv, packed);
+    key_product(sm.d_s, sm.q, kt, L, acc);
+    store_head_tile(acc, kt * kTile, k_len, head_dim, d_k + k_at, ldkv, packed);
+  }
 }
+
+// f(std::integral_constant<int, NK>{}) with the register tiles' key count for k_len keys.
+template <typename F>
+void with_key_tiles(int k_len, F&& f) {
+  if (k_len <= 32)
+    f(std::integral_constant<int, 32>{});
+  else if (k_len <= 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, kMaxLen>{});
+}
+
+// Threads of a slice's block: a warp per 16 query rows.
+int slice_threads(int q_len) { return 32 * (round_tile(q_len) / kTile); }
 
 // ---- fp32 path: FMA loops, a head row spread over a warp (lane l holds elements l and l + 32) ----
 
@@ -578,11 +619,11 @@ void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void
           pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, out, lse);
     } else {
       const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, out);
-      with_slice_shape(k_len, [&](auto shape) {
-        using Shape = decltype(shape);
-        const SliceLayout layout(q_len, k_len, head_dim, false, Shape::warps);
-        allow_shared_bytes(attention_forward_kernel<T, Shape>, layout.bytes);
-        attention_forward_kernel<T, Shape><<<slices, Shape::threads, layout.bytes, stream_>>>(
+      with_key_tiles(k_len, [&](auto nk) {
+        constexpr int NK = decltype(nk)::value;
+        const SliceLayout layout(q_len, k_len, head_dim, false);
+        allow_shared_bytes(attention_forward_kernel<T, NK>, layout.bytes);
+        attention_forward_kernel<T, NK><<<slices, slice_threads(q_len), layout.bytes, stream_>>>(
             pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, out, lse);
       });
     }
@@ -607,11 +648,11 @@ void CudaBackend::attention_backward(DType dt, const void* q, int ldq, const voi
           pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, lse, pdo, dq, dk, dv);
     } else {
       const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, pdo, dq, dk, dv);
-      with_slice_shape(k_len, [&](auto shape) {
-        using Shape = decltype(shape);
-        const SliceLayout layout(q_len, k_len, head_dim, true, Shape::warps);
-        allow_shared_bytes(attention_backward_kernel<T, Shape>, layout.bytes);
-        attention_backward_kernel<T, Shape><<<slices, Shape::threads, layout.bytes, stream_>>>(
+      with_key_tiles(k_len, [&](auto nk) {
+        constexpr int NK = decltype(nk)::value;
+        const SliceLayout layout(q_len, k_len, head_dim, true);
+        allow_shared_bytes(attention_backward_kernel<T, NK>, layout.bytes);
+        attention_backward_kernel<T, NK><<<slices, slice_threads(q_len), layout.bytes, stream_>>>(
             pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, lse, pdo, dq, dk,
             dv);
       });
