@@ -12,9 +12,9 @@
 //   forward:  S = q k^T -> masked softmax (a row is spread over the 4 lanes of a quad; lse saved) -> P rounded to
 //             dt -> context = P v, stored from registers.
 //   backward: S = q k^T -> P = exp(scale S - lse) rounded to dt (masked: exactly 0) -> dP = dO v^T ->
-//             D = sum_j P dP, dS = P (dP - D) scale rounded to dt -> dQ = dS k, stored from registers. Then P and
-//             dS go to shared memory (P over k and v, whose last reads are done) and the warps take 16-key tiles:
-//             dV = P^T dO, dK = dS^T q.
+//             D = sum_j P dP, dS = P (dP - D) scale rounded to dt -> dQ = dS k, stored from registers. P goes to
+//             shared memory as soon as it is made (its registers are needed for dP), dS once every warp is done
+//             with k and v (it lies over them); then the warps take 16-key tiles: dV = P^T dO, dK = dS^T q.
 // The roundings (P and dS to dt before their products) are those of the composed path, which stores probs and
 // dscores in dt.
 //
@@ -75,7 +75,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 // elements and probability rows (T) one of nk + 8: 16 bytes more than the data, so the 8 rows an ldmatrix reads
 // start on different banks. Every row starts 16-byte aligned.
 //   q [mq][ldh]   d_out (backward: d_context) [mq][ldh]   k, v [nk][ldh]
-//   backward: P [mq][ldp] over k and v (written after their last reads; past them when larger), dS [mq][ldp]
+//   backward: dS [mq][ldp] over k and v (written after their last reads; past them when larger), P [mq][ldp]
 // Largest (lq = lk = 128, head_dim = 64): forward 55296 bytes, backward 108544 (two blocks an SM).
 struct SliceLayout {
   int mq, nk, dh;  // lq, lk, head_dim rounded up to tiles
@@ -89,11 +89,11 @@ struct SliceLayout {
     k = d_out + (backward ? q_bytes : 0u);
     v = k + k_bytes;
     unsigned end = v + k_bytes;
-    p = k;
-    d_s = end;
+    d_s = k;
+    p = end;
     if (backward) {
-      d_s = end > p + p_bytes ? end : p + p_bytes;
-      end = d_s + p_bytes;
+      p = end > d_s + p_bytes ? end : d_s + p_bytes;
+      end = p + p_bytes;
     }
     bytes = end;
   }
@@ -217,11 +217,14 @@ __device__ __forceinline__ void to_operands(const ScoreTiles<NK>& x, ScoreOperan
   }
 }
 
-// The value of score tile j, row half h (0: l/4, 1: l/4 + 8), column element e (0, 1) in operand form.
-template <typename T, int NK>
-__device__ __forceinline__ float operand_value(const ScoreOperands<NK>& a, int j, int h, int e) {
-  const float2 pair = unpack_pair<T>(a[j / 2][(j % 2) * 2 + h]);
-  return e == 0 ? pair.x : pair.y;
+// The lane's two values of score tile j, row half h (0: l/4, 1: l/4 + 8), from rows [r0, r0 + 16) of src [.][ldp]
+// (shared memory, as store_operands wrote them); 0 past nk.
+template <typename T>
+__device__ __forceinline__ float2 stored_pair(const T* src, int r0, int j, int h, int nk, int ldp) {
+  if (8 * j >= nk) return make_float2(0.0f, 0.0f);
+  const int lane = threadIdx.x & 31;
+  const int row = r0 + (lane >> 2) + 8 * h, col = 8 * j + 2 * (lane & 3);
+  return unpack_pair<T>(*reinterpret_cast<const uint32_t*>(src + row * ldp + col));
 }
 
 // A warp's 16 rows of operands into rows [r0, r0 + 16) of dst [.][ldp] (shared memory).
@@ -387,34 +390,36 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
         float& xe = x[j][2 * h + e];
         xe = rows.sees(h, j, e) ? exp2f((scale * xe - row_lse[h]) * kLog2e) : 0.0f;
       }
-  ScoreOperands<NK> p;
-  to_operands<T, NK>(x, p);
+  {
+    ScoreOperands<NK> p;
+    to_operands<T, NK>(x, p);
+    store_operands<NK>(p, r0, L.nk, sm.p, L.ldp);  // read back below by the lanes that wrote them
+  }
   // dP, then D = sum_j P dP per row and dS = P (dP - D) scale.
   score_product<T, NK>(sm.d_out + r0 * L.ldh, sm.v, L, x);
   float dot[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < NK / 8; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) dot[h] += operand_value<T, NK>(p, j, h, e) * x[j][2 * h + e];
+    for (int h = 0; h < 2; ++h) {
+      const float2 p = stored_pair(sm.p, r0, j, h, L.nk, L.ldp);
+      dot[h] += p.x * x[j][2 * h] + p.y * x[j][2 * h + 1];
+    }
   dot[0] = quad_sum(dot[0]), dot[1] = quad_sum(dot[1]);
 #pragma unroll
   for (int j = 0; j < NK / 8; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& xe = x[j][2 * h + e];
-        xe = operand_value<T, NK>(p, j, h, e) * (xe - dot[h]) * scale;
-      }
+    for (int h = 0; h < 2; ++h) {
+      const float2 p = stored_pair(sm.p, r0, j, h, L.nk, L.ldp);
+      x[j][2 * h] = p.x * (x[j][2 * h] - dot[h]) * scale;
+      x[j][2 * h + 1] = p.y * (x[j][2 * h + 1] - dot[h]) * scale;
+    }
   ScoreOperands<NK> d_s;
   to_operands<T, NK>(x, d_s);
   HeadTiles acc;
   head_product<T, NK>(d_s, sm.k, L, acc);  // dQ = dS k
   store_head_tile(acc, r0, q_len, head_dim, d_q + q_at, ldq, packed);
-  __syncthreads();  // every warp's last read of k and v is done: P goes over them
-  store_operands<NK>(p, r0, L.nk, sm.p, L.ldp);
+  __syncthreads();  // every warp's last read of k and v is done: dS goes over them
   store_operands<NK>(d_s, r0, L.nk, sm.d_s, L.ldp);
   __syncthreads();
   // dV = P^T dO and dK = dS^T q, 16 keys a warp at a time, over all query rows.
