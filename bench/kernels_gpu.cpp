@@ -231,6 +231,17 @@ int main(int argc, char** argv) try {
                                                HD, 0.125f, false, lse, z, heads, cols(heads, 1), cols(heads, 2));
                        }),
                        5 * slice_flops, 7 * TD + double(B) * H * L * 4, false});
+    // Causal (decoder self-attention): the products skip the tiles right of the diagonal, about half the FLOPs.
+    results.push_back({"attention_forward (fused core, causal)", time_ms([&] {
+                         be.attention_forward(dt, qkv, 3 * D, cols(qkv, 1), cols(qkv, 2), 3 * D, nullptr, B, H, L, L,
+                                              HD, 0.125f, true, y, lse);
+                       }),
+                       slice_flops, 4 * TD + double(B) * H * L * 4, false});
+    results.push_back({"attention_backward (fused core, causal)", time_ms([&] {
+                         be.attention_backward(dt, qkv, 3 * D, cols(qkv, 1), cols(qkv, 2), 3 * D, nullptr, B, H, L, L,
+                                               HD, 0.125f, true, lse, z, heads, cols(heads, 1), cols(heads, 2));
+                       }),
+                       2.5 * slice_flops, 7 * TD + double(B) * H * L * 4, false});
   }
   memory_op("bias_gelu_dropout_forward", 2 * TF,
             [&] { be.bias_activation_dropout_forward(dt, x, bias, T, F, Activation::gelu, drop, y); });

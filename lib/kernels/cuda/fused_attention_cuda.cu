@@ -107,10 +107,11 @@ template <int NK>
 using ScoreOperands = uint32_t[NK / kTile][4];
 using HeadTiles = float[kHeadTiles][4];
 
-// acc = a b^T for the 16 rows at a ([16][ldh]) and the nk rows of b ([nk][ldh]): the score-shaped products q k^T and
-// dO v^T. Tiles past nk stay 0.
+// acc = a b^T for the 16 rows at a ([16][ldh]) and the first key_end rows of b ([nk][ldh]): the score-shaped
+// products q k^T and dO v^T. Tiles past key_end (keys no row of the tile sees) stay 0.
 template <typename T, int NK>
-__device__ __forceinline__ void score_product(const T* a, const T* b, const SliceLayout& L, ScoreTiles<NK>& acc) {
+__device__ __forceinline__ void score_product(const T* a, const T* b, int key_end, const SliceLayout& L,
+                                              ScoreTiles<NK>& acc) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int j = 0; j < NK / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -121,7 +122,7 @@ __device__ __forceinline__ void score_product(const T* a, const T* b, const Slic
     load_matrices(fa, a + (lane % 16) * L.ldh + kc * kTile + 8 * (lane / 16));
 #pragma unroll
     for (int np = 0; np < NK / kTile; ++np) {
-      if (np * kTile >= L.nk) break;
+      if (np * kTile >= key_end) break;
       // Matrices: keys [16np, +8) x dims lo, hi, then keys [16np + 8, +8) x dims lo, hi.
       uint32_t fb[4];
       load_matrices(fb, b + (np * kTile + lane % 8 + 8 * (lane / 16)) * L.ldh + kc * kTile + 8 * ((lane / 8) % 2));
@@ -131,17 +132,17 @@ __device__ __forceinline__ void score_product(const T* a, const T* b, const Slic
   }
 }
 
-// acc = a b for a warp's score operands a (16 rows x nk keys, in registers) and b [nk][ldh] (v or k, row-major):
-// the head-shaped products P v and dS k.
+// acc = a b for a warp's score operands a (16 rows x nk keys, in registers, 0 from key_end on) and b [nk][ldh]
+// (v or k, row-major): the head-shaped products P v and dS k.
 template <typename T, int NK>
-__device__ __forceinline__ void head_product(const ScoreOperands<NK>& a, const T* b, const SliceLayout& L,
+__device__ __forceinline__ void head_product(const ScoreOperands<NK>& a, const T* b, int key_end, const SliceLayout& L,
                                              HeadTiles& acc) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 #pragma unroll
   for (int c = 0; c < NK / kTile; ++c) {
-    if (c * kTile >= L.nk) break;
+    if (c * kTile >= key_end) break;
 #pragma unroll
     for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
       if (dp * kTile >= L.dh) break;
@@ -156,13 +157,15 @@ __device__ __forceinline__ void head_product(const ScoreOperands<NK>& a, const T
 }
 
 // acc = a^T b for key tile kt: a [mq][ldp] (P or dS, rows = queries) and b [mq][ldh] (dO or q), both in shared
-// memory: the key-shaped products P^T dO and dS^T q, summed over all query rows.
+// memory: the key-shaped products P^T dO and dS^T q, summed over the query tiles from q_begin on (the rows before
+// see none of the tile's keys: their P and dS are 0 there).
 template <typename T>
-__device__ __forceinline__ void key_product(const T* a, const T* b, int kt, const SliceLayout& L, HeadTiles& acc) {
+__device__ __forceinline__ void key_product(const T* a, const T* b, int kt, int q_begin, const SliceLayout& L,
+                                            HeadTiles& acc) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  for (int qc = 0; qc < L.mq / kTile; ++qc) {
+  for (int qc = q_begin; qc < L.mq / kTile; ++qc) {
     // a^T's fragment, transposed from a: queries lo x keys lo, queries lo x keys hi, queries hi x keys lo, hi.
     uint32_t fa[4];
     load_matrices_transposed(fa, a + (qc * kTile + lane % 8 + 8 * (lane / 16)) * L.ldp + kt * kTile +
@@ -279,9 +282,11 @@ struct SliceSmem {
         d_s(reinterpret_cast<T*>(base + L.d_s)) {}
 };
 
-// The two query rows of lane l in the warp's tile at r0 (l/4 and l/4 + 8), and the keys each sees (0 past q_len).
+// The two query rows of lane l in the warp's tile at r0 (l/4 and l/4 + 8), the keys each sees (0 past q_len), and
+// key_end: the keys any row of the tile sees, rounded up to a tile (the products stop there: masked tiles of
+// shorter sentences in the batch and, when causal, the tiles right of the diagonal).
 struct LaneRows {
-  int row[2], valid[2];
+  int row[2], valid[2], key_end;
   __device__ LaneRows(int r0, int q_len, int keys, bool causal) {
     const int g = (threadIdx.x & 31) >> 2;
 #pragma unroll
@@ -289,6 +294,7 @@ struct LaneRows {
       row[h] = r0 + g + 8 * h;
       valid[h] = row[h] < q_len ? row_keys(keys, row[h], causal) : 0;
     }
+    key_end = r0 < q_len ? round_tile(row_keys(keys, min(r0 + kTile, q_len) - 1, causal)) : 0;
   }
   // Whether score tile j's column element e is seen by row half h.
   __device__ bool sees(int h, int j, int e) const { return 8 * j + 2 * (threadIdx.x & 3) + e < valid[h]; }
@@ -314,7 +320,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
   wait_async_copies();
   __syncthreads();
   ScoreTiles<NK> x;
-  score_product<T, NK>(sm.q + r0 * L.ldh, sm.k, L, x);
+  score_product<T, NK>(sm.q + r0 * L.ldh, sm.k, rows.key_end, L, x);
   // Masked softmax of the lane's two rows; a row without keys gets P = 0 (context 0) and lse = -inf.
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -348,7 +354,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
   ScoreOperands<NK> p;
   to_operands<T, NK>(x, p);
   HeadTiles out;
-  head_product<T, NK>(p, sm.v, L, out);
+  head_product<T, NK>(p, sm.v, rows.key_end, L, out);
   store_head_tile(out, r0, q_len, head_dim, context + fused_attention_slice_at(s, heads, q_len, head_dim, width),
                   width, packed);
 }
@@ -372,7 +378,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
   stage(v + k_at, ldkv, k_len, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
   // Read while the copies are in flight.
   const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, r0 = warp * kTile;
-  const LaneRows rows(r0, q_len, slice_keys(k_lengths, s, heads, k_len), causal);
+  const int keys = slice_keys(k_lengths, s, heads, k_len);
+  const LaneRows rows(r0, q_len, keys, causal);
   float row_lse[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) row_lse[h] = rows.valid[h] > 0 ? lse[static_cast<int64_t>(s) * q_len + rows.row[h]] : 0.0f;
@@ -380,7 +387,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
   __syncthreads();
   // P from S and lse, rounded to dt (masked keys and rows past q_len exactly 0).
   ScoreTiles<NK> x;
-  score_product<T, NK>(sm.q + r0 * L.ldh, sm.k, L, x);
+  score_product<T, NK>(sm.q + r0 * L.ldh, sm.k, rows.key_end, L, x);
 #pragma unroll
   for (int j = 0; j < NK / 8; ++j)
 #pragma unroll
@@ -396,7 +403,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
     store_operands<NK>(p, r0, L.nk, sm.p, L.ldp);  // read back below by the lanes that wrote them
   }
   // dP, then D = sum_j P dP per row and dS = P (dP - D) scale.
-  score_product<T, NK>(sm.d_out + r0 * L.ldh, sm.v, L, x);
+  score_product<T, NK>(sm.d_out + r0 * L.ldh, sm.v, rows.key_end, L, x);
   float dot[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int j = 0; j < NK / 8; ++j)
@@ -417,16 +424,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
   ScoreOperands<NK> d_s;
   to_operands<T, NK>(x, d_s);
   HeadTiles acc;
-  head_product<T, NK>(d_s, sm.k, L, acc);  // dQ = dS k
+  head_product<T, NK>(d_s, sm.k, rows.key_end, L, acc);  // dQ = dS k
   store_head_tile(acc, r0, q_len, head_dim, d_q + q_at, ldq, packed);
   __syncthreads();  // every warp's last read of k and v is done: dS goes over them
   store_operands<NK>(d_s, r0, L.nk, sm.d_s, L.ldp);
   __syncthreads();
   // dV = P^T dO and dK = dS^T q, 16 keys a warp at a time, over all query rows.
   for (int kt = warp; kt < L.nk / kTile; kt += warps) {
-    key_product(sm.p, sm.d_out, kt, L, acc);
+    // Keys no row sees (past the sentence's length) get zero gradients; causal rows see key tile kt from row 16 kt.
+    const int q_begin = kt * kTile >= keys ? L.mq / kTile : causal ? kt : 0;
+    key_product(sm.p, sm.d_out, kt, q_begin, L, acc);
     store_head_tile(acc, kt * kTile, k_len, head_dim, d_v + k_at, ldkv, packed);
-    key_product(sm.d_s, sm.q, kt, L, acc);
+    key_product(sm.d_s, sm.q, kt, q_begin, L, acc);
     store_head_tile(acc, kt * kTile, k_len, head_dim, d_k + k_at, ldkv, packed);
   }
 }
