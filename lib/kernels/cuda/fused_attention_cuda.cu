@@ -132,27 +132,33 @@ __device__ __forceinline__ void score_product(const T* a, const T* b, int key_en
   }
 }
 
+// acc += a b for one k-step: a 16 x 16 A operand and rows [r, r + 16) of b [.][ldh] (row-major, its columns the head
+// dimensions). Transposed matrices: rows lo, hi x dims [16dp, +8), then rows lo, hi x dims [16dp + 8, +8).
+template <typename T>
+__device__ __forceinline__ void head_step(const uint32_t (&a)[4], const T* b, int r, const SliceLayout& L,
+                                          HeadTiles& acc) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
+    if (dp * kTile >= L.dh) break;
+    uint32_t fb[4];
+    load_matrices_transposed(fb, b + (r + lane % 8 + 8 * ((lane / 8) % 2)) * L.ldh + dp * kTile + 8 * (lane / 16));
+    mma_16x8x16<T>(acc[2 * dp], a, fb[0], fb[1]);
+    mma_16x8x16<T>(acc[2 * dp + 1], a, fb[2], fb[3]);
+  }
+}
+
 // acc = a b for a warp's score operands a (16 rows x nk keys, in registers, 0 from key_end on) and b [nk][ldh]
 // (v or k, row-major): the head-shaped products P v and dS k.
 template <typename T, int NK>
 __device__ __forceinline__ void head_product(const ScoreOperands<NK>& a, const T* b, int key_end, const SliceLayout& L,
                                              HeadTiles& acc) {
-  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 #pragma unroll
   for (int c = 0; c < NK / kTile; ++c) {
     if (c * kTile >= key_end) break;
-#pragma unroll
-    for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
-      if (dp * kTile >= L.dh) break;
-      // Transposed matrices: keys lo, hi x dims [16dp, +8), then keys lo, hi x dims [16dp + 8, +8).
-      uint32_t fb[4];
-      load_matrices_transposed(fb, b + (c * kTile + lane % 8 + 8 * ((lane / 8) % 2)) * L.ldh + dp * kTile +
-                                       8 * (lane / 16));
-      mma_16x8x16<T>(acc[2 * dp], a[c], fb[0], fb[1]);
-      mma_16x8x16<T>(acc[2 * dp + 1], a[c], fb[2], fb[3]);
-    }
+    head_step(a[c], b, c * kTile, L, acc);
   }
 }
 
@@ -170,15 +176,7 @@ __device__ __forceinline__ void key_product(const T* a, const T* b, int kt, int 
     uint32_t fa[4];
     load_matrices_transposed(fa, a + (qc * kTile + lane % 8 + 8 * (lane / 16)) * L.ldp + kt * kTile +
                                      8 * ((lane / 8) % 2));
-#pragma unroll
-    for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
-      if (dp * kTile >= L.dh) break;
-      uint32_t fb[4];
-      load_matrices_transposed(fb, b + (qc * kTile + lane % 8 + 8 * ((lane / 8) % 2)) * L.ldh + dp * kTile +
-                                       8 * (lane / 16));
-      mma_16x8x16<T>(acc[2 * dp], fa, fb[0], fb[1]);
-      mma_16x8x16<T>(acc[2 * dp + 1], fa, fb[2], fb[3]);
-    }
+    head_step(fa, b, qc * kTile, L, acc);
   }
 }
 
