@@ -246,8 +246,8 @@ __device__ __forceinline__ void store_operands(const ScoreOperands<NK>& a, int r
 
 // Rows [0, rows) x columns [0, cols) of src (row stride src_ld) into dst [rows_pad][ld] (columns [0, cols_pad)),
 // zeros elsewhere. packed: 16-byte packs (cols and src_ld multiples of 8, src 16-byte aligned), copied
-// asynchronously: the caller waits (wait_async_copies) before its __syncthreads. Staging is most of these kernels'
-// time; with every copy in flight at once it is bound by bandwidth instead of one latency per pack.
+// asynchronously: the caller waits (wait_async_copies) before its __syncthreads. With every copy in flight at once
+// staging is bound by bandwidth instead of one latency per pack.
 template <typename T>
 __device__ void stage(const T* src, int src_ld, int rows, int cols, T* dst, int ld, int rows_pad, int cols_pad,
                       bool packed) {
