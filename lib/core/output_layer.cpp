@@ -39,8 +39,8 @@ void OutputLayer::backward(const LayerContext& ctx, const Saved& saved, void* dx
 
 int OutputLayer::default_chunk_rows(int rows) const {
   const int fit = static_cast<int>(std::max<std::size_t>(1, kChunkLogits / static_cast<std::size_t>(vocab_)));
-  const int quarter = (rows + 3) / 4;
-  return std::max(1, std::min(fit, (quarter + 63) / 64 * 64));
+  const int share = rows >= kHalfChunkRows ? (rows + 1) / 2 : (rows + 3) / 4;
+  return std::max(1, std::min(fit, (share + 63) / 64 * 64));
 }
 
 void OutputLayer::loss_in_chunks(const LayerContext& ctx, const void* x, int rows, const int32_t* targets,

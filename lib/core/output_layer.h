@@ -36,15 +36,18 @@ class OutputLayer {
   // fp32 gradient sums.
   void loss_in_chunks(const LayerContext& ctx, const void* x, int rows, const int32_t* targets, float grad_scale,
                       float* row_loss, float* row_nll, void* dx, int chunk_rows = 0) const;
-  static constexpr std::size_t kChunkLogits = std::size_t(1) << 26;  // see default_chunk_rows
+  static constexpr std::size_t kChunkLogits = std::size_t(1) << 28;  // see default_chunk_rows
+  static constexpr int kHalfChunkRows = 8192;
   std::size_t param_begin() const { return param_begin_; }  // table offset of the layer's first own tensor
 
  private:
-  // At most kChunkLogits logits (with a 32000-word vocabulary 2048 rows, 128 MiB in bf16 instead of 1 GiB at 16384
-  // target tokens), and at most a quarter of the rows (rounded up to 64): the chunk lies on top of everything
-  // forward kept, so it is part of a step's memory peak, which matters most for small batches of large models;
-  // while each chunk's weight gradient adds into the fp32 [vocab, dim] sum once more (262 MB of traffic for
-  // transformer-big), so large batches keep large chunks.
+  // A quarter of the rows (rounded up to 64), or half of them from kHalfChunkRows rows on, and at most kChunkLogits
+  // logits (8192 rows, 512 MiB in bf16, with a 32000-word vocabulary). The chunk lies on top of everything forward
+  // kept, so it is part of a step's memory peak, which matters most for small batches of large models (big at 4096
+  // tokens: a quarter). Each chunk's weight gradient adds into the fp32 [vocab, dim] sum once more (131 MB of
+  // traffic for transformer-base, 262 MB for big), so large batches take large chunks: at 16384 target tokens two
+  // chunks of about 8000 rows instead of eight of 2048 made base 3% faster and big 2% (H100, bench/NOTES.md round
+  // 11); at 8192 two chunks instead of four measured the same as before.
   int default_chunk_rows(int rows) const;
 
   std::size_t param_begin_ = 0;
