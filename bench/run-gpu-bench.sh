@@ -5,13 +5,14 @@
 #     in COMPILE_CASES (default: base at 16384; compiling costs a minute or more per case);
 #   decoding (bf16): transformer-base with random weights, beam 1 and 4, 32/64/128 sentences of 28 tokens,
 #     outputs forced to 28 tokens, lseq (bench_decode_throughput) vs Hugging Face generate (bench/hf_generate.py).
-#   and transformer-big again with --recompute-ffn (lseq-recompute-ffn in the table).
+#   and transformer-big again with --recompute-ffn (lseq-recompute-ffn in the table);
+#   first of all, the GPU's measured bf16 GEMM peak (bench_gemm_peak, 8192^3), the denominator of the MFU.
 # Steps: WARMUP (10) untimed + STEPS (32 = two passes over the 16-batch pool) timed steps per training case;
 # 1 warm-up + 5 timed batches per decoding case. The parts run in priority order under a total time budget
-# (BUDGET_S, 500 s, not counting the build), each under its own timeout; a part that fails, times out or is
+# (BUDGET_S, 560 s, not counting the build), each under its own timeout; a part that fails, times out or is
 # skipped for lack of time shows as failed/missing in the table and the rest go on.
 #
-#   bash bench/run-gpu-bench.sh                  # BUILD=build-gpu: configured if new, the two targets built
+#   bash bench/run-gpu-bench.sh                  # BUILD=build-gpu: configured if new, the three targets built
 #   SKIP_BUILD=1 bash bench/run-gpu-bench.sh     # use the binaries in $BUILD as they are
 #   BUILD=build-gpu OUT=/tmp/out PRECISION=bf16 STEPS=32 WARMUP=10 COMPILE_CASES="base:16384 big:16384" ...
 # Output: every RESULT line (also in $OUT/bench/*.log), then the table. Exit code 0 unless nothing could run.
@@ -24,7 +25,7 @@ out=${OUT:-/tmp/lseq-bench}/bench
 precision=${PRECISION:-bf16}
 warmup=${WARMUP:-10}
 steps=${STEPS:-32}
-budget=${BUDGET_S:-500}
+budget=${BUDGET_S:-560}
 compile_cases=${COMPILE_CASES-base:16384}  # set and empty: no torch.compile case
 tokens=${TOKENS:-4096,8192,16384}
 mkdir -p "$out"
@@ -40,7 +41,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   if { [ -f "$build/build.ninja" ] ||
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DLSEQ_CUDA=ON; } \
     >"$out/build.log" 2>&1 &&
-    cmake --build "$build" --target bench_train_throughput bench_decode_throughput -j "${JOBS:-16}" \
+    cmake --build "$build" --target bench_train_throughput bench_decode_throughput bench_gemm_peak -j "${JOBS:-16}" \
       >>"$out/build.log" 2>&1; then
     :
   else
@@ -73,6 +74,16 @@ shapes=$out/batch-shapes.txt
 "$train_bin" --dump-only --dump-batches "$shapes" --tokens "$tokens" || echo "could not write the batch shapes"
 
 common=(--precision "$precision" --warmup "$warmup" --steps "$steps" --tokens "$tokens")
+# The GPU's measured bf16 GEMM peak, the denominator of the MFU (the datasheet's 989 TFLOP/s is the other).
+part gemm-peak 30 "$build/bench/bench_gemm_peak" --size 8192
+# torch.compile first: its warm-up (one compilation per new batch shape until it turns dynamic) took 190 s on an
+# H100, so it gets its full limit while the budget is whole; the cheaper parts fill what is left.
+for c in $compile_cases; do
+  m=${c%%:*} t=${c##*:}
+  part "torch-compile-$m-$t" 320 python3 bench/pytorch_train.py --shapes "$shapes" \
+    --preset "configs/transformer-$m.yaml" --modes compile --precision "$precision" --warmup "$warmup" \
+    --steps "$steps" --tokens "$t"
+done
 part lseq-train-base 90 "$train_bin" --preset configs/transformer-base.yaml "${common[@]}"
 part torch-eager-base 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-base.yaml \
   --modes eager "${common[@]}"
@@ -85,12 +96,6 @@ part hf-generate 90 python3 bench/hf_generate.py --precision "$precision" --batc
   --src-len 28 --out-len 28
 # lstrain --recompute-ffn (the memory target's case): big only, whose activations are what the option trims.
 part lseq-train-big-recompute-ffn 150 "$train_bin" --preset configs/transformer-big.yaml --recompute-ffn "${common[@]}"
-for c in $compile_cases; do
-  m=${c%%:*} t=${c##*:}
-  part "torch-compile-$m-$t" 330 python3 bench/pytorch_train.py --shapes "$shapes" \
-    --preset "configs/transformer-$m.yaml" --modes compile --precision "$precision" --warmup "$warmup" \
-    --steps "$steps" --tokens "$t"
-done
 echo "total benchmark time: $(($(date +%s) - start)) s"
 
 cat "$out"/*.log | grep '^RESULT' >"$out/results.txt"
