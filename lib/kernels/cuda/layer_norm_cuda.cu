@@ -148,17 +148,6 @@ __device__ __forceinline__ void load_raw_row(const T* row, int cols, int lane, u
   }
 }
 
-// Asks for the row's packs to be brought into L1 without holding registers: loads issued later (at the row's
-// output) then wait on L1, not on L2 or memory.
-template <typename T, int N>
-__device__ __forceinline__ void prefetch_row_l1(const T* row, int cols, int lane) {
-#pragma unroll
-  for (int n = 0; n < N; ++n) {
-    const int c = (n * 32 + lane) * Pack<T>::size;
-    if (c < cols) asm volatile("prefetch.global.L1 [%0];" ::"l"(row + c));
-  }
-}
-
 template <typename T, int N>
 __device__ __forceinline__ void unpack_row(const uint4 (&raw)[N], float (&v)[N][Pack<T>::size]) {
 #pragma unroll
@@ -187,12 +176,10 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp: no block barriers below
-  // The row's loads (and the residual's) are all issued before any use. The gain and bias are only prefetched into
-  // L1 here and loaded at the output, so that they hold no registers through the reductions: bf16 at 512 columns
-  // 80 -> 56 registers, 24 -> 36 warps an SM (residual form [16384 x 512]: -13%), while a small decoding batch,
-  // which waits on latency, still finds them in L1.
-  prefetch_row_l1<T, N>(gamma, cols, lane);
-  prefetch_row_l1<T, N>(beta, cols, lane);
+  // The row's loads (and the residual's) are all issued before any use; the gain and bias are loaded only at the
+  // output (from L1 or L2), so that they hold no registers through the reductions: bf16 at 512 columns 80 -> 56
+  // registers, 24 -> 36 warps an SM. (Prefetching them into L1 at the start, prefetch.global.L1, made the kernel
+  // 1.5-2.5x slower.)
   float v[N][P];
   if constexpr (kResidual) {
     uint4 raw_x[N], raw_r[N];
