@@ -168,7 +168,7 @@ struct ResidualInput {
   T* sum;             // may be null
 };
 
-template <typename T, int N, bool kResidual>
+template <typename T, int N, bool kResidual, bool kGainsEarly>
 __global__ void __launch_bounds__(kRowWarps * 32)
     layer_norm_forward_warp_kernel(const T* x, ResidualInput<T> in, const T* gamma, const T* beta, int rows, int cols,
                                    float eps, T* y, float* mean, float* rstd) {
@@ -176,11 +176,16 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
   if (row >= rows) return;  // the whole warp: no block barriers below
-  // The row's loads (and the residual's) are all issued before any use; the gain and bias are loaded only at the
-  // output (from L1 or L2), so that they hold no registers through the reductions: bf16 at 512 columns 80 -> 56
-  // registers, 24 -> 36 warps an SM. (Prefetching them into L1 at the start, prefetch.global.L1, made the kernel
-  // 1.5-2.5x slower.)
-  float v[N][P];
+  // The row's loads (and the residual's) are all issued before any use. The gain and bias: with kGainsEarly loaded
+  // beside the row, so that a batch whose rows are all in flight at once (decoding) does not wait for them at the
+  // end; otherwise only at the output, so that they hold no registers through the reductions (bf16 at 512
+  // columns 80 -> 56 registers, 24 -> 36 warps an SM: [16384 x 512] residual form -13%). (Prefetching them into
+  // L1 at the start instead, prefetch.global.L1, made the kernel 1.5-2.5x slower.)
+  float v[N][P], g[N][P], b[N][P];
+  if constexpr (kGainsEarly) {
+    load_row<T, N>(gamma, cols, lane, g);
+    load_row<T, N>(beta, cols, lane, b);
+  }
   if constexpr (kResidual) {
     uint4 raw_x[N], raw_r[N];
     load_raw_row<T, N>(x + row * cols, cols, lane, raw_x);
@@ -231,11 +236,13 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   for (int n = 0; n < N; ++n) {
     const int c = (n * 32 + lane) * P;
     if (c >= cols) continue;
-    float g[P], b[P], out[P];
-    load_pack(gamma + c, g);
-    load_pack(beta + c, b);
+    if constexpr (!kGainsEarly) {
+      load_pack(gamma + c, g[n]);
+      load_pack(beta + c, b[n]);
+    }
+    float out[P];
 #pragma unroll
-    for (int k = 0; k < P; ++k) out[k] = (v[n][k] - mu) * rs * g[k] + b[k];
+    for (int k = 0; k < P; ++k) out[k] = (v[n][k] - mu) * rs * g[n][k] + b[n][k];
     store_pack(yr + c, out);
   }
   if (lane == 0) {
@@ -385,20 +392,36 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   }
 }
 
-template <typename T, bool kResidual>
+template <typename T, bool kResidual, bool kGainsEarly>
 void launch_layer_norm_forward_warp(cudaStream_t stream, int packs, const T* x, const ResidualInput<T>& in,
                                     const T* gamma, const T* beta, int rows, int cols, float eps, T* y, float* mean,
                                     float* rstd) {
   const unsigned blocks = static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps);
   if (packs == 1)
-    layer_norm_forward_warp_kernel<T, 1, kResidual>
+    layer_norm_forward_warp_kernel<T, 1, kResidual, kGainsEarly>
         <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
   else if (packs == 2)
-    layer_norm_forward_warp_kernel<T, 2, kResidual>
+    layer_norm_forward_warp_kernel<T, 2, kResidual, kGainsEarly>
         <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
   else
-    layer_norm_forward_warp_kernel<T, 4, kResidual>
+    layer_norm_forward_warp_kernel<T, 4, kResidual, kGainsEarly>
         <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
+}
+
+// Gains loaded early while every row fits in one wave of warps (20 an SM at the early form's 96 registers, bf16 at
+// 512 columns: decoding batches), at the output once rows queue for warps (training batches), where occupancy
+// is what counts.
+template <typename T, bool kResidual>
+void launch_layer_norm_forward_warp(cudaStream_t stream, int sm_count, int packs, const T* x,
+                                    const ResidualInput<T>& in, const T* gamma, const T* beta, int rows, int cols,
+                                    float eps, T* y, float* mean, float* rstd) {
+  constexpr int kEarlyFormWarpsPerSm = 20;
+  if (rows <= kEarlyFormWarpsPerSm * sm_count)
+    launch_layer_norm_forward_warp<T, kResidual, true>(stream, packs, x, in, gamma, beta, rows, cols, eps, y, mean,
+                                                       rstd);
+  else
+    launch_layer_norm_forward_warp<T, kResidual, false>(stream, packs, x, in, gamma, beta, rows, cols, eps, y, mean,
+                                                        rstd);
 }
 
 template <typename T, int N>
@@ -441,8 +464,8 @@ void CudaBackend::layer_norm_forward(DType dt, const void* x, const void* gamma,
     auto* py = static_cast<T*>(y);
     const int packs = can_vectorize<T>(cols, px, pg, pb, py) ? packs_per_lane<T>(cols) : 0;
     if (packs > 0)
-      launch_layer_norm_forward_warp<T, false>(stream_, packs, px, ResidualInput<T>{}, pg, pb, rows, cols, eps, py,
-                                               mean, rstd);
+      launch_layer_norm_forward_warp<T, false>(stream_, sm_count_, packs, px, ResidualInput<T>{}, pg, pb, rows, cols,
+                                               eps, py, mean, rstd);
     else
       layer_norm_forward_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(px, pg, pb, cols, eps, py, mean, rstd);
   });
@@ -469,7 +492,8 @@ void CudaBackend::residual_layer_norm_forward(DType dt, const void* x, const voi
         can_vectorize<T>(cols, px, in.bias, in.residual, in.sum, pg, pb, py) ? packs_per_lane<T>(cols) : 0;
     if (packs == 0) return;
     bind();
-    launch_layer_norm_forward_warp<T, true>(stream_, packs, px, in, pg, pb, rows, cols, eps, py, mean, rstd);
+    launch_layer_norm_forward_warp<T, true>(stream_, sm_count_, packs, px, in, pg, pb, rows, cols, eps, py, mean,
+                                            rstd);
     fused = true;
   });
   if (fused) {
