@@ -15,6 +15,11 @@
 #   bash bench/run-gpu-bench.sh                  # BUILD=build-gpu: configured if new, the three targets built
 #   SKIP_BUILD=1 bash bench/run-gpu-bench.sh     # use the binaries in $BUILD as they are
 #   BUILD=build-gpu OUT=/tmp/out PRECISION=bf16 STEPS=32 WARMUP=10 COMPILE_CASES="base:16384 big:16384" ...
+#   PASS=main bash bench/run-gpu-bench.sh        # everything but torch.compile (about 250 s on an H100)
+#   PASS=compile BUDGET_S=540 OUT=/tmp/out2 bash bench/run-gpu-bench.sh  # torch.compile alone with the budget,
+#                                                # between two lseq runs of its case; on a fresh machine its warm-up
+#                                                # can take more than 320 s, too long to share a 10-minute call
+#   python3 bench/bench_table.py <(cat /tmp/out/bench/results.txt /tmp/out2/bench/results.txt)  # one table of both
 # Output: every RESULT line (also in $OUT/bench/*.log), then the table. Exit code 0 unless nothing could run.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -27,6 +32,11 @@ warmup=${WARMUP:-10}
 steps=${STEPS:-32}
 budget=${BUDGET_S:-560}
 compile_cases=${COMPILE_CASES-base:16384}  # set and empty: no torch.compile case
+pass=${PASS:-all}  # all | main (all but torch.compile) | compile (torch.compile alone, between two lseq runs)
+case $pass in
+  all | main | compile) ;;
+  *) echo "PASS=$pass: use all, main or compile" >&2 && exit 2 ;;
+esac
 tokens=${TOKENS:-4096,8192,16384}
 mkdir -p "$out"
 rm -f "$out"/*.log "$out/results.txt"  # a reused OUT must not show an earlier run's results
@@ -76,27 +86,41 @@ shapes=$out/batch-shapes.txt
 common=(--precision "$precision" --warmup "$warmup" --steps "$steps" --tokens "$tokens")
 # The GPU's measured bf16 GEMM peak, the denominator of the MFU (the datasheet's 989 TFLOP/s is the other).
 part gemm-peak 30 "$build/bench/bench_gemm_peak" --size 8192
-part lseq-train-base 90 "$train_bin" --preset configs/transformer-base.yaml "${common[@]}"
-# torch.compile next: its warm-up took from 164 s to more than 320 s on an H100 (the most on a fresh machine, whose
-# compile caches are empty), so it gets its full limit while the budget is whole; the cheaper parts fill what is
-# left. (lseq's base run goes before it, not in the minute after a 300 s compile job.)
-for c in $compile_cases; do
-  m=${c%%:*} t=${c##*:}
-  part "torch-compile-$m-$t" 320 python3 bench/pytorch_train.py --shapes "$shapes" \
-    --preset "configs/transformer-$m.yaml" --modes compile --precision "$precision" --warmup "$warmup" \
-    --steps "$steps" --tokens "$t"
-done
-part torch-eager-base 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-base.yaml \
-  --modes eager "${common[@]}"
-part lseq-train-big 150 "$train_bin" --preset configs/transformer-big.yaml "${common[@]}"
-part torch-eager-big 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-big.yaml \
-  --modes eager "${common[@]}"
-part lseq-decode 60 "$decode_bin" --preset configs/transformer-base.yaml --precision "$precision" \
-  --batch-sizes 32,64,128 --beams 1,4 --src-len 28 --out-len 28 --batches-per-case 10
-part hf-generate 90 python3 bench/hf_generate.py --precision "$precision" --batch-sizes 32,64,128 --beams 1,4 \
-  --src-len 28 --out-len 28
-# lstrain --recompute-ffn (the memory target's case): big only, whose activations are what the option trims.
-part lseq-train-big-recompute-ffn 150 "$train_bin" --preset configs/transformer-big.yaml --recompute-ffn "${common[@]}"
+compile_case() {  # compile_case MODEL TOKENS LIMIT
+  part "torch-compile-$1-$2" "$3" python3 bench/pytorch_train.py --shapes "$shapes" \
+    --preset "configs/transformer-$1.yaml" --modes compile --precision "$precision" --warmup "$warmup" \
+    --steps "$steps" --tokens "$2"
+}
+if [ "$pass" = compile ]; then
+  # torch.compile alone with the whole budget, between two lseq runs of the same case.
+  for c in $compile_cases; do
+    m=${c%%:*} t=${c##*:}
+    lseq_case=("$train_bin" --preset "configs/transformer-$m.yaml" --precision "$precision" --warmup "$warmup"
+      --steps "$steps" --tokens "$t")
+    part "lseq-train-$m-$t-before-compile" 60 "${lseq_case[@]}"
+    compile_case "$m" "$t" $((budget - 80))
+    part "lseq-train-$m-$t-after-compile" 60 "${lseq_case[@]}"
+  done
+else
+  part lseq-train-base 90 "$train_bin" --preset configs/transformer-base.yaml "${common[@]}"
+  # torch.compile next (PASS=all): its warm-up took from 164 s to more than 320 s on an H100 (the most on a fresh
+  # machine, whose compile caches are empty), so it gets its full limit while the budget is whole; the cheaper parts
+  # fill what is left. (lseq's base run goes before it, not in the minute after a 300 s compile job.)
+  if [ "$pass" = all ]; then
+    for c in $compile_cases; do compile_case "${c%%:*}" "${c##*:}" 320; done
+  fi
+  part torch-eager-base 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-base.yaml \
+    --modes eager "${common[@]}"
+  part lseq-train-big 150 "$train_bin" --preset configs/transformer-big.yaml "${common[@]}"
+  part torch-eager-big 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-big.yaml \
+    --modes eager "${common[@]}"
+  part lseq-decode 60 "$decode_bin" --preset configs/transformer-base.yaml --precision "$precision" \
+    --batch-sizes 32,64,128 --beams 1,4 --src-len 28 --out-len 28 --batches-per-case 10
+  part hf-generate 90 python3 bench/hf_generate.py --precision "$precision" --batch-sizes 32,64,128 --beams 1,4 \
+    --src-len 28 --out-len 28
+  # lstrain --recompute-ffn (the memory target's case): big only, whose activations are what the option trims.
+  part lseq-train-big-recompute-ffn 150 "$train_bin" --preset configs/transformer-big.yaml --recompute-ffn "${common[@]}"
+fi
 echo "total benchmark time: $(($(date +%s) - start)) s"
 
 cat "$out"/*.log | grep '^RESULT' >"$out/results.txt"
