@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
 }
 
 template <typename T, bool kResidual, bool kGainsEarly>
-void launch_layer_norm_forward_warp(cudaStream_t stream, int packs, const T* x, const ResidualInput<T>& in,
+void launch_layer_norm_forward_form(cudaStream_t stream, int packs, const T* x, const ResidualInput<T>& in,
                                     const T* gamma, const T* beta, int rows, int cols, float eps, T* y, float* mean,
                                     float* rstd) {
   const unsigned blocks = static_cast<unsigned>((rows + kRowWarps - 1) / kRowWarps);
@@ -417,10 +417,10 @@ void launch_layer_norm_forward_warp(cudaStream_t stream, int sm_count, int packs
                                     float eps, T* y, float* mean, float* rstd) {
   constexpr int kEarlyFormWarpsPerSm = 20;
   if (rows <= kEarlyFormWarpsPerSm * sm_count)
-    launch_layer_norm_forward_warp<T, kResidual, true>(stream, packs, x, in, gamma, beta, rows, cols, eps, y, mean,
+    launch_layer_norm_forward_form<T, kResidual, true>(stream, packs, x, in, gamma, beta, rows, cols, eps, y, mean,
                                                        rstd);
   else
-    launch_layer_norm_forward_warp<T, kResidual, false>(stream, packs, x, in, gamma, beta, rows, cols, eps, y, mean,
+    launch_layer_norm_forward_form<T, kResidual, false>(stream, packs, x, in, gamma, beta, rows, cols, eps, y, mean,
                                                         rstd);
 }
 
