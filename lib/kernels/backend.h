@@ -273,9 +273,14 @@ class Backend {
   // for a row without keys, whose context row is 0). Math in fp32; on the GPU the probabilities are rounded to dt
   // before the product with v, as the composed path stores them. Requires fused_attention_fits; ldq, ldkv >=
   // heads*head_dim.
+  // Packed (padding-free) rows: with q_offsets (a device array of batch + 1 row offsets) sentence b's queries, and
+  // its context rows, are rows q_offsets[b] .. q_offsets[b+1] - 1 (at most q_len of them) instead of b*q_len ..;
+  // with k_offsets its keys and values alike (also bounding its keys with k_lengths). Rows past a sentence's count
+  // are neither read nor written (fused_attention_layout.h); their lse entries are left as they were.
   virtual void attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                  const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
-                                 float scale, bool causal, void* context, float* lse) = 0;
+                                 float scale, bool causal, void* context, float* lse,
+                                 const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr) = 0;
   // The gradients of that map for d_context (the context's layout), written in the inputs' layouts: d_q with ldq,
   // d_k and d_v with ldkv (overwritten over each slice's columns; rows of masked keys 0; so the d_q/d_k/d_v parts
   // of one d_qkv buffer are all written), from the probabilities recomputed as exp(scale q_i.k_j - lse_i). d_q,
@@ -283,7 +288,8 @@ class Backend {
   virtual void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                   const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                                   float scale, bool causal, const float* lse, const void* d_context, void* d_q,
-                                  void* d_k, void* d_v) = 0;
+                                  void* d_k, void* d_v, const int32_t* q_offsets = nullptr,
+                                  const int32_t* k_offsets = nullptr) = 0;
 
   // ---- loss ----
   // Label-smoothed cross-entropy of logits [n, vocab] against targets [n]; rows whose target == ignore_index

@@ -206,4 +206,75 @@ inline ::testing::AssertionResult masked_key_rows_zero(const FusedInputs& in, co
   return ::testing::AssertionSuccess();
 }
 
+// ---- packed (padding-free) rows ----
+// A case with key lengths run over packed rows: sentence b keeps the first k_lengths[b] rows of the key/value
+// operands (k_offsets) and, self-shaped, of the query operands too (each sentence's queries are its keys, as in
+// the training encoder); cross-shaped queries stay padded. The padded run of the same inputs is the reference, its
+// d_context zero on the query rows packing drops (their gradient never reaches a real row in a model either).
+struct PackedFused {
+  std::vector<int32_t> k_offsets, q_offsets;  // batch + 1 each; q_offsets empty when the queries stay padded
+  std::vector<int32_t> k_index, q_index;      // the padded row of each packed row
+};
+
+inline std::vector<int32_t> packed_offsets(const std::vector<int32_t>& lengths, int len,
+                                           std::vector<int32_t>& index) {
+  std::vector<int32_t> offsets{0};
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    const int n = std::min(lengths[b], len);
+    for (int i = 0; i < n; ++i) index.push_back(static_cast<int32_t>(b) * len + i);
+    offsets.push_back(offsets.back() + n);
+  }
+  return offsets;
+}
+
+inline PackedFused pack_case(FusedInputs& in) {
+  const FusedCase& c = in.c;
+  PackedFused p;
+  p.k_offsets = packed_offsets(in.k_lengths, c.k_len, p.k_index);
+  if (c.fused_qkv()) {
+    p.q_offsets = packed_offsets(in.k_lengths, c.q_len, p.q_index);
+    for (int b = 0; b < c.batch; ++b)  // the dropped query rows' gradient: 0
+      for (int i = std::min(in.k_lengths[b], c.q_len); i < c.q_len; ++i)
+        std::fill_n(in.d_context.begin() + (std::size_t(b) * c.q_len + i) * in.width, in.width, 0.0f);
+  }
+  return p;
+}
+
+// Rows `index` of a [rows][ld] buffer, in order.
+inline std::vector<float> pack_rows(const std::vector<float>& rows, int ld, const std::vector<int32_t>& index) {
+  std::vector<float> out;
+  for (int32_t r : index)
+    out.insert(out.end(), rows.begin() + std::size_t(r) * ld, rows.begin() + (std::size_t(r) + 1) * ld);
+  return out;
+}
+
+// The packed run's inputs (from the padded ones) and the padded reference's outputs as the packed run lays them
+// out; lse keeps its [slices][q_len] layout, NaN at the rows packing drops (compared where finite or -inf alike).
+struct PackedOperands {
+  std::vector<float> q_buf, kv_buf, d_context;
+};
+inline PackedOperands packed_operands(const FusedInputs& in, const PackedFused& p) {
+  const bool self = in.c.fused_qkv();
+  return {self ? pack_rows(in.q_buf, in.ldq, p.q_index) : in.q_buf,
+          self ? in.kv_buf : pack_rows(in.kv_buf, in.ldkv, p.k_index),
+          self ? pack_rows(in.d_context, in.width, p.q_index) : in.d_context};
+}
+inline FusedOutputs packed_reference(const FusedInputs& in, const PackedFused& p, const FusedOutputs& padded) {
+  const bool self = in.c.fused_qkv();
+  FusedOutputs out{self ? pack_rows(padded.context, in.width, p.q_index) : padded.context, padded.lse,
+                   self ? pack_rows(padded.d_q_buf, in.ldq, p.q_index) : padded.d_q_buf,
+                   self ? padded.d_kv_buf : pack_rows(padded.d_kv_buf, in.ldkv, p.k_index)};
+  if (self)
+    for (int s = 0; s < in.slices; ++s)
+      for (int i = std::min(in.k_lengths[s / in.c.heads], in.c.q_len); i < in.c.q_len; ++i)
+        out.lse[std::size_t(s) * in.c.q_len + i] = std::numeric_limits<float>::quiet_NaN();
+  return out;
+}
+
+// Packed self-shaped (causal and not) and cross-shaped cases, a sentence without keys (rows) first.
+inline std::vector<FusedCase> packed_cases() {
+  return {{3, 2, 13, 13, 16, false, true}, {4, 2, 30, 30, 32, true, true}, {3, 2, 9, 30, 16, false, true},
+          {2, 1, 17, 100, 40, false, true}, {8, 8, 57, 57, 64, false, true}, {8, 8, 33, 71, 64, false, true}};
+}
+
 }  // namespace lseq::kernels::test

@@ -25,6 +25,42 @@ FusedOutputs run_fused(Backend& backend, const FusedInputs& in) {
   return out;
 }
 
+// Packed rows (q_offsets, k_offsets) give the padded run's values at the rows they keep, and write no other row.
+TEST_F(CpuKernels, FusedAttentionOverPackedRowsMatchesThePaddedRun) {
+  uint64_t seed = 2300;
+  for (const auto& c : packed_cases()) {
+    FusedInputs in = make_fused_inputs(c, seed += 10);
+    const PackedFused p = pack_case(in);
+    const FusedOutputs want = packed_reference(in, p, run_fused(backend, in));
+    const PackedOperands op = packed_operands(in, p);
+    const bool self = c.fused_qkv();
+    const int32_t* q_offsets = self ? p.q_offsets.data() : nullptr;
+    FusedOutputs got{poisoned(want.context.size()), poisoned(want.lse.size()), poisoned(want.d_q_buf.size()),
+                     poisoned(want.d_kv_buf.size())};
+    const std::vector<float>& k_buf = self ? op.q_buf : op.kv_buf;
+    float* d_kv = self ? got.d_q_buf.data() : got.d_kv_buf.data();
+    backend.attention_forward(DType::f32, op.q_buf.data(), in.ldq, k_buf.data() + in.k_offset(),
+                              k_buf.data() + in.v_offset(), in.ldkv, in.lengths(), c.batch, c.heads, c.q_len, c.k_len,
+                              c.head_dim, in.scale, c.causal, got.context.data(), got.lse.data(), q_offsets,
+                              p.k_offsets.data());
+    backend.attention_backward(DType::f32, op.q_buf.data(), in.ldq, k_buf.data() + in.k_offset(),
+                               k_buf.data() + in.v_offset(), in.ldkv, in.lengths(), c.batch, c.heads, c.q_len,
+                               c.k_len, c.head_dim, in.scale, c.causal, got.lse.data(), op.d_context.data(),
+                               got.d_q_buf.data(), d_kv + in.k_offset(), d_kv + in.v_offset(), q_offsets,
+                               p.k_offsets.data());
+    EXPECT_TRUE(all_close(got.context, as_double(want.context), 1e-6, 1e-7)) << c.name() << " context";
+    EXPECT_TRUE(all_close(got.d_q_buf, as_double(want.d_q_buf), 1e-6, 1e-7)) << c.name() << " d_q (d_qkv)";
+    EXPECT_TRUE(all_close(got.d_kv_buf, as_double(want.d_kv_buf), 1e-6, 1e-7)) << c.name() << " d_kv";
+    for (std::size_t i = 0; i < want.lse.size(); ++i) {
+      if (std::isnan(want.lse[i])) {
+        EXPECT_TRUE(std::isnan(got.lse[i])) << c.name() << " lse row " << i << " of a dropped query was written";
+      } else {
+        EXPECT_EQ(got.lse[i], want.lse[i]) << c.name() << " lse row " << i;
+      }
+    }
+  }
+}
+
 TEST_F(CpuKernels, FusedAttentionMatchesTheComposedPath) {
   uint64_t seed = 2100;
   for (const auto& c : kCases) {

@@ -95,6 +95,66 @@ TEST_F(GpuKernels, FusedAttentionMatchesCpuAtTransformerBaseShapes) {
     for (const auto& c : base_shapes()) expect_matches_cpu(cpu, gpu(), dt, c, seed += 10);
 }
 
+// Packed rows (q_offsets, k_offsets: the training encoder's padding-free source) against the CPU's padded run at the
+// rows packing keeps; the rows it drops are never written (lse there keeps its poison).
+TEST_F(GpuKernels, FusedAttentionOverPackedRowsMatchesCpu) {
+  uint64_t seed = 12700;
+  for (DType dt : dtypes())
+    for (const auto& c : packed_cases()) {
+      FusedInputs in = make_fused_inputs(c, seed += 10);
+      in.q_buf = quantize(in.q_buf, dt), in.kv_buf = quantize(in.kv_buf, dt);
+      in.d_context = quantize(in.d_context, dt);
+      const PackedFused p = pack_case(in);
+      FusedOutputs padded{std::vector<float>(in.context_size()), std::vector<float>(in.lse_size()),
+                          std::vector<float>(in.q_buffer()), std::vector<float>(in.kv_buffer())};
+      float* ref_d_kv = c.fused_qkv() ? padded.d_q_buf.data() : padded.d_kv_buf.data();
+      cpu.attention_forward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
+                            c.q_len, c.k_len, c.head_dim, in.scale, c.causal, padded.context.data(), padded.lse.data());
+      cpu.attention_backward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
+                             c.q_len, c.k_len, c.head_dim, in.scale, c.causal, padded.lse.data(), in.d_context.data(),
+                             padded.d_q_buf.data(), ref_d_kv + in.k_offset(), ref_d_kv + in.v_offset());
+      const FusedOutputs want = packed_reference(in, p, padded);
+      const PackedOperands op = packed_operands(in, p);
+      const bool self = c.fused_qkv();
+      DeviceBuffer q_buf(gpu(), dt, op.q_buf), kv_buf(gpu(), dt, op.kv_buf), d_context(gpu(), dt, op.d_context),
+          lengths(gpu(), in.k_lengths), k_offsets(gpu(), p.k_offsets), context(gpu(), dt, want.context.size()),
+          lse(gpu(), DType::f32, want.lse.size()), d_q_buf(gpu(), dt, want.d_q_buf.size()),
+          d_kv_buf(gpu(), dt, want.d_kv_buf.size());
+      DeviceBuffer q_offsets(gpu(), self ? p.q_offsets : std::vector<int32_t>{0});
+      context.poison(), lse.poison(), d_q_buf.poison(), d_kv_buf.poison();
+      const std::size_t size = dtype_size(dt);
+      auto at = [&](DeviceBuffer& b, std::size_t offset) { return static_cast<char*>(b.get()) + offset * size; };
+      DeviceBuffer& k_buf = self ? q_buf : kv_buf;
+      DeviceBuffer& d_k_buf = self ? d_q_buf : d_kv_buf;
+      const int32_t* qo = self ? q_offsets.i32() : nullptr;
+      gpu().attention_forward(dt, q_buf.get(), in.ldq, at(k_buf, in.k_offset()), at(k_buf, in.v_offset()), in.ldkv,
+                              lengths.i32(), c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal,
+                              context.get(), lse.f32(), qo, k_offsets.i32());
+      gpu().attention_backward(dt, q_buf.get(), in.ldq, at(k_buf, in.k_offset()), at(k_buf, in.v_offset()), in.ldkv,
+                               lengths.i32(), c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal,
+                               lse.f32(), d_context.get(), d_q_buf.get(), at(d_k_buf, in.k_offset()),
+                               at(d_k_buf, in.v_offset()), qo, k_offsets.i32());
+      const std::string what = label(dt) + " packed " + c.name();
+      EXPECT_TRUE(within(context.download(), want.context, bound_for(dt, 1.0))) << what << " context";
+      const auto got_dq = d_q_buf.download();
+      EXPECT_TRUE(within(got_dq, want.d_q_buf, bound_for(dt, 2 * max_abs(want.d_q_buf)))) << what << " d_q (d_qkv)";
+      if (!self) {
+        EXPECT_TRUE(within(d_kv_buf.download(), want.d_kv_buf, bound_for(dt, 2 * max_abs(want.d_kv_buf))))
+            << what << " d_kv";
+      }
+      const auto got_lse = lse.download();
+      for (std::size_t i = 0; i < want.lse.size(); ++i) {
+        if (std::isnan(want.lse[i])) {
+          EXPECT_TRUE(std::isnan(got_lse[i])) << what << " lse row " << i << " of a dropped query was written";
+        } else if (std::isinf(want.lse[i])) {
+          EXPECT_EQ(got_lse[i], want.lse[i]) << what << " lse row " << i;
+        } else {
+          EXPECT_NEAR(got_lse[i], want.lse[i], 1e-5 + 1e-5 * std::fabs(want.lse[i])) << what << " lse row " << i;
+        }
+      }
+    }
+}
+
 // No atomics: the same inputs give the same bits.
 TEST_F(GpuKernels, FusedAttentionIsReproducible) {
   const FusedCase c{16, 8, 57, 71, 64, false, true};

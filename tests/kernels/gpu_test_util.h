@@ -112,8 +112,6 @@ inline Bound bound_for(DType dt, double magnitude = 1.0) {
   return {0, 0};
 }
 
-inline std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
-
 inline ::testing::AssertionResult within(const std::vector<float>& got, const std::vector<float>& expected, Bound b) {
   return all_close(got, as_double(expected), b.rtol, b.atol);
 }

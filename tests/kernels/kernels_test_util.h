@@ -39,6 +39,8 @@ inline std::vector<float> poisoned(std::size_t n) {
   return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
 }
 
+inline std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
 // Every element within atol + rtol * |expected|; reports the first few that are not (NaN fails).
 inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& expected,
                                             double rtol, double atol) {

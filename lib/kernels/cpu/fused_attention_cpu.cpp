@@ -2,6 +2,7 @@
 // CUDA kernels, in fp32 with double sums, over the token-major operands (no head split). Scores, probabilities and
 // their gradients live in per-thread row buffers; backward recomputes the probabilities from the saved log-sum-exp,
 // as the GPU does.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -27,19 +28,22 @@ float dot(const float* a, const float* b, int n) {
 
 void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                    const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
-                                   float scale, bool causal, void* context, float* lse) {
+                                   float scale, bool causal, void* context, float* lse, const int32_t* q_offsets,
+                                   const int32_t* k_offsets) {
   cpu::require_f32(dt, "attention_forward");
   check_fused_attention_shape("attention_forward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   const int64_t slices = static_cast<int64_t>(batch) * heads, width = static_cast<int64_t>(heads) * head_dim;
   cpu::parallel_for(threads_, slices, int64_t(q_len) * k_len * head_dim * 2, [&](int64_t s) {
-    const float* qs = f32(q) + fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
-    const float* ks = f32(k) + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
-    const float* vs = f32(v) + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
-    float* cs = f32(context) + fused_attention_slice_at(s, heads, q_len, head_dim, width);
+    const float* qs = f32(q) + fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+    const float* ks = f32(k) + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+    const float* vs = f32(v) + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+    float* cs = f32(context) + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets);
+    const int q_rows = fused_attention_rows(s / heads, q_len, q_offsets);
+    const int k_rows = fused_attention_rows(s / heads, k_len, k_offsets);
     thread_local std::vector<float> p;  // scaled scores of a row, then its probabilities
     p.resize(static_cast<std::size_t>(k_len));
-    for (int i = 0; i < q_len; ++i) {
-      const int valid = cpu::attention_valid_keys(k_lengths, s / heads, i, k_len, causal);
+    for (int i = 0; i < q_rows; ++i) {
+      const int valid = std::min(k_rows, cpu::attention_valid_keys(k_lengths, s / heads, i, k_len, causal));
       float max = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < valid; ++j) {
         p[j] = scale * dot(qs + i * ldq, ks + j * ldkv, head_dim);
@@ -66,15 +70,18 @@ void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void*
 void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                     const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
                                     int head_dim, float scale, bool causal, const float* lse, const void* d_context,
-                                    void* d_q, void* d_k, void* d_v) {
+                                    void* d_q, void* d_k, void* d_v, const int32_t* q_offsets,
+                                    const int32_t* k_offsets) {
   cpu::require_f32(dt, "attention_backward");
   check_fused_attention_shape("attention_backward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   const int64_t slices = static_cast<int64_t>(batch) * heads, width = static_cast<int64_t>(heads) * head_dim;
   cpu::parallel_for(threads_, slices, int64_t(q_len) * k_len * head_dim * 4, [&](int64_t s) {
-    const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
-    const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
+    const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+    const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
     const float *qs = f32(q) + q_at, *ks = f32(k) + k_at, *vs = f32(v) + k_at;
-    const float* dos = f32(d_context) + fused_attention_slice_at(s, heads, q_len, head_dim, width);
+    const float* dos = f32(d_context) + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets);
+    const int q_rows = fused_attention_rows(s / heads, q_len, q_offsets);
+    const int k_rows = fused_attention_rows(s / heads, k_len, k_offsets);
     float *dqs = f32(d_q) + q_at, *dks = f32(d_k) + k_at, *dvs = f32(d_v) + k_at;
     thread_local std::vector<float> p, ds;    // a row's probabilities and score gradients
     thread_local std::vector<double> dk, dv;  // the slice's key/value gradients, summed over its rows
@@ -82,8 +89,8 @@ void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void
     ds.resize(static_cast<std::size_t>(k_len));
     dk.assign(static_cast<std::size_t>(k_len) * head_dim, 0.0);
     dv.assign(static_cast<std::size_t>(k_len) * head_dim, 0.0);
-    for (int i = 0; i < q_len; ++i) {
-      const int valid = cpu::attention_valid_keys(k_lengths, s / heads, i, k_len, causal);
+    for (int i = 0; i < q_rows; ++i) {
+      const int valid = std::min(k_rows, cpu::attention_valid_keys(k_lengths, s / heads, i, k_len, causal));
       const float* qi = qs + i * ldq;
       const float* doi = dos + i * width;
       const float row_lse = lse[s * q_len + i];
@@ -105,7 +112,7 @@ void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void
           dv[std::size_t(j) * head_dim + d] += static_cast<double>(p[j]) * doi[d];
         }
     }
-    for (int j = 0; j < k_len; ++j)
+    for (int j = 0; j < k_rows; ++j)
       for (int d = 0; d < head_dim; ++d) {
         dks[j * ldkv + d] = static_cast<float>(dk[std::size_t(j) * head_dim + d]);
         dvs[j * ldkv + d] = static_cast<float>(dv[std::size_t(j) * head_dim + d]);

@@ -3,7 +3,8 @@
 // memory. MT sentences are short (fused_attention_fits: lengths up to 128, head_dim up to 64), which is what makes a
 // whole slice fit and lets the softmax see its whole row at once (no online softmax). The slices are read from and
 // written to the projections' token-major rows (a head is a column range of each row), so no split into a head
-// layout and no merge back costs a pass over memory.
+// layout and no merge back costs a pass over memory. The rows may also be packed (padding-free: a sentence's rows
+// start at its offset and stop at its length, fused_attention_layout.h), as the training encoder's are.
 //
 // 16-bit storage (bf16/fp16): tensor cores through mma.sync m16n8k16 (mma_fragments.cuh), fp32 accumulation. Each
 // warp owns 16 query rows, and a row's scores stay in that warp's registers from product to product (the
@@ -58,6 +59,13 @@ __device__ __forceinline__ int slice_keys(const int32_t* k_lengths, int s, int h
   return k_lengths ? max(0, min(k_lengths[s / heads], k_len)) : k_len;
 }
 __device__ __forceinline__ int row_keys(int keys, int i, bool causal) { return causal ? min(keys, i + 1) : keys; }
+
+// The query and key rows slice s has: q_len and k_len, or its sentence's counts where the rows are packed.
+struct SliceRows {
+  int q, k;
+  __device__ SliceRows(int s, int heads, int q_len, int k_len, const int32_t* q_offsets, const int32_t* k_offsets)
+      : q(fused_attention_rows(s / heads, q_len, q_offsets)), k(fused_attention_rows(s / heads, k_len, k_offsets)) {}
+};
 
 // ---- tensor-core path (bf16/fp16) ----
 
@@ -302,19 +310,21 @@ template <typename T, int NK>
 __global__ void __launch_bounds__(kMaxWarps * 32, 2)
     attention_forward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths,
                              int heads, int q_len, int k_len, int head_dim, float scale, bool causal, bool packed,
-                             T* context, float* lse) {
+                             T* context, float* lse, const int32_t* q_offsets, const int32_t* k_offsets) {
   extern __shared__ __align__(128) unsigned char smem[];
   const SliceLayout L(q_len, k_len, head_dim, false);
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x;
   const int width = heads * head_dim;  // the context's row
-  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
-  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
-  stage(q + q_at, ldq, q_len, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
-  stage(k + k_at, ldkv, k_len, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
-  stage(v + k_at, ldkv, k_len, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  stage(q + q_at, ldq, rows_of.q, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
+  stage(k + k_at, ldkv, rows_of.k, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
+  stage(v + k_at, ldkv, rows_of.k, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
   const int r0 = (threadIdx.x >> 5) * kTile;
-  const LaneRows rows(r0, q_len, slice_keys(k_lengths, s, heads, k_len), causal);  // while the copies fly
+  const LaneRows rows(r0, rows_of.q, min(rows_of.k, slice_keys(k_lengths, s, heads, k_len)), causal);  // while the
+                                                                                                     // copies fly
   wait_async_copies();
   __syncthreads();
   ScoreTiles<NK> x;
@@ -346,38 +356,40 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
     const float inv_sum = any ? 1.0f / sum : 0.0f;
 #pragma unroll
     for (int j = 0; j < NK / 8; ++j) x[j][2 * h] *= inv_sum, x[j][2 * h + 1] *= inv_sum;
-    if ((threadIdx.x & 3) == 0 && rows.row[h] < q_len)
+    if ((threadIdx.x & 3) == 0 && rows.row[h] < rows_of.q)
       lse[static_cast<int64_t>(s) * q_len + rows.row[h]] = any ? mx + logf(sum) : -INFINITY;
   }
   ScoreOperands<NK> p;
   to_operands<T, NK>(x, p);
   HeadTiles out;
   head_product<T, NK>(p, sm.v, rows.key_end, L, out);
-  store_head_tile(out, r0, q_len, head_dim, context + fused_attention_slice_at(s, heads, q_len, head_dim, width),
-                  width, packed);
+  store_head_tile(out, r0, rows_of.q, head_dim,
+                  context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets), width, packed);
 }
 
 template <typename T, int NK>
 __global__ void __launch_bounds__(kMaxWarps * 32, 2)
     attention_backward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths,
                               int heads, int q_len, int k_len, int head_dim, float scale, bool causal, bool packed,
-                              const float* lse, const T* d_context, T* d_q, T* d_k, T* d_v) {
+                              const float* lse, const T* d_context, T* d_q, T* d_k, T* d_v, const int32_t* q_offsets,
+                              const int32_t* k_offsets) {
   extern __shared__ __align__(128) unsigned char smem[];
   const SliceLayout L(q_len, k_len, head_dim, true);
   const SliceSmem<T> sm(smem, L);
   const int s = blockIdx.x;
   const int width = heads * head_dim;  // d_context's row
-  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
-  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
-  stage(q + q_at, ldq, q_len, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
-  stage(d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width), width, q_len, head_dim, sm.d_out,
-        L.ldh, L.mq, L.dh, packed);
-  stage(k + k_at, ldkv, k_len, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
-  stage(v + k_at, ldkv, k_len, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  stage(q + q_at, ldq, rows_of.q, head_dim, sm.q, L.ldh, L.mq, L.dh, packed);
+  stage(d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets), width, rows_of.q, head_dim,
+        sm.d_out, L.ldh, L.mq, L.dh, packed);
+  stage(k + k_at, ldkv, rows_of.k, head_dim, sm.k, L.ldh, L.nk, L.dh, packed);
+  stage(v + k_at, ldkv, rows_of.k, head_dim, sm.v, L.ldh, L.nk, L.dh, packed);
   // Read while the copies are in flight.
   const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, r0 = warp * kTile;
-  const int keys = slice_keys(k_lengths, s, heads, k_len);
-  const LaneRows rows(r0, q_len, keys, causal);
+  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
+  const LaneRows rows(r0, rows_of.q, keys, causal);
   float row_lse[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) row_lse[h] = rows.valid[h] > 0 ? lse[static_cast<int64_t>(s) * q_len + rows.row[h]] : 0.0f;
@@ -423,7 +435,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
   to_operands<T, NK>(x, d_s);
   HeadTiles acc;
   head_product<T, NK>(d_s, sm.k, rows.key_end, L, acc);  // dQ = dS k
-  store_head_tile(acc, r0, q_len, head_dim, d_q + q_at, ldq, packed);
+  store_head_tile(acc, r0, rows_of.q, head_dim, d_q + q_at, ldq, packed);
   __syncthreads();  // every warp's last read of k and v is done: dS goes over them
   store_operands<NK>(d_s, r0, L.nk, sm.d_s, L.ldp);
   __syncthreads();
@@ -432,9 +444,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
     // Keys no row sees (past the sentence's length) get zero gradients; causal rows see key tile kt from row 16 kt.
     const int q_begin = kt * kTile >= keys ? L.mq / kTile : causal ? kt : 0;
     key_product(sm.p, sm.d_out, kt, q_begin, L, acc);
-    store_head_tile(acc, kt * kTile, k_len, head_dim, d_v + k_at, ldkv, packed);
+    store_head_tile(acc, kt * kTile, rows_of.k, head_dim, d_v + k_at, ldkv, packed);
     key_product(sm.d_s, sm.q, kt, q_begin, L, acc);
-    store_head_tile(acc, kt * kTile, k_len, head_dim, d_k + k_at, ldkv, packed);
+    store_head_tile(acc, kt * kTile, rows_of.k, head_dim, d_k + k_at, ldkv, packed);
   }
 }
 
@@ -494,17 +506,19 @@ __device__ __forceinline__ void weighted_rows(float (&acc)[kDimsPerLane], const 
 __global__ void __launch_bounds__(kSliceThreads)
     attention_forward_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv,
                                  const int32_t* k_lengths, int heads, int q_len, int k_len, int head_dim, float scale,
-                                 bool causal, float* context, float* lse) {
+                                 bool causal, float* context, float* lse, const int32_t* q_offsets,
+                                 const int32_t* k_offsets) {
   __shared__ float probs[kWarps][kMaxLen];  // a row's scaled scores, then its probabilities
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int width = heads * head_dim;
-  const float* qs = q + fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
-  const float* ks = k + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
-  const float* vs = v + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
-  float* cs = context + fused_attention_slice_at(s, heads, q_len, head_dim, width);
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  const float* qs = q + fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const float* ks = k + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  const float* vs = v + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  float* cs = context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets);
   float* p = probs[warp];
-  const int keys = slice_keys(k_lengths, s, heads, k_len);
-  for (int i = warp; i < q_len; i += kWarps) {
+  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
+  for (int i = warp; i < rows_of.q; i += kWarps) {
     const int valid = row_keys(keys, i, causal);
     float qi[kDimsPerLane], kj[kDimsPerLane];
     load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
@@ -534,22 +548,23 @@ __global__ void __launch_bounds__(kSliceThreads)
     attention_backward_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv,
                                   const int32_t* k_lengths, int heads, int q_len, int k_len, int head_dim, float scale,
                                   bool causal, const float* lse, const float* d_context, float* d_q, float* d_k,
-                                  float* d_v) {
+                                  float* d_v, const int32_t* q_offsets, const int32_t* k_offsets) {
   __shared__ float row_dots[kMaxLen];           // D_i = sum_j P_ij dP_ij
   __shared__ float score_grads[kWarps][kMaxLen];  // a row's P, then dS
   __shared__ float prob_grads[kWarps][kMaxLen];   // a row's dP
   const int s = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int width = heads * head_dim;  // d_context's row
-  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq);
-  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv);
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
   const float *qs = q + q_at, *ks = k + k_at, *vs = v + k_at;
-  const float* dos = d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width);
+  const float* dos = d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets);
   const float* ls = lse + static_cast<int64_t>(s) * q_len;
-  const int keys = slice_keys(k_lengths, s, heads, k_len);
+  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
   // Rows: P, dP, D and dQ = dS k.
   float* ds = score_grads[warp];
   float* dp = prob_grads[warp];
-  for (int i = warp; i < q_len; i += kWarps) {
+  for (int i = warp; i < rows_of.q; i += kWarps) {
     const int valid = row_keys(keys, i, causal);
     float qi[kDimsPerLane], doi[kDimsPerLane], r[kDimsPerLane];
     load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
@@ -575,11 +590,11 @@ __global__ void __launch_bounds__(kSliceThreads)
   }
   __syncthreads();
   // Keys: dV_j = sum_i P_ij dO_i, dK_j = sum_i dS_ij q_i over the rows that see key j (padding keys: 0).
-  for (int j = warp; j < k_len; j += kWarps) {
+  for (int j = warp; j < rows_of.k; j += kWarps) {
     float kj[kDimsPerLane], vj[kDimsPerLane], dk[kDimsPerLane] = {}, dv[kDimsPerLane] = {};
     load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, kj);
     load_row(vs + static_cast<int64_t>(j) * ldkv, head_dim, vj);
-    for (int i = 0; i < q_len; ++i) {
+    for (int i = 0; i < rows_of.q; ++i) {
       if (j >= row_keys(keys, i, causal)) continue;  // the same for the whole warp
       float qi[kDimsPerLane], doi[kDimsPerLane];
       load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
@@ -618,7 +633,8 @@ using namespace cuda;
 
 void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                     const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
-                                    int head_dim, float scale, bool causal, void* context, float* lse) {
+                                    int head_dim, float scale, bool causal, void* context, float* lse,
+                                    const int32_t* q_offsets, const int32_t* k_offsets) {
   const unsigned slices = fused_slices("attention_forward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   if (slices == 0) return;
   bind();
@@ -628,7 +644,8 @@ void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void
     T* out = static_cast<T*>(context);
     if constexpr (std::is_same_v<T, float>) {
       attention_forward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(
-          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, out, lse);
+          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, out, lse, q_offsets,
+          k_offsets);
     } else {
       const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, out);
       with_key_tiles(k_len, [&](auto nk) {
@@ -636,7 +653,8 @@ void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void
         const SliceLayout layout(q_len, k_len, head_dim, false);
         allow_shared_bytes(attention_forward_kernel<T, NK>, layout.bytes);
         attention_forward_kernel<T, NK><<<slices, slice_threads(q_len), layout.bytes, stream_>>>(
-            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, out, lse);
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, out, lse, q_offsets,
+            k_offsets);
       });
     }
   });
@@ -646,7 +664,8 @@ void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void
 void CudaBackend::attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                      const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
                                      int head_dim, float scale, bool causal, const float* lse, const void* d_context,
-                                     void* d_q, void* d_k, void* d_v) {
+                                     void* d_q, void* d_k, void* d_v, const int32_t* q_offsets,
+                                     const int32_t* k_offsets) {
   const unsigned slices = fused_slices("attention_backward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   if (slices == 0) return;
   bind();
@@ -657,7 +676,8 @@ void CudaBackend::attention_backward(DType dt, const void* q, int ldq, const voi
     T *dq = static_cast<T*>(d_q), *dk = static_cast<T*>(d_k), *dv = static_cast<T*>(d_v);
     if constexpr (std::is_same_v<T, float>) {
       attention_backward_f32_kernel<<<slices, kSliceThreads, 0, stream_>>>(
-          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, lse, pdo, dq, dk, dv);
+          pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, lse, pdo, dq, dk, dv,
+          q_offsets, k_offsets);
     } else {
       const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, pdo, dq, dk, dv);
       with_key_tiles(k_len, [&](auto nk) {
@@ -666,7 +686,7 @@ void CudaBackend::attention_backward(DType dt, const void* q, int ldq, const voi
         allow_shared_bytes(attention_backward_kernel<T, NK>, layout.bytes);
         attention_backward_kernel<T, NK><<<slices, slice_threads(q_len), layout.bytes, stream_>>>(
             pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, lse, pdo, dq, dk,
-            dv);
+            dv, q_offsets, k_offsets);
       });
     }
   });
