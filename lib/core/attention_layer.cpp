@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/linear.h"
+#include "util/error.h"
 
 namespace lseq {
 
@@ -166,7 +167,7 @@ void AttentionLayer::attend_step(const LayerContext& ctx, const void* q, const v
 
 void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths,
                              int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o,
-                             Saved& saved) const {
+                             Saved& saved, const PackedRows& q_packing, const PackedRows& k_packing) const {
   saved = Saved{};  // the pointers of one path stay null (a Saved outlives a step)
   saved.x = x;
   saved.memory = memory;
@@ -174,17 +175,22 @@ void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void*
   saved.causal = causal;
   saved.drop = drop;
   saved.batch = batch, saved.q_len = q_len, saved.k_len = k_len;
-  saved.context = ctx.keep(static_cast<std::size_t>(batch) * q_len * dim_);
+  saved.q_packing = q_packing, saved.k_packing = k_packing;
+  saved.q_rows = q_packing.count(batch, q_len), saved.k_rows = k_packing.count(batch, k_len);
+  saved.context = ctx.keep(static_cast<std::size_t>(saved.q_rows) * dim_);
   saved.fused = fused_core(q_len, k_len, drop);
-  if (saved.fused)
+  if (saved.fused) {
     forward_fused(ctx, saved);
-  else
+  } else {
+    if (q_packing.packed() || k_packing.packed())
+      fail("internal error: packed attention rows need the fused core (lengths {} x {})", q_len, k_len);
     forward_composed(ctx, saved);
-  project_out(ctx, saved.context, batch * q_len, o);
+  }
+  project_out(ctx, saved.context, saved.q_rows, o);
 }
 
 void AttentionLayer::forward_fused(const LayerContext& ctx, Saved& s) const {
-  const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
+  const int q_rows = s.q_rows, k_rows = s.k_rows;
   if (kind_ == Kind::self) {  // q, k, v: column ranges of the one [rows, 3*dim] product
     s.ldq = s.ldkv = 3 * dim_;
     s.q = ctx.keep(static_cast<std::size_t>(q_rows) * 3 * dim_);
@@ -201,7 +207,8 @@ void AttentionLayer::forward_fused(const LayerContext& ctx, Saved& s) const {
   }
   s.lse = ctx.memory.keep_n<float>(static_cast<std::size_t>(s.batch) * heads_ * s.q_len);
   ctx.backend.attention_forward(ctx.dt, s.q, s.ldq, s.k, s.v, s.ldkv, s.k_lengths, s.batch, heads_, s.q_len, s.k_len,
-                                head_dim_, scale(), s.causal, s.context, s.lse);
+                                head_dim_, scale(), s.causal, s.context, s.lse, s.q_packing.offsets,
+                                s.k_packing.offsets);
 }
 
 void AttentionLayer::forward_composed(const LayerContext& ctx, Saved& s) const {
@@ -231,7 +238,7 @@ void AttentionLayer::forward_composed(const LayerContext& ctx, Saved& s) const {
 void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx, bool accumulate_dx,
                               void* d_memory) const {
   TempScope scope(ctx.memory);
-  const int q_rows = s.batch * s.q_len;
+  const int q_rows = s.q_rows;
   // Output projection: dW_o += d_o^T context; d_context = d_o W_o.
   void* d_context = ctx.temp(static_cast<std::size_t>(q_rows) * dim_);
   linear_backward(ctx, s.context, d_o, q_rows, dim_, dim_, w_out_, d_context, false);
@@ -244,13 +251,14 @@ void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const voi
 void AttentionLayer::backward_fused(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx,
                                     bool accumulate_dx, void* d_memory) const {
   TempScope scope(ctx.memory);
-  const int q_rows = s.batch * s.q_len, k_rows = s.batch * s.k_len;
+  const int q_rows = s.q_rows, k_rows = s.k_rows;
   // The head gradients land in the projections' layouts, so they feed the projections' backward as they are.
   void* d_q = ctx.temp(static_cast<std::size_t>(q_rows) * s.ldq);
   void* d_k = kind_ == Kind::self ? offset_ptr(d_q, dim_, ctx.dt) : ctx.temp(static_cast<std::size_t>(k_rows) * s.ldkv);
   void* d_v = offset_ptr(d_k, dim_, ctx.dt);
   ctx.backend.attention_backward(ctx.dt, s.q, s.ldq, s.k, s.v, s.ldkv, s.k_lengths, s.batch, heads_, s.q_len, s.k_len,
-                                 head_dim_, scale(), s.causal, s.lse, d_context, d_q, d_k, d_v);
+                                 head_dim_, scale(), s.causal, s.lse, d_context, d_q, d_k, d_v, s.q_packing.offsets,
+                                 s.k_packing.offsets);
   if (kind_ == Kind::self) {
     ctx.backend.bias_grad(ctx.dt, d_q, q_rows, 3 * dim_, ctx.g(b_qkv_));
     linear_backward(ctx, s.x, d_q, q_rows, dim_, 3 * dim_, w_qkv_, dx, accumulate_dx);

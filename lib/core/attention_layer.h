@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/layer_context.h"
+#include "core/packed_rows.h"
 
 namespace lseq {
 
@@ -41,6 +42,8 @@ class AttentionLayer {
     bool causal = false;
     kernels::Dropout drop;  // of the probabilities
     int batch = 0, q_len = 0, k_len = 0;
+    PackedRows q_packing, k_packing;  // fused core only
+    int q_rows = 0, k_rows = 0;       // rows of x (and the context), of memory
   };
 
   AttentionLayer() = default;
@@ -82,8 +85,11 @@ class AttentionLayer {
 
   // ---- training ----
   // o [batch*q_len, dim] (caller's buffer) = attention output before its bias. memory == nullptr for self.
+  // Packed query rows (q_packing: x and o hold q_packing.rows rows) or key rows (k_packing: memory, or x for self)
+  // need the fused core (fused_core true for these lengths and dropout).
   void forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths, int batch,
-               int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o, Saved& saved) const;
+               int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o, Saved& saved,
+               const PackedRows& q_packing = {}, const PackedRows& k_packing = {}) const;
   // d_o: gradient of o. dx (query side) overwritten or added (accumulate_dx); cross: d_memory += always.
   void backward(const LayerContext& ctx, const Saved& saved, const void* d_o, void* dx, bool accumulate_dx,
                 void* d_memory) const;

@@ -46,7 +46,7 @@ const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const 
     void* o = ctx.temp(count);
     cross_attn_.forward(ctx, in, memory.states, memory.lengths, batch, len, memory.len, false,
                         ctx.dropout(config_.dropout_attention, site(index_, DropoutKind::cross_attn_probs)), o,
-                        s.cross_attn);
+                        s.cross_attn, PackedRows{}, memory.packing);
     h2 = cross_block_.output(ctx, h1, o, cross_attn_.out_bias(), rows,
                              ctx.dropout(config_.dropout, site(index_, DropoutKind::cross_attn_residual)),
                              s.cross_block);

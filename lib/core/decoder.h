@@ -15,9 +15,10 @@ namespace lseq {
 
 // What the decoder attends to: the encoder output and the source lengths (keys beyond them are masked).
 struct DecoderMemory {
-  const void* states = nullptr;      // [batch*src_len, dim]
+  const void* states = nullptr;      // [batch*src_len, dim], or [packing.rows, dim] over packed rows
   const int32_t* lengths = nullptr;  // [batch], device
   int len = 0;                       // src_len
+  PackedRows packing;                // the encoder's (Encoder::forward)
 };
 
 // One incremental decoding step (forward only, no dropout) of `rows` live hypotheses, shared by all layers. The

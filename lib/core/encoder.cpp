@@ -17,8 +17,8 @@ EncoderLayer::EncoderLayer(ParamTable& table, const std::string& prefix, const M
 }
 
 const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch, int len,
-                                  Saved& s) const {
-  const int rows = batch * len;
+                                  Saved& s, const PackedRows& packing) const {
+  const int rows = packing.count(batch, len);
   const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
   const void* h;
   s.attn_from = ctx.memory.kept();
@@ -29,7 +29,7 @@ const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const 
     attn_.forward(
         ctx, in, nullptr, lengths, batch, len, len, false,
         ctx.dropout(config_.dropout_attention, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_probs)), o,
-        s.attn);
+        s.attn, packing, packing);
     h = attn_block_.output(
         ctx, x, o, attn_.out_bias(), rows,
         ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_residual)),
@@ -70,21 +70,32 @@ Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embed
 }
 
 const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
-                             const void* positions, Saved& s) const {
+                             const void* positions, Saved& s, const PackedRows& packing) const {
   s.layers.resize(layers_.size());
   s.tokens = tokens;
   s.batch = batch, s.len = len;
+  s.packing = packing;
+  s.rows = packing.count(batch, len);
   s.kept_from = ctx.memory.kept();
   s.emb_drop = ctx.dropout(config_.embedding_dropout ? config_.dropout : 0.0f,
                            dropout_site(Stack::embeddings, 0, DropoutKind::embedding));
-  const std::size_t count = static_cast<std::size_t>(batch) * len * config_.dim_emb;
+  const int dim = config_.dim_emb;
+  const std::size_t count = static_cast<std::size_t>(s.rows) * dim;
   void* emb = ctx.keep(count);
-  embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb);
+  if (packing.packed()) {  // embedded over the padded rows (positions by index), then gathered
+    TempScope scope(ctx.memory);
+    void* padded = ctx.temp(static_cast<std::size_t>(batch) * len * dim);
+    embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, padded);
+    ctx.backend.gather_rows(ctx.dt, padded, dim, packing.index, s.rows, dim, emb, dim, nullptr);
+  } else {
+    embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb);
+  }
   const void* h = emb;
-  for (std::size_t i = 0; i < layers_.size(); ++i) h = layers_[i].forward(ctx, h, lengths, batch, len, s.layers[i]);
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    h = layers_[i].forward(ctx, h, lengths, batch, len, s.layers[i], packing);
   if (config_.norm == NormPlacement::post) return h;
   void* out = ctx.keep(count);
-  final_norm_.forward(ctx, h, batch * len, out, s.final_norm);
+  final_norm_.forward(ctx, h, s.rows, out, s.final_norm);
   return out;
 }
 
@@ -113,14 +124,23 @@ void Encoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, voi
   void* g = d_out;
   if (config_.norm == NormPlacement::pre) {
     ctx.gradients_from(final_norm_begin_);
-    final_norm_.backward(ctx, s.final_norm, d_out, s.batch * s.len, spare);
+    final_norm_.backward(ctx, s.final_norm, d_out, s.rows, spare);
     std::swap(g, spare);
   }
   for (std::size_t i = layers_.size(); i-- > 0;) {
     void* cur = layers_[i].backward(ctx, s.layers[i], g, spare);
     if (cur != g) std::swap(g, spare);
   }
-  embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, g);
+  if (s.packing.packed()) {  // scattered back over the padded rows (padding 0)
+    TempScope scope(ctx.memory);
+    const int dim = config_.dim_emb;
+    void* padded = ctx.temp(static_cast<std::size_t>(s.batch) * s.len * dim);
+    ctx.backend.fill(ctx.dt, padded, static_cast<std::size_t>(s.batch) * s.len * dim, 0.0f);
+    ctx.backend.gather_rows(ctx.dt, g, dim, nullptr, s.rows, dim, padded, dim, s.packing.index);
+    embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, padded);
+  } else {
+    embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, g);
+  }
   ctx.memory.release_kept(s.kept_from);
 }
 

@@ -24,9 +24,9 @@ class EncoderLayer {
   };
 
   EncoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index);
-  // Returns the layer output [batch*len, dim] (kept).
+  // Returns the layer output [batch*len, dim] (kept), or [packing.rows, dim] over packed rows (PackedRows).
   const void* forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch, int len,
-                      Saved& saved) const;
+                      Saved& saved, const PackedRows& packing = {}) const;
   // g: gradient of the output; spare: a free buffer of the same size. Returns which holds the input gradient.
   // Block by block, from the top: announces the block's gradients (LayerContext::gradients_from), then gives back
   // what the block kept.
@@ -50,14 +50,18 @@ class Encoder {
     kernels::Dropout emb_drop;
     const int32_t* tokens = nullptr;
     int batch = 0, len = 0;
+    PackedRows packing;
+    int rows = 0;               // of the activations: batch*len, or packing.rows
     std::size_t kept_from = 0;  // StepMemory::kept() before forward
   };
 
   // `embedding_table`: offset of the (possibly shared) source embedding.
   Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table);
-  // tokens, lengths on the device. Returns the encoder output [batch*len, dim] (kept).
+  // tokens, lengths on the device. Returns the encoder output [batch*len, dim] (kept). With packing (training, when
+  // the batch fits the fused attention core) the embeddings are gathered into packed rows and every layer runs over
+  // those: the output is [packing.rows, dim].
   const void* forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
-                      const void* positions, Saved& saved) const;
+                      const void* positions, Saved& saved, const PackedRows& packing = {}) const;
   // d_out: gradient of the output (overwritten); spare: a free buffer of the same size. Gives back what forward
   // kept, layer by layer as it goes (the step's memory is a stack).
   void backward(const LayerContext& ctx, const Saved& saved, void* d_out, void* spare) const;

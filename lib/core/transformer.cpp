@@ -1,6 +1,7 @@
 #include "core/transformer.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 
 #include "core/embedding_layer.h"
@@ -79,19 +80,39 @@ void Transformer::check_batch(const data::Batch& b) const {
   }
 }
 
+bool Transformer::packs_source(const data::Batch& b, bool training) const {
+  if (!pack_source_) return false;
+  // Every attention over the source on the fused core (AttentionLayer::fused_core): lengths it takes, and no
+  // dropout on the probabilities (LayerContext::dropout draws only in training).
+  const int head_dim = config_.dim_emb / config_.heads;
+  const bool fused = kernels::Backend::fused_attention_fits(b.src_len, b.src_len, head_dim) &&
+                     kernels::Backend::fused_attention_fits(b.tgt_len, b.src_len, head_dim) &&
+                     (!training || config_.dropout_attention == 0.0f);
+  if (!fused) return false;
+  for (int32_t n : b.src_lengths)
+    if (n < b.src_len) return true;
+  return false;  // no padding: nothing to skip
+}
+
 StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kernels::Workspace* ws, const Run& how,
                           Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured,
                           std::vector<float>* logits) const {
   const int batch = b.size, src_len = b.src_len, tgt_len = b.tgt_len;
-  const int src_rows = batch * src_len, tgt_rows = batch * tgt_len;
+  const int padded_src_rows = batch * src_len, tgt_rows = batch * tgt_len;
   const std::size_t dim = static_cast<std::size_t>(config_.dim_emb);
   if (ws) ws->reset();
   StepMemory memory(ws);
   LayerContext ctx{backend, memory, *store_, store_->working_dtype(), how.train, how.seed, how.step};
   ctx.recompute_ffn = recompute_ffn_ && how.backward;
+  const int packed_src_rows =
+      packs_source(b, how.train) ? std::accumulate(b.src_lengths.begin(), b.src_lengths.end(), 0) : 0;
+  const bool packed = packed_src_rows > 0;
+  const int src_rows = packed ? packed_src_rows : padded_src_rows;
 
-  // Ids and lengths: one host staging buffer, one upload.
-  const std::size_t ids = static_cast<std::size_t>(src_rows) + 2 * static_cast<std::size_t>(tgt_rows) + 2 * batch;
+  // Ids and lengths (and the source's packed rows: row offsets and each row's padded position): one host staging
+  // buffer, one upload.
+  const std::size_t ids = static_cast<std::size_t>(padded_src_rows) + 2 * static_cast<std::size_t>(tgt_rows) +
+                          2 * batch + (packed ? batch + 1 + static_cast<std::size_t>(src_rows) : 0);
   int32_t* dev_ids = memory.keep_n<int32_t>(ids);
   if (ws) {
     staging_.clear();
@@ -100,13 +121,26 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
     staging_.insert(staging_.end(), b.tgt_out.begin(), b.tgt_out.end());
     staging_.insert(staging_.end(), b.src_lengths.begin(), b.src_lengths.end());
     staging_.insert(staging_.end(), b.tgt_lengths.begin(), b.tgt_lengths.end());
+    if (packed) {
+      int32_t offset = 0;
+      for (int s = 0; s < batch; ++s) staging_.push_back(offset), offset += b.src_lengths[s];
+      staging_.push_back(offset);
+      for (int s = 0; s < batch; ++s)
+        for (int i = 0; i < b.src_lengths[s]; ++i) staging_.push_back(s * src_len + i);
+    }
     backend.copy_to_device(dev_ids, staging_.data(), ids * sizeof(int32_t));
   }
   const int32_t* src = dev_ids;
-  const int32_t* tgt_in = src + src_rows;
+  const int32_t* tgt_in = src + padded_src_rows;
   const int32_t* tgt_out = tgt_in + tgt_rows;
   const int32_t* src_lengths = tgt_out + tgt_rows;
   const int32_t* tgt_lengths = src_lengths + batch;
+  PackedRows src_packing;
+  if (packed) {
+    src_packing.offsets = tgt_lengths + batch;
+    src_packing.index = src_packing.offsets + batch + 1;
+    src_packing.rows = src_rows;
+  }
   float* row_loss = memory.keep_n<float>(tgt_rows);
   float* row_nll = memory.keep_n<float>(tgt_rows);
   // What backward passes between layers, taken before forward: backward gives back each layer's activations as
@@ -121,8 +155,9 @@ StepLoss Transformer::run(const data::Batch& b, kernels::Backend& backend, kerne
     ctx.gradients = &*gradients;
   }
 
-  const void* encoded = encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder);
-  const DecoderMemory mem{encoded, src_lengths, src_len};
+  const void* encoded =
+      encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder, src_packing);
+  const DecoderMemory mem{encoded, src_lengths, src_len, src_packing};
   const void* decoded = decoder_->forward(ctx, tgt_in, tgt_lengths, batch, tgt_len, positions_, mem, tape.decoder);
   if (logits) {  // a test path (forward_logits): all logits, bias included, on the host
     if (how.backward) fail("internal error: logits are only returned by forward-only runs");
@@ -198,8 +233,9 @@ std::size_t Transformer::workspace_bytes(int64_t max_tokens, int max_len, bool t
     b.tgt_lengths.assign(b.size, len);
     measured = std::max(measured, measure_bytes(b, training));
   }
-  // Many short sentences need more room for per-sentence lengths than this shape: up to 2 * max_tokens ids.
-  return measured + StepMemory::align(2 * static_cast<std::size_t>(max_tokens) * sizeof(int32_t));
+  // Many short sentences need more room for per-sentence lengths than this shape (up to 2 * max_tokens ids), and a
+  // packed source its row offsets and positions (up to 2 * max_tokens + 1 more).
+  return measured + StepMemory::align((4 * static_cast<std::size_t>(max_tokens) + 1) * sizeof(int32_t));
 }
 
 void Transformer::set_recompute_ffn(bool on) {
@@ -229,9 +265,18 @@ std::size_t Transformer::measure_bytes(const data::Batch& b, bool training) cons
   Tape tape;
   Run how;
   how.train = how.backward = training;
-  std::size_t measured = 0;
-  run(b, *null, nullptr, how, tape, nullptr, &measured);
-  return measured;
+  // A packed source makes a step's memory depend on its sentences' lengths, while sizes are kept per shape
+  // (step_bytes): measure the shape padded (every source full) and at its largest packing (all full but one, one
+  // token short), and keep the larger.
+  data::Batch shape = b;
+  shape.src_lengths.assign(static_cast<std::size_t>(b.size), b.src_len);
+  std::size_t measured = 0, packed = 0;
+  run(shape, *null, nullptr, how, tape, nullptr, &measured);
+  if (b.src_len > 1 && b.size > 0) {
+    shape.src_lengths[0] = b.src_len - 1;
+    run(shape, *null, nullptr, how, tape, nullptr, &packed);
+  }
+  return std::max(measured, packed);
 }
 
 StepLoss Transformer::forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,

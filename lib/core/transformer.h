@@ -64,6 +64,15 @@ class Transformer {
   void set_recompute_ffn(bool on);
   bool recompute_ffn() const { return recompute_ffn_; }
 
+  // Source packing (on by default): a batch whose attention runs on the fused core (lengths up to 128, no dropout
+  // on the probabilities) and whose source side has padding runs the encoder over packed, padding-free rows
+  // (PackedRows), as does the cross-attention's key/value projection. The math is the same (padded positions never
+  // reach a real one); dropout draws differ, as they are keyed by row. Off: always padded (tests compare the two).
+  void set_pack_source(bool on) { pack_source_ = on; }
+  bool pack_source() const { return pack_source_; }
+  // Whether a step over this batch packs its source rows.
+  bool packs_source(const data::Batch& batch, bool training) const;
+
   // Gradients in step memory (StepGradients): each forward_backward writes the gradients of its batch alone
   // (instead of accumulating) into its workspace, where backward places them in the room of the activations it
   // has released; grads() then points there until the workspace is used again, so the optimizer must step before
@@ -110,6 +119,7 @@ class Transformer {
   // The workspace bytes one step over this batch takes: the step's own code run over the no-op backend.
   std::size_t measure_bytes(const data::Batch& batch, bool training) const;
 
+
   ModelConfig config_;
   kernels::Backend& backend_;
   std::unique_ptr<Encoder> encoder_;
@@ -121,6 +131,7 @@ class Transformer {
   Tape tape_;
   mutable std::vector<int32_t> staging_;  // host ids and lengths, uploaded with one copy
   bool recompute_ffn_ = false;
+  bool pack_source_ = true;
   mutable std::map<std::tuple<int, int, int, bool>, std::size_t> step_bytes_;  // (sentences, src, tgt, training)
 };
 

@@ -24,6 +24,7 @@
 #include "kernels/workspace.h"
 #include "ffn_recompute_check.h"
 #include "model_test_util.h"
+#include "packed_source_check.h"
 #include "step_gradients_check.h"
 
 namespace lseq {
@@ -161,6 +162,22 @@ TEST(GpuModel, RecomputedFeedForwardGivesTheSameGradients) {
 
 // Gradients in step memory on the GPU: bit-identical to the own buffer's, in fp32 and the 16-bit precisions, over
 // two batches (the second takes the composed attention core: sources longer than the fused kernels' 128).
+// Source packing on the device: the padding-free encoder gives the padded step's loss and gradients (fp32 up to
+// summation order; 16-bit up to the roundings that products over other row counts may make).
+TEST(GpuModel, PackedSourceGivesThePaddedStep) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(19, 0.1);
+  const data::Batch b = training_batch(7);
+  OnGpu gpu(cpu.params, DType::f32);  // its backend
+  std::vector<DType> precisions = sixteen_bits();
+  precisions.insert(precisions.begin(), DType::f32);
+  for (DType dt : precisions) {
+    SCOPED_TRACE(kernels::dtype_name(dt));
+    test::expect_packed_source_matches(*gpu.backend, small_config(), dt, cpu.params, b,
+                                       dt == DType::f32 ? 1e-4 : 2e-2);
+  }
+}
+
 TEST(GpuModel, GradientsInStepMemoryAreTheOwnBuffers) {
   SKIP_WITHOUT_GPU();
   Oracle cpu(17, 0.1);

@@ -4,6 +4,7 @@
 
 #include "core/transformer.h"
 #include "ffn_recompute_check.h"
+#include "packed_source_check.h"
 #include "step_gradients_check.h"
 #include "kernels/workspace.h"
 #include "model_test_util.h"
@@ -252,6 +253,37 @@ void check_recompute_ffn(const ModelConfig& config) {
   std::mt19937_64 rng(6);
   const data::Batch batch = test::random_batch(rng, 4, 3, 9, config.src_vocab);
   test::expect_recompute_ffn_matches(*backend, config, kernels::DType::f32, params, batch);
+}
+
+// Source packing: the encoder over padding-free rows gives the padded step's loss and gradients, post-norm with the
+// fused ReLU path and pre-norm with all embeddings tied; attention dropout keeps a batch padded.
+void check_packed_source(const ModelConfig& config) {
+  auto backend = kernels::make_cpu_backend(2);
+  Transformer source(config, *backend);
+  test::randomize_params(*backend, source.param_store(), 8, 0.1);
+  std::vector<float> params(source.num_params());
+  backend->copy_to_host(params.data(), source.master(), params.size() * sizeof(float));
+  std::mt19937_64 rng(9);
+  const data::Batch batch = test::random_batch(rng, 5, 2, 12, config.src_vocab);
+  test::expect_packed_source_matches(*backend, config, kernels::DType::f32, params, batch, 1e-5);
+}
+
+TEST(ModelPackedSource, PostNormReluMatchesThePaddedStep) {
+  check_packed_source(tiny_config(NormPlacement::post, TiedEmbeddings::none, 0.0f, kernels::Activation::relu));
+}
+TEST(ModelPackedSource, PreNormTiedMatchesThePaddedStep) {
+  check_packed_source(tiny_config(NormPlacement::pre, TiedEmbeddings::all, 0.0f));
+}
+TEST(ModelPackedSource, OnlyBatchesWithSourcePaddingAndNoAttentionDropoutPack) {
+  auto backend = kernels::make_cpu_backend(1);
+  std::mt19937_64 rng(10);
+  data::Batch b = test::random_batch(rng, 5, 2, 12, 11);
+  const Transformer plain(tiny_config(NormPlacement::post, TiedEmbeddings::none), *backend);
+  EXPECT_TRUE(plain.packs_source(b, true));
+  EXPECT_FALSE(Transformer(tiny_config(NormPlacement::post, TiedEmbeddings::none, 0.1f), *backend).packs_source(b, true))
+      << "attention dropout needs the composed core";
+  b.src_lengths.assign(b.size, b.src_len);
+  EXPECT_FALSE(plain.packs_source(b, true)) << "no padding to skip";
 }
 
 TEST(ModelRecomputeFfn, FusedReluPathGivesTheSameGradientsInLessWorkspace) {
