@@ -7,14 +7,16 @@
 #     outputs forced to 28 tokens, lseq (bench_decode_throughput) vs Hugging Face generate (bench/hf_generate.py).
 #   and transformer-big again with --recompute-ffn (lseq-recompute-ffn in the table);
 #   first of all, the GPU's measured bf16 GEMM peak (bench_gemm_peak, 8192^3), the denominator of the MFU.
-# Steps: WARMUP (10) untimed + STEPS (32 = two passes over the 16-batch pool) timed steps per training case;
+# Steps: WARMUP (16: one pass over the 16-batch pool, so every batch shape has run once before the clock starts, as
+# it has in a long training run; torch.compile's peer already warmed up this way) untimed + STEPS (32 = two passes
+# over the pool) timed steps per training case;
 # 1 warm-up + 5 timed batches per decoding case. The parts run in priority order under a total time budget
 # (BUDGET_S, 560 s, not counting the build), each under its own timeout; a part that fails, times out or is
 # skipped for lack of time shows as failed/missing in the table and the rest go on.
 #
 #   bash bench/run-gpu-bench.sh                  # BUILD=build-gpu: configured if new, the three targets built
 #   SKIP_BUILD=1 bash bench/run-gpu-bench.sh     # use the binaries in $BUILD as they are
-#   BUILD=build-gpu OUT=/tmp/out PRECISION=bf16 STEPS=32 WARMUP=10 COMPILE_CASES="base:16384 big:16384" ...
+#   BUILD=build-gpu OUT=/tmp/out PRECISION=bf16 STEPS=32 WARMUP=16 COMPILE_CASES="base:16384 big:16384" ...
 #   PASS=main bash bench/run-gpu-bench.sh        # everything but torch.compile (about 250 s on an H100)
 #   PASS=compile BUDGET_S=540 OUT=/tmp/out2 bash bench/run-gpu-bench.sh  # torch.compile alone with the budget,
 #                                                # between two lseq runs of its case; on a fresh machine its warm-up
@@ -28,7 +30,7 @@ cd "$root" || exit 1
 build=${BUILD:-build-gpu}
 out=${OUT:-/tmp/lseq-bench}/bench
 precision=${PRECISION:-bf16}
-warmup=${WARMUP:-10}
+warmup=${WARMUP:-16}
 steps=${STEPS:-32}
 budget=${BUDGET_S:-560}
 compile_cases=${COMPILE_CASES-base:16384}  # set and empty: no torch.compile case
