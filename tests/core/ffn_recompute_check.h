@@ -11,6 +11,7 @@
 #include "core/step_memory.h"
 #include "core/transformer.h"
 #include "kernels/workspace.h"
+#include "training_step.h"
 #include "model_test_util.h"
 
 namespace lseq::test {
@@ -38,16 +39,9 @@ inline void expect_recompute_ffn_matches(kernels::Backend& backend, const ModelC
   EXPECT_EQ(kept.step_bytes(b, false), recomputed.step_bytes(b, false)) << "forward-only steps keep nothing anyway";
 
   kernels::Workspace ws(backend, 0, "test workspace");
-  auto step = [&](Transformer& model, std::vector<float>& grads) {
-    model.zero_grads();
-    const StepLoss loss = model.forward_backward(b, 9, 4, 1.0f, ws);
-    grads.resize(model.num_params());
-    backend.copy_to_host(grads.data(), model.grads(), grads.size() * sizeof(float));
-    return loss;
-  };
   std::vector<float> want, got;
-  const StepLoss want_loss = step(kept, want);
-  const StepLoss got_loss = step(recomputed, got);
+  const StepLoss want_loss = training_step(backend, kept, b, ws, want);
+  const StepLoss got_loss = training_step(backend, recomputed, b, ws, got);
   EXPECT_EQ(got_loss.loss_sum, want_loss.loss_sum);
   expect_same_gradient_bits(got, want);
 }

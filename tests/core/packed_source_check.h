@@ -10,6 +10,7 @@
 
 #include "core/transformer.h"
 #include "kernels/workspace.h"
+#include "training_step.h"
 
 namespace lseq::test {
 
@@ -23,15 +24,9 @@ inline void expect_packed_source_matches(kernels::Backend& backend, const ModelC
   ASSERT_FALSE(padded.packs_source(b, true));
 
   kernels::Workspace ws(backend, 0, "test workspace");
-  auto step = [&](Transformer& model, std::vector<float>& grads) {
-    model.zero_grads();
-    const StepLoss loss = model.forward_backward(b, 9, 4, 1.0f, ws);
-    grads.resize(model.num_params());
-    backend.copy_to_host(grads.data(), model.grads(), grads.size() * sizeof(float));
-    return loss;
-  };
   std::vector<float> want, got;
-  const StepLoss want_loss = step(padded, want), got_loss = step(packed, got);
+  const StepLoss want_loss = training_step(backend, padded, b, ws, want);
+  const StepLoss got_loss = training_step(backend, packed, b, ws, got);
   EXPECT_NEAR(got_loss.loss_sum, want_loss.loss_sum, rtol * std::fabs(want_loss.loss_sum));
   EXPECT_EQ(got_loss.target_tokens, want_loss.target_tokens);
   ASSERT_EQ(got.size(), want.size());
