@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/backend_select.h"
-#include "core/model_config.h"
-#include "core/options.h"
-#include "core/params.h"
+#include "core/cli/backend_select.h"
+#include "core/cli/options.h"
+#include "core/model/model_config.h"
+#include "core/model/params.h"
 #include "util/error.h"
 
 namespace lseq::bench {

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <random>
 
-#include "core/transformer.h"
-#include "core/transformer_step_decoder.h"
+#include "core/model/encoder_decoder_model.h"
+#include "core/model/encoder_decoder_step_model.h"
 
 int main(int argc, char** argv) {
   using namespace lseq;
@@ -21,9 +21,9 @@ int main(int argc, char** argv) {
   const int sentences = arg(6, 16), beam = arg(7, 4), src_len = arg(8, 32), steps = arg(9, 32), threads = arg(10, 0);
   c.max_length = std::max(src_len, steps);
   auto backend = kernels::make_cpu_backend(threads);
-  Transformer model(c, *backend);
+  EncoderDecoderModel model(c, *backend);
   model.init_params(1);
-  TransformerStepDecoder dec(model, sentences * beam, src_len, steps, sentences);
+  EncoderDecoderStepModel dec(model, sentences * beam, src_len, steps, sentences);
 
   std::mt19937_64 rng(1);
   std::uniform_int_distribution<int> id(3, c.src_vocab - 1), pick(0, beam - 1);

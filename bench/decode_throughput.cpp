@@ -6,7 +6,7 @@
 // Forced output length (--out-len N, default 28; 0 = free decoding): every hypothesis gets exactly N tokens, as
 // Hugging Face's generate with min_new_tokens = max_new_tokens = N (bench/hf_generate.py), so both do N decoder
 // steps per sentence. The search is lseq's own beam_search (what lstranslate runs: the device top-k of
-// step_topk) over a wrapper StepDecoder that gives eos log-probability -inf for the first N steps; --max-length-factor is set so
+// step_topk) over a wrapper StepModel that gives eos log-probability -inf for the first N steps; --max-length-factor is set so
 // that beam_search forces eos after N tokens, and that last step (where only eos may be chosen) is answered by
 // the wrapper without running the model. The run checks that every output has exactly N tokens.
 //
@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "bench_support.h"
-#include "core/beam_search.h"
-#include "core/model_loader.h"
-#include "core/search_types.h"
-#include "core/transformer.h"
-#include "core/transformer_step_decoder.h"
+#include "core/cli/model_loader.h"
+#include "core/model/encoder_decoder_model.h"
+#include "core/model/encoder_decoder_step_model.h"
+#include "core/search/beam_search.h"
+#include "core/search/search_types.h"
 #include "data/translation_input.h"
 #include "data/vocab.h"
 #include "util/error.h"
@@ -41,9 +41,9 @@ using namespace lseq;
 // Makes beam_search produce exactly `out_len` tokens per hypothesis: eos is impossible for the first out_len
 // steps; the step after them (where beam_search, at its length limit, reads only the eos entry) is answered here
 // without running the model, so the model does out_len steps per sentence, like the peer.
-class ForcedLengthDecoder : public StepDecoder {
+class ForcedLengthDecoder : public StepModel {
  public:
-  ForcedLengthDecoder(StepDecoder& inner, int out_len) : inner_(inner), out_len_(out_len) {}
+  ForcedLengthDecoder(StepModel& inner, int out_len) : inner_(inner), out_len_(out_len) {}
   int vocab_size() const override { return inner_.vocab_size(); }
   void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
              int src_len) override {
@@ -95,7 +95,7 @@ class ForcedLengthDecoder : public StepDecoder {
   static double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
-  StepDecoder& inner_;
+  StepModel& inner_;
   int out_len_;
   int steps_ = 0;
 };
@@ -162,18 +162,18 @@ int main(int argc, char** argv) {
 
     // Everything the decoder needs lives here, in destruction order (the decoder before the model and backend).
     std::unique_ptr<kernels::Backend> backend;
-    std::unique_ptr<Transformer> model;
-    std::unique_ptr<StepDecoder> decoder;
+    std::unique_ptr<EncoderDecoderModel> model;
+    std::unique_ptr<StepModel> decoder;
     std::unique_ptr<bench::DeviceMemoryProbe> memory;
     std::string planned = "na";
     try {
       if (preset) {
         memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
         backend = bench::make_backend(options, args.flag("cpu"), precision);
-        model = std::make_unique<Transformer>(preset->config, *backend, precision_dtype(options),
+        model = std::make_unique<EncoderDecoderModel>(preset->config, *backend, precision_dtype(options),
                                               ParamUse::inference);  // as lstranslate loads it
         model->init_params(seed);
-        auto d = std::make_unique<TransformerStepDecoder>(*model, max_batch * max_beam, src_len, max_out + 1, max_batch);
+        auto d = std::make_unique<EncoderDecoderStepModel>(*model, max_batch * max_beam, src_len, max_out + 1, max_batch);
         planned = bench::mib(d->state_bytes() + d->scratch_bytes());
         decoder = std::move(d);
         fmt::print("# backend {}; preset {} with random weights: dim {}, {}+{} layers, vocab {}; decoder state+scratch "
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
         options.set("max-length", YAML::Node(src_len - 1));
         options.set("max-length-factor", YAML::Node(length_factor));
         memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
-        decoder = make_step_decoder(find_model_files(model_dir), options);
+        decoder = load_step_model(find_model_files(model_dir), options);
         fmt::print("# model {}\n", model_dir);
       }
     } catch (const Error& e) {
@@ -198,10 +198,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     // --no-graphs: every step op by op, to measure what recording the steps (CUDA graphs) gains.
-    if (auto* transformer = dynamic_cast<TransformerStepDecoder*>(decoder.get()))
+    if (auto* transformer = dynamic_cast<EncoderDecoderStepModel*>(decoder.get()))
       transformer->use_graphs(!args.flag("no-graphs"));
     ForcedLengthDecoder forced(*decoder, out_len);
-    StepDecoder& search_over = out_len > 0 ? static_cast<StepDecoder&>(forced) : *decoder;
+    StepModel& search_over = out_len > 0 ? static_cast<StepModel&>(forced) : *decoder;
 
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<int32_t> id(4, decoder->vocab_size() - 1);

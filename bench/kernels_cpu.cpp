@@ -1,4 +1,4 @@
-// Times the CPU backend's ops at the shapes of one Transformer-base layer (d=512, ffn 2048, 8 heads) plus the
+// Times the CPU backend's ops at the shapes of one transformer-base layer (d=512, ffn 2048, 8 heads) plus the
 // output layer and the optimizer, and reports GEMM throughput (GFLOP/s) against the memory-bound ops (GB/s).
 // Reports only; asserts nothing.
 //   bench_kernels_cpu [--threads N] [--batch B] [--len L] [--vocab V]

@@ -1,4 +1,4 @@
-// Times the CUDA backend's ops at the shapes of one Transformer-base layer (d=512, ffn 2048, 8 heads) plus the
+// Times the CUDA backend's ops at the shapes of one transformer-base layer (d=512, ffn 2048, 8 heads) plus the
 // output layer and the optimizer, in bf16 storage (fp32 with --fp32), and reports GEMM throughput (TFLOP/s)
 // against the memory-bound ops (GB/s of their minimal traffic). Each row is the mean of `reps` back-to-back
 // launches between two stream synchronisations, after a warm-up. Reports only; asserts nothing.

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "core/transformer.h"
+#include "core/model/encoder_decoder_model.h"
 #include "kernels/workspace.h"
 
 int main(int argc, char** argv) {
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   const int tokens = arg(6, 2048), len = arg(7, 32), threads = arg(8, 0), steps = arg(9, 5);
   c.max_length = len;
   auto backend = kernels::make_cpu_backend(threads);
-  Transformer model(c, *backend);
+  EncoderDecoderModel model(c, *backend);
   model.init_params(1);
   const std::size_t bytes = model.workspace_bytes(tokens, len);
   kernels::Workspace ws(*backend, bytes, "raise --mini-batch-words");

@@ -1,5 +1,5 @@
 // Host-side cost of search itself (top-k over vocab-sized rows, bookkeeping, select), without a model: a
-// StepDecoder that returns precomputed random log-softmax rows. Reports time per step and per hypothesis-step
+// StepModel that returns precomputed random log-softmax rows. Reports time per step and per hypothesis-step
 // for beam 1 and 4 over a range of batch sizes, vocab 8000 and 32000, twice: once through step() (the host top-k
 // over whole rows, what the CPU backend's search does) and once through step_topk() answered from each row's
 // precomputed top-k (what a GPU step hands the search: only the search's own bookkeeping is left, the part that
@@ -12,13 +12,13 @@
 #include <random>
 #include <vector>
 
-#include "core/beam_search.h"
-#include "core/step_decoder.h"
+#include "core/search/beam_search.h"
+#include "core/search/step_model.h"
 #include "data/translation_input.h"
 
 namespace {
 
-class TableDecoder : public lseq::StepDecoder {
+class TableDecoder : public lseq::StepModel {
  public:
   TableDecoder(int vocab, int rows) : vocab_(vocab), rows_(rows), table_(static_cast<size_t>(vocab) * rows) {
     std::mt19937 rng(7);
@@ -65,7 +65,7 @@ class TableDecoder : public lseq::StepDecoder {
   // the default: step() and the host top-k over the whole row.
   void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
                  std::vector<float>& eos_log_probs) override {
-    if (!device_topk || k > kTopK) return StepDecoder::step_topk(tokens, k, values, ids, eos_log_probs);
+    if (!device_topk || k > kTopK) return StepModel::step_topk(tokens, k, values, ids, eos_log_probs);
     const size_t n = tokens.size(), kk = static_cast<size_t>(k);
     values.resize(n * kk);
     ids.resize(n * kk);

@@ -11,7 +11,7 @@
 // --recompute-ffn: lstrain's option of that name (impl=lseq-recompute-ffn in the RESULT lines).
 // --dump-batches writes every case's batch shapes for bench/pytorch_train.py (--dump-only: and stops there,
 // needing no device).
-// --plan-only prints each case's workspace plan (what its batches need, counted over a no-op backend) and the
+// --plan-only prints each case's workspace plan (what its batches need, counted over the planning backend) and the
 // counted model and optimizer state, and runs no step: memory changes can be studied on the CPU backend.
 #include <fmt/format.h>
 
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "bench_support.h"
-#include "core/optimizer.h"
-#include "core/transformer.h"
+#include "core/model/encoder_decoder_model.h"
+#include "core/train/optimizer.h"
 #include "kernels/workspace.h"
 #include "util/error.h"
 #include "wmt_batches.h"
@@ -125,10 +125,10 @@ int main(int argc, char** argv) {
                backend->name(), preset_path, config.dim_emb, config.enc_depth, config.dec_depth, config.heads,
                config.dim_ffn, config.src_vocab, config.tgt_vocab, tied_name(config.tied));
 
-    std::unique_ptr<Transformer> model;
+    std::unique_ptr<EncoderDecoderModel> model;
     std::unique_ptr<Optimizer> optimizer;
     try {
-      model = std::make_unique<Transformer>(config, *backend, dt);
+      model = std::make_unique<EncoderDecoderModel>(config, *backend, dt);
       model->init_params(1);
       model->set_recompute_ffn(recompute_ffn);
       model->set_gradients_in_step_memory(true);  // as lstrain does for updates of one batch
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
           padded_tokens += int64_t(b.size) * b.tgt_len;
         }
         // --plan lstrain (default): as lstrain now does, the workspace starts empty and grows to what the
-        // batches need (Transformer::step_bytes); it is grown here to the pool's largest need before the warm-up so
+        // batches need (EncoderDecoderModel::step_bytes); it is grown here to the pool's largest need before the warm-up so
         // that no growth falls into the timed steps. --plan worst holds from the start what lstrain checks at
         // startup: the plan for --max-length 250 and a budget of the pool's largest side, enough for any batch
         // of the distribution. Both sizes are printed.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Generates tests/data/fixtures/metrics/: hypothesis/reference files and the BLEU, chrF and 13a tokenization
-results that sacreBLEU itself computes for them (expected.json), for tests/data/test_bleu.cpp and test_chrf.cpp.
+"""Generates tests/metrics/fixtures/: hypothesis/reference files and the BLEU, chrF and 13a tokenization
+results that sacreBLEU itself computes for them (expected.json), for tests/metrics/bleu_test.cpp and chrf_test.cpp.
 
     pip install sacrebleu            # the version used is written into expected.json
     python3 scripts/make-metric-fixtures.py [--ding /work/shared/data/ding-de-en]
@@ -18,7 +18,7 @@ import sys
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF
 
-OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "fixtures", "metrics")
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "metrics", "fixtures")
 
 
 def read_lines(path, start, count):

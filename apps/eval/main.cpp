@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "data/bleu.h"
-#include "data/chrf.h"
-#include "data/line_reader.h"
+#include "data/input_line_reader.h"
+#include "metrics/bleu.h"
+#include "metrics/chrf.h"
 #include "util/error.h"
 
 namespace {
@@ -57,7 +57,7 @@ Arguments parse(int argc, char** argv) {
 }
 
 std::vector<std::string> read_lines(const std::string& path) {
-  lseq::data::LineReader reader({path});
+  lseq::data::InputLineReader reader({path});
   std::vector<std::string> lines;
   std::string line;
   while (reader.next(line)) lines.push_back(line);
@@ -77,10 +77,10 @@ int main(int argc, char** argv) {
     }
     for (const std::string& m : args.metrics) {
       if (m == "bleu") {
-        const auto bleu = lseq::data::corpus_bleu(hyps, refs);
+        const auto bleu = lseq::metrics::corpus_bleu(hyps, refs);
         std::printf("%s\t%s\n", bleu.format().c_str(), bleu.signature().c_str());
       } else {
-        const auto chrf = lseq::data::corpus_chrf(hyps, refs);
+        const auto chrf = lseq::metrics::corpus_chrf(hyps, refs);
         std::printf("%s\t%s\n", chrf.format().c_str(), chrf.signature().c_str());
       }
     }

@@ -1,5 +1,5 @@
-// lsscore: scores sentence pairs or n-best lists with a trained model. Options: --help.
-#include "core/app_entry.h"
-#include "core/app_main.h"
+// lsscore: scores sentence pairs with a trained model, or rescores an n-best list. Options: --help.
+#include "core/cli/app_main.h"
+#include "score_app.h"
 
 int main(int argc, char** argv) { return lseq::app_main(lseq::App::score, argc, argv, lseq::run_score); }

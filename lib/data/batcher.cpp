@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "data/corpus_cache.h"
-#include "data/rng.h"
 #include "data/vocab.h"
 #include "util/error.h"
+#include "util/splitmix64.h"
 
 namespace lseq::data {
 

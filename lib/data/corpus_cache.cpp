@@ -437,7 +437,7 @@ std::shared_ptr<const EncodedCorpus> EncodedCorpus::open_or_build(const CorpusOp
   if (options.token_bytes != 0 && options.token_bytes != 2 && options.token_bytes != 4)
     fail("the corpus token width must be 0 (automatic), 2 or 4 bytes (got {})", options.token_bytes);
   if (options.max_length < 0) fail("--max-length must not be negative (got {})", options.max_length);
-  for (const auto& f : options.files) LineReader probe(f);  // names a missing file before anything else
+  for (const auto& f : options.files) CorpusFileReader probe(f);  // names a missing file before anything else
 
   uint64_t key[2];
   cache_key(options, vocabs, key);

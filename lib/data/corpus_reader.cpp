@@ -26,7 +26,7 @@ bool has_gzip_magic(const std::string& path) {
 }  // namespace
 
 // Either a plain FILE* or a zlib stream; read() returns bytes read, 0 at the end.
-struct LineReader::Source {
+struct CorpusFileReader::Source {
   FILE* plain = nullptr;
   gzFile gz = nullptr;
   std::string path;
@@ -59,7 +59,7 @@ struct LineReader::Source {
   }
 };
 
-LineReader::LineReader(const std::string& path) : path_(path), source_(std::make_unique<Source>()) {
+CorpusFileReader::CorpusFileReader(const std::string& path) : path_(path), source_(std::make_unique<Source>()) {
   source_->path = path;
   FILE* probe = std::fopen(path.c_str(), "rb");
   if (!probe) fail("cannot open corpus file '{}': {}; check the path", path, std::strerror(errno));
@@ -75,11 +75,11 @@ LineReader::LineReader(const std::string& path) : path_(path), source_(std::make
   buffer_.resize(kBlock);
 }
 
-LineReader::~LineReader() = default;
+CorpusFileReader::~CorpusFileReader() = default;
 
-bool LineReader::compressed() const { return source_->gz != nullptr; }
+bool CorpusFileReader::compressed() const { return source_->gz != nullptr; }
 
-bool LineReader::fill() {
+bool CorpusFileReader::fill() {
   if (eof_) return false;
   // Keep the unread tail at the front; grow when a single line fills the whole buffer.
   if (begin_ > 0) {
@@ -94,7 +94,7 @@ bool LineReader::fill() {
   return got > 0;
 }
 
-bool LineReader::next(std::string_view& line) {
+bool CorpusFileReader::next(std::string_view& line) {
   std::size_t scanned = begin_;
   const char* newline = nullptr;
   for (;;) {
@@ -124,7 +124,7 @@ bool LineReader::next(std::string_view& line) {
 
 CorpusReader::CorpusReader(const std::vector<std::string>& paths) {
   if (paths.empty()) fail("no corpus files given");
-  for (const auto& p : paths) readers_.push_back(std::make_unique<LineReader>(p));
+  for (const auto& p : paths) readers_.push_back(std::make_unique<CorpusFileReader>(p));
 }
 
 bool CorpusReader::next(std::vector<std::string_view>& sides) {

@@ -11,12 +11,12 @@
 namespace lseq::data {
 
 // Lines of one file, without the trailing "\n" or "\r\n"; validated as UTF-8.
-class LineReader {
+class CorpusFileReader {
  public:
-  explicit LineReader(const std::string& path);  // throws naming the path when it cannot be opened
-  ~LineReader();
-  LineReader(const LineReader&) = delete;
-  LineReader& operator=(const LineReader&) = delete;
+  explicit CorpusFileReader(const std::string& path);  // throws naming the path when it cannot be opened
+  ~CorpusFileReader();
+  CorpusFileReader(const CorpusFileReader&) = delete;
+  CorpusFileReader& operator=(const CorpusFileReader&) = delete;
 
   // The next line (valid until the next call), or false at the end of the file.
   bool next(std::string_view& line);
@@ -50,7 +50,7 @@ class CorpusReader {
   std::size_t streams() const { return readers_.size(); }
 
  private:
-  std::vector<std::unique_ptr<LineReader>> readers_;
+  std::vector<std::unique_ptr<CorpusFileReader>> readers_;
   int64_t line_ = 0;
   int64_t skipped_empty_ = 0;
 };

@@ -70,7 +70,7 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
   return out;
 }
 
-TranslationInput::TranslationInput(LineReader& reader, TextEncoder encoder, TranslationInputOptions options)
+TranslationInput::TranslationInput(InputLineReader& reader, TextEncoder encoder, TranslationInputOptions options)
     : reader_(reader), encoder_(std::move(encoder)), options_(options) {
   if (options_.mini_batch < 0 || options_.mini_batch_words < 0)
     fail("--mini-batch and --mini-batch-words must not be negative");

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "data/line_reader.h"
+#include "data/input_line_reader.h"
 
 namespace lseq::data {
 
@@ -58,11 +58,11 @@ struct InputWindow {
 class TranslationInput {
  public:
   // Throws lseq::Error when both mini_batch and mini_batch_words are 0 or maxi_batch < 1.
-  TranslationInput(LineReader& reader, TextEncoder encoder, TranslationInputOptions options);
+  TranslationInput(InputLineReader& reader, TextEncoder encoder, TranslationInputOptions options);
   bool next(InputWindow& window);  // false when the input is exhausted (window then is empty)
 
  private:
-  LineReader& reader_;
+  InputLineReader& reader_;
   TextEncoder encoder_;
   TranslationInputOptions options_;
 };

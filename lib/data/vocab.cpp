@@ -12,9 +12,9 @@
 
 
 #include "data/corpus_reader.h"
-#include "data/rng.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/splitmix64.h"
 
 namespace lseq::data {
 
@@ -42,7 +42,7 @@ int64_t sample_lines(const std::vector<std::string>& files, int64_t max_lines, u
   SplitMix64 rng(mix_seed(seed, 0x766f636162ull));
   int64_t seen = 0;
   for (const auto& file : files) {
-    LineReader reader(file);
+    CorpusFileReader reader(file);
     std::string_view line;
     while (reader.next(line)) {
       if (line.empty()) continue;

@@ -5,17 +5,10 @@
 // (dropout_key), which makes runs reproducible from --seed and resumable at any update.
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "util/host_device.h"
+#include "util/splitmix64.h"
 
 namespace lseq::kernels {
-
-// splitmix64 finaliser: a cheap bijective mix with good avalanche, used as a counter-based generator.
-LSEQ_HOST_DEVICE uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // The key of one dropout site (a layer's attention, ffn, ...) at one step of a run seeded with `seed`.
 LSEQ_HOST_DEVICE uint64_t dropout_key(uint64_t seed, uint64_t step, uint64_t site) {

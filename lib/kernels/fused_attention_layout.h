@@ -6,7 +6,7 @@
 // positions past a sentence's rows do not exist there.
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "util/host_device.h"
 
 namespace lseq::kernels {
 

@@ -1,10 +1,10 @@
 #pragma once
-// The order of decoding's top-k (Backend::topk_log_softmax, StepDecoder::step_topk), shared by the CPU and CUDA
+// The order of decoding's top-k (Backend::topk_log_softmax, StepModel::step_topk), shared by the CPU and CUDA
 // backends so that both choose the same tokens: the larger log-probability first, on equal values the lower id,
 // and NaN after every number (search never chooses NaN). An empty slot is (NaN, kNoTopKId): worse than anything.
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "util/host_device.h"
 
 namespace lseq::kernels {
 

@@ -16,7 +16,7 @@ const std::vector<FusedCase> kShapes = {
     {2, 2, 30, 30, 32, true, false}, {3, 2, 9, 30, 16, false, true},  {2, 2, 5, 13, 24, false, true},
     {2, 1, 3, 7, 64, false, true},   {1, 2, 128, 128, 64, true, true}, {2, 2, 17, 100, 40, false, true}};
 
-// Transformer-base slices: 8 heads of 64, self-attention (causal and not) and cross-attention.
+// transformer-base slices: 8 heads of 64, self-attention (causal and not) and cross-attention.
 std::vector<FusedCase> base_shapes() {
   std::vector<FusedCase> shapes;
   for (int len : {8, 24, 57, 128}) {

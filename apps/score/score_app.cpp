@@ -1,0 +1,65 @@
+// lsscore: scores sentence pairs (--train-sets source target) or rescores an n-best list (--n-best, with the list
+// as the second file) with the model in --model (core/scorer.h).
+#include "score_app.h"
+
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
+#include "core/cli/app_io.h"
+#include "core/cli/model_loader.h"
+#include "core/search/scorer.h"
+#include "data/input_line_reader.h"
+#include "data/vocab.h"
+#include "util/error.h"
+
+namespace lseq {
+
+int run_score(const Options& options) {
+  const std::vector<std::string> sets = options.get_strings("train-sets");
+  const bool n_best = options.get_bool("n-best");
+  if (sets.size() != 2)
+    fail("--train-sets needs 2 files ({}), {} given", n_best ? "source and n-best list" : "source and target",
+         sets.size());
+  const ModelFiles files = find_model_files(options.get_string("model"));
+
+  ScoreSettings settings;
+  settings.normalize = options.get_float("normalize");
+  settings.summary = options.get_bool("summary");
+  settings.word_scores = options.get_bool("word-scores");
+  settings.n_best_feature = options.get_string("n-best-feature");
+  settings.batching = input_options(options);
+  if (settings.summary && n_best) fail("--summary and --n-best cannot be combined; choose one");
+
+  const bool encode = !options.get_bool("no-spm-encode");
+  if (encode && files.source_vocab.empty())
+    fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm); without them use "
+         "--no-spm-encode with token ids",
+         files.dir);
+  std::optional<data::Vocab> source_vocab, target_vocab;
+  if (!files.source_vocab.empty()) {
+    source_vocab.emplace(data::Vocab::load(files.source_vocab));
+    target_vocab.emplace(data::Vocab::load(files.target_vocab));
+    settings.batching.vocab_size = source_vocab->size();
+    settings.target_vocab_size = target_vocab->size();
+  }
+  std::unique_ptr<StepModel> model = load_step_model(files, options);
+  if (settings.target_vocab_size == 0) settings.target_vocab_size = model->vocab_size();
+  data::TextEncoder encode_source, encode_target;
+  if (encode) {
+    encode_source = [&](std::string_view text) { return source_vocab->encode(text); };
+    encode_target = [&](std::string_view text) { return target_vocab->encode(text); };
+  }
+
+  data::InputLineReader source(std::vector<std::string>{sets[0]}), second(std::vector<std::string>{sets[1]});
+  OutputStream out(options.get_string("output"));
+  ScoreTotals totals = n_best ? rescore_nbest(*model, source, second, encode_source, encode_target, settings, out.get())
+                              : score_pairs(*model, source, second, encode_source, encode_target, settings, out.get());
+  if (settings.summary) out.get() << format_summary(totals) << '\n';
+  out.close();
+  if (totals.scored < totals.lines)
+    spdlog::warn("{} of {} lines were not scored (see the warnings above)", totals.lines - totals.scored, totals.lines);
+  return 0;
+}
+
+}  // namespace lseq

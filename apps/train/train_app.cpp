@@ -1,0 +1,337 @@
+// lstrain: turns the options into vocabularies, an encoded corpus, a model, an optimizer and a trainer, and runs.
+#include "train_app.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/checkpoint/checkpoint.h"
+#include "core/cli/backend_select.h"
+#include "core/train/stop_signal.h"
+#include "core/train/trainer.h"
+#include "core/train/validator.h"
+#include "data/corpus_cache.h"
+#include "data/input_line_reader.h"
+#include "data/vocab.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lseq {
+
+namespace {
+
+struct Vocabularies {
+  std::string src_path, tgt_path;
+  std::unique_ptr<data::Vocab> src, tgt;  // tgt aliases src when joint (tgt_shared)
+  bool joint() const { return src_path == tgt_path; }
+  const data::Vocab& target() const { return joint() ? *src : *tgt; }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// --vocabs: one path or the same path twice -> a joint vocabulary; two paths -> one per side. Paths that do not
+// exist are trained from the training corpus (Marian's behaviour); the model directory keeps copies so that
+// lstranslate --model needs nothing else.
+Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
+                                  const std::vector<std::string>& train_sets) {
+  std::vector<std::string> paths = options.get_strings("vocabs");
+  if (paths.empty()) paths = {dir.file("vocab.spm")};
+  if (paths.size() > 2) fail("--vocabs takes one (joint) or two (source, target) paths, got {}", paths.size());
+  if (paths.size() == 1) paths.push_back(paths.front());
+  std::vector<int64_t> sizes = options.get_ints("dim-vocabs");
+  if (sizes.empty()) sizes = {8000};
+  if (sizes.size() == 1) sizes.push_back(sizes.front());
+
+  data::VocabTrainOptions train;
+  train.max_lines = options.get_int("sentencepiece-max-lines");
+  train.seed = static_cast<uint64_t>(options.get_int("seed"));
+  train.extra_options = options.get_string("sentencepiece-options");
+
+  Vocabularies v;
+  v.src_path = paths[0];
+  v.tgt_path = paths[1];
+  if (v.joint()) {
+    if (!fs::exists(v.src_path)) {
+      train.vocab_size = static_cast<int>(sizes[0]);
+      spdlog::info("creating joint vocabulary {} ({} pieces) from {} and {}", v.src_path, train.vocab_size,
+                   train_sets[0], train_sets[1]);
+      data::Vocab::train(train_sets, v.src_path, train);
+    }
+    v.src = std::make_unique<data::Vocab>(data::Vocab::load(v.src_path));
+    write_file_atomic(dir.file("vocab.spm"), read_file(v.src_path));
+  } else {
+    for (int side = 0; side < 2; ++side) {
+      const std::string& path = side == 0 ? v.src_path : v.tgt_path;
+      if (!fs::exists(path)) {
+        train.vocab_size = static_cast<int>(sizes[side]);
+        spdlog::info("creating vocabulary {} ({} pieces) from {}", path, train.vocab_size, train_sets[side]);
+        data::Vocab::train({train_sets[side]}, path, train);
+      }
+      auto vocab = std::make_unique<data::Vocab>(data::Vocab::load(path));
+      write_file_atomic(dir.file(side == 0 ? "vocab.src.spm" : "vocab.tgt.spm"), read_file(path));
+      (side == 0 ? v.src : v.tgt) = std::move(vocab);
+    }
+  }
+  return v;
+}
+
+ModelConfig model_config_from(const Options& options, const Vocabularies& vocabs) {
+  if (options.get_string("type") != "transformer") {
+    fail("--type {} is not implemented yet; this version trains encoder-decoder models (--type transformer)",
+         options.get_string("type"));
+  }
+  YAML::Node node = YAML::Clone(options.yaml());
+  node.remove("dim-vocabs");  // the sizes come from the vocabularies themselves
+  ModelConfig config = ModelConfig::from_yaml(node);
+  config.src_vocab = vocabs.src->size();
+  config.tgt_vocab = vocabs.target().size();
+  if ((config.tied == TiedEmbeddings::all || config.tied == TiedEmbeddings::source) && !vocabs.joint()) {
+    fail("--{} shares the source and target embeddings, which needs one joint vocabulary, but --vocabs names two "
+         "files ({} and {}); give one path",
+         config.tied == TiedEmbeddings::all ? "tied-embeddings-all" : "tied-embeddings-src", vocabs.src_path,
+         vocabs.tgt_path);
+  }
+  config.validate();
+  return config;
+}
+
+Frequency after_limit(const Options& options) {
+  Frequency after{options.get_schedule("after")};
+  if (!after.enabled() && options.get_int("after-epochs") > 0) {
+    after.schedule = {options.get_int("after-epochs"), ScheduleUnit::epochs};
+  }
+  if (!after.enabled() && options.get_int("after-batches") > 0) {
+    after.schedule = {options.get_int("after-batches"), ScheduleUnit::updates};
+  }
+  return after;
+}
+
+int64_t updates_option(const Options& options, const std::string& key) {
+  const Schedule s = options.get_schedule(key);
+  if (s.count > 0 && s.unit != ScheduleUnit::updates) {
+    fail("--{} {} must be given in updates (e.g. 16000 or 16000u)", key, options.get_string(key));
+  }
+  return s.count;
+}
+
+TrainerOptions trainer_options(const Options& options) {
+  TrainerOptions t;
+  t.seed = static_cast<uint64_t>(options.get_int("seed"));
+  t.optimizer_delay = static_cast<int>(std::max<int64_t>(1, options.get_int("optimizer-delay")));
+  t.disp_freq = Frequency{options.get_schedule("disp-freq")};
+  t.save_freq = Frequency{options.get_schedule("save-freq")};
+  t.valid_freq = Frequency{options.get_schedule("valid-freq")};
+  t.after = after_limit(options);
+  t.early_stopping = static_cast<int>(options.get_int("early-stopping"));
+  t.keep_best = options.get_bool("keep-best");
+  t.max_nan_steps = static_cast<int>(std::max<int64_t>(1, options.get_int("max-nan-steps")));
+  t.precision = precision_dtype(options);
+
+  t.lr.base = options.get_float("learn-rate");
+  t.lr.warmup = updates_option(options, "lr-warmup");
+  t.lr.decay_start = updates_option(options, "lr-decay-inv-sqrt");
+  const std::string schedule = options.get_string("lr-schedule");
+  if (schedule == "constant") {
+    t.lr.kind = LrSchedule::Kind::constant;
+  } else if (schedule == "cosine") {
+    if (!t.after.enabled() || t.after.schedule.unit != ScheduleUnit::updates) {
+      fail("--lr-schedule cosine decays to zero at --after, which must then be given in updates (e.g. 50000u)");
+    }
+    t.lr.kind = LrSchedule::Kind::cosine;
+    t.lr.total = t.after.schedule.count;
+  } else {
+    t.lr.kind = t.lr.decay_start > 0 ? LrSchedule::Kind::inv_sqrt : LrSchedule::Kind::constant;
+  }
+  return t;
+}
+
+OptimizerOptions optimizer_options(const Options& options) {
+  if (options.get_string("optimizer") != "adam") {
+    fail("--optimizer {} is not supported; lseq trains with adam (AdamW with --weight-decay)",
+         options.get_string("optimizer"));
+  }
+  OptimizerOptions o;
+  const std::vector<double> params = options.get_floats("optimizer-params");
+  if (params.size() > 3) fail("--optimizer-params takes up to three values (beta1 beta2 epsilon), got {}", params.size());
+  if (params.size() > 0) o.beta1 = static_cast<float>(params[0]);
+  if (params.size() > 1) o.beta2 = static_cast<float>(params[1]);
+  if (params.size() > 2) o.eps = static_cast<float>(params[2]);
+  o.weight_decay = static_cast<float>(options.get_float("weight-decay"));
+  o.clip_norm = static_cast<float>(options.get_float("clip-norm"));
+  o.smoothing = static_cast<float>(options.get_float("exponential-smoothing"));
+  return o;
+}
+
+// decoder.yml: lstranslate's defaults for this model (Marian writes the same file beside its models). Only
+// lstranslate options: it is validated as an lstranslate config file.
+void write_decoder_config(const ModelDir& dir, const Options& options) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "beam-size" << YAML::Value << 4;
+  out << YAML::Key << "normalize" << YAML::Value << 0.6;
+  out << YAML::Key << "max-length-factor" << YAML::Value << 3;
+  out << YAML::Key << "mini-batch" << YAML::Value << 16;
+  out << YAML::Key << "maxi-batch" << YAML::Value << 100;
+  out << YAML::Key << "max-length" << YAML::Value << options.get_int("max-length");
+  out << YAML::EndMap;
+  write_file_atomic(dir.file("decoder.yml"), std::string(out.c_str()) + "\n");
+}
+
+void clear_training_state(const ModelDir& dir) {
+  std::error_code ec;
+  fs::remove_all(dir.file("checkpoint"), ec);
+  for (const char* name : {"model.safetensors", "config.yml", "decoder.yml", "vocab.spm", "vocab.src.spm", "vocab.tgt.spm"}) {
+    fs::remove(dir.file(name), ec);
+  }
+  for (const auto& entry : fs::directory_iterator(dir.path(), ec)) {
+    if (entry.path().filename().string().rfind("model.best-", 0) == 0) fs::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+int run_train(const Options& options) {
+  install_stop_signal_handlers();
+  if (!options.has("model")) fail("lstrain needs --model DIR: the directory to write the model to");
+  const ModelDir dir(options.get_string("model"));
+  const std::vector<std::string> train_sets = options.get_strings("train-sets");
+  if (train_sets.size() != 2) {
+    fail("--train-sets needs two files (source target), got {}", train_sets.size());
+  }
+  if (options.get_bool("overwrite") && fs::exists(dir.path())) clear_training_state(dir);
+  dir.create();
+  write_file_atomic(dir.file("config.yml"), options.dump());
+  write_decoder_config(dir, options);
+
+  const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets);
+  const ModelConfig config = model_config_from(options, vocabs);
+
+  data::CorpusOptions corpus_options;
+  corpus_options.files = train_sets;
+  corpus_options.max_length = config.max_length;
+  corpus_options.crop = options.get_bool("max-length-crop");
+  corpus_options.cache_dir = options.get_string("cache-dir").empty() ? dir.path() : options.get_string("cache-dir");
+  auto corpus = data::EncodedCorpus::open_or_build(corpus_options, {vocabs.src.get(), &vocabs.target()});
+  if (corpus->size() == 0) fail("the training corpus {} {} has no usable sentence pairs", train_sets[0], train_sets[1]);
+  spdlog::info("training corpus: {} pairs ({} source and {} target tokens); skipped {} with an empty side, {} "
+               "longer than --max-length {}, cropped {}",
+               corpus->size(), corpus->total_tokens(0), corpus->total_tokens(1), corpus->skipped_empty(),
+               corpus->skipped_long(), config.max_length, corpus->cropped());
+
+  std::unique_ptr<kernels::Backend> backend = select_backend(options);
+  EncoderDecoderModel model(config, *backend, precision_dtype(options));
+  model.set_recompute_ffn(options.get_bool("recompute-ffn"));
+  // Updates of one batch need no gradients between steps: backward places them in the activations' room.
+  model.set_gradients_in_step_memory(options.get_int("optimizer-delay") <= 1);
+  spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
+               model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
+
+  // The workspace follows the batches: it starts at --workspace MiB and grows to what each new batch shape needs
+  // (EncoderDecoderModel::step_bytes), as a caching allocator would. The largest batch the batcher can produce is planned
+  // here and allocated once, so that a configuration that cannot fit fails now with a clear message rather than
+  // hours later when its longest batch arrives.
+  const int max_len = config.max_length + 1;  // + eos / bos
+  const int64_t words = options.get_int("mini-batch-words");
+  const int sentences = static_cast<int>(options.get_int("mini-batch"));
+  if (words <= 0 && sentences <= 0) fail("set --mini-batch-words or --mini-batch to a positive number");
+  const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
+  const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
+  const std::size_t initial = static_cast<std::size_t>(options.get_int("workspace")) << 20;
+  // Parameters and Adam's moments (fp32), gradients (fp32; with gradients in step memory only the embedding
+  // tables' side buffer lives here), the working copy in 16-bit precisions, and the smoothed weights with a
+  // temporary for --exponential-smoothing.
+  const double bytes_per_param = 12.0 + (model.compute_dtype() == kernels::DType::f32 ? 0.0 : 2.0) +
+                                 (options.get_float("exponential-smoothing") > 0 ? 8.0 : 0.0);
+  const std::size_t persistent_grads =
+      model.gradients_in_step_memory() ? model.param_store().side_end() : model.num_params();
+  const double state_mib =
+      (static_cast<double>(model.num_params()) * bytes_per_param + 4.0 * persistent_grads) / 1048576.0;
+  std::unique_ptr<kernels::Workspace> workspace_holder;
+  try {
+    kernels::Workspace probe(*backend, std::max(worst_case, initial), "");
+  } catch (const Error& e) {
+    fail("the activations of batches of {} tokens per side and sentences of {} tokens need {:.1f} MiB beside "
+         "{:.1f} MiB of parameters and optimizer state, which do not fit: lower --mini-batch-words or --max-length{} "
+         "({})",
+         max_tokens, max_len, std::max(worst_case, initial) / 1048576.0, state_mib,
+         model.recompute_ffn() ? "" : ", or set --recompute-ffn", e.what());
+  }
+  workspace_holder = std::make_unique<kernels::Workspace>(
+      *backend, initial, "lower --mini-batch-words or --max-length, or free device memory");
+  kernels::Workspace& workspace = *workspace_holder;
+  spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state; the workspace ({} "
+               "activations{}) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
+               "tokens per sentence (checked to fit)",
+               state_mib, kernels::dtype_name(model.compute_dtype()),
+               model.gradients_in_step_memory() ? " and the step's gradients" : "", worst_case / 1048576.0,
+               max_tokens, max_len);
+  if (model.recompute_ffn()) {
+    spdlog::info("feed-forward hidden activations are recomputed in backward (--recompute-ffn)");
+  }
+
+  std::unique_ptr<Validator> validator;
+  const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
+  if (!valid_sets.empty()) {
+    if (valid_sets.size() != 2) fail("--valid-sets needs two files (source target), got {}", valid_sets.size());
+    Validator::check_metrics(options.get_strings("valid-metrics"));
+    data::CorpusOptions valid_options;
+    valid_options.files = valid_sets;
+    valid_options.max_length = static_cast<int>(std::min<int64_t>(options.get_int("valid-max-length"), config.max_length));
+    valid_options.crop = true;
+    valid_options.use_cache = false;
+    auto valid = data::EncodedCorpus::open_or_build(valid_options, {vocabs.src.get(), &vocabs.target()});
+    if (valid->size() == 0) fail("the validation set {} {} has no usable sentence pairs", valid_sets[0], valid_sets[1]);
+    if (valid->cropped() > 0) {
+      spdlog::warn("validation: {} sentences longer than {} tokens were cropped (--max-length)", valid->cropped(),
+                   valid_options.max_length);
+    }
+    const std::vector<std::string> metrics = options.get_strings("valid-metrics");
+    TranslationValidation translation;
+    const bool translating = std::any_of(metrics.begin(), metrics.end(), Validator::needs_translation);
+    if (options.has("valid-translation-output") && !translating) {
+      fail("--valid-translation-output needs a translation metric: add bleu or chrf to --valid-metrics");
+    }
+    if (translating) {
+      data::InputLineReader reader({valid_sets[1]});
+      for (std::string line; reader.next(line);) translation.references.push_back(line);
+      translation.target_vocab = &vocabs.target();
+      translation.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
+      translation.beam.normalize = options.get_float("normalize");
+      translation.beam.word_penalty = options.get_float("word-penalty");
+      translation.beam.max_length_factor = options.get_float("max-length-factor");
+      translation.mini_batch = static_cast<int>(options.get_int("valid-mini-batch"));
+      if (options.has("valid-translation-output")) translation.output_path = options.get_string("valid-translation-output");
+    }
+    validator = std::make_unique<Validator>(valid, metrics, max_tokens,
+                                            static_cast<int>(options.get_int("valid-mini-batch")),
+                                            std::move(translation));
+  }
+
+  data::BatcherOptions batcher_options;
+  batcher_options.mini_batch_words = words > 0 ? words : max_tokens;
+  batcher_options.mini_batch = sentences;
+  batcher_options.maxi_batch = static_cast<int>(options.get_int("maxi-batch"));
+  batcher_options.shuffle = options.get_string("shuffle") != "none";
+  batcher_options.seed = static_cast<uint64_t>(options.get_int("seed"));
+  data::Batcher batcher(corpus, batcher_options);
+
+  Optimizer optimizer(*backend, model.num_params(), optimizer_options(options));
+  Trainer trainer(model, batcher, optimizer, workspace, dir, validator.get(), trainer_options(options));
+  trainer.start(!options.get_bool("no-restore-corpus"));
+  const TrainResult result = trainer.run();
+  spdlog::info("model written to {} (workspace peak {:.1f} MiB)", dir.file("model.safetensors"),
+               workspace.peak() / 1048576.0);
+  return result.stop_reason == "signal" ? 130 : 0;
+}
+
+}  // namespace lseq

@@ -1,0 +1,71 @@
+// lstranslate: reads the model directory (its decoder.yml was merged by parse_options), then translates the
+// --input lines to --output (core/translator.h).
+#include "translate_app.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <optional>
+
+#include "core/cli/app_io.h"
+#include "core/cli/model_loader.h"
+#include "core/search/translator.h"
+#include "data/input_line_reader.h"
+#include "data/vocab.h"
+#include "util/error.h"
+
+namespace lseq {
+
+int run_translate(const Options& options) {
+  const ModelFiles files = find_model_files(options.get_string("model"));
+
+  TranslateSettings settings;
+  settings.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
+  settings.beam.normalize = options.get_float("normalize");
+  settings.beam.word_penalty = options.get_float("word-penalty");
+  settings.beam.max_length_factor = options.get_float("max-length-factor");
+  settings.n_best = options.get_bool("n-best");
+  settings.word_scores = options.get_bool("word-scores");
+  const std::vector<std::string> sampling = options.get_strings("output-sampling");
+  if (!sampling.empty()) {
+    SamplingOptions base;
+    base.seed = static_cast<uint64_t>(options.get_int("seed"));
+    base.normalize = settings.beam.normalize;
+    base.word_penalty = settings.beam.word_penalty;
+    base.max_length_factor = settings.beam.max_length_factor;
+    settings.sampling = parse_output_sampling(sampling, base);
+    settings.sample = true;
+  }
+
+  const bool encode = !options.get_bool("no-spm-encode"), decode = !options.get_bool("no-spm-decode");
+  if ((encode || decode) && files.source_vocab.empty())
+    fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm); without them use "
+         "--no-spm-encode and --no-spm-decode with token ids",
+         files.dir);
+  std::optional<data::Vocab> source_vocab, target_vocab;
+  if (!files.source_vocab.empty()) {
+    source_vocab.emplace(data::Vocab::load(files.source_vocab));
+    target_vocab.emplace(data::Vocab::load(files.target_vocab));
+  }
+  std::unique_ptr<StepModel> model = load_step_model(files, options);
+
+  data::TranslationInputOptions input_opts = input_options(options);
+  if (source_vocab) input_opts.vocab_size = source_vocab->size();
+  data::TextEncoder encoder;
+  if (encode) encoder = [&](std::string_view text) { return source_vocab->encode(text); };
+  Detokenizer detokenize;
+  if (decode) detokenize = [&](const std::vector<int32_t>& ids) { return target_vocab->decode(ids); };
+
+  data::InputLineReader reader(options.get_strings("input"));
+  data::TranslationInput input(reader, encoder, input_opts);
+  OutputStream out(options.get_string("output"));
+  const auto begin = std::chrono::steady_clock::now();
+  const int64_t lines = translate_all(*model, input, detokenize, settings, out.get());
+  out.close();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  spdlog::info("Translated {} lines in {:.2f} s ({:.1f} lines/s)", lines, seconds,
+               seconds > 0 ? static_cast<double>(lines) / seconds : 0.0);
+  return 0;
+}
+
+}  // namespace lseq

@@ -1,0 +1,263 @@
+#include "core/checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/checkpoint/safetensors.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lseq {
+
+namespace {
+
+constexpr const char* kConfigKey = "lseq.model_config";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read '{}': {}", path, std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Makes a rename or a new directory entry durable.
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::string checkpoint_name(int64_t updates) {
+  char name[32];
+  std::snprintf(name, sizeof name, "u%09lld", static_cast<long long>(updates));
+  return name;
+}
+
+void write_flat(std::vector<SafetensorsInput>& out, const char* name, const std::vector<float>& flat) {
+  if (!flat.empty()) out.push_back({name, "F32", {static_cast<int64_t>(flat.size())}, flat.data()});
+}
+
+void read_flat(const SafetensorsFile& file, const char* name, std::size_t size, std::vector<float>& flat) {
+  const auto& tensor = file.require(name, "F32", {static_cast<int64_t>(size)});
+  flat.resize(size);
+  std::memcpy(flat.data(), tensor.data, tensor.bytes);
+}
+
+// The first option whose value differs between two model configs, as "key: stored vs wanted".
+std::string config_difference(const ModelConfig& stored, const ModelConfig& wanted) {
+  const YAML::Node a = stored.to_yaml(), b = wanted.to_yaml();
+  for (const auto& entry : a) {
+    const std::string key = entry.first.as<std::string>();
+    const std::string va = YAML::Dump(entry.second), vb = YAML::Dump(b[key]);
+    if (va != vb) return key + " is " + va + " in the checkpoint but " + vb + " in the config";
+  }
+  return {};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- progress.yml
+
+std::string TrainingProgress::to_yaml() const {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "updates" << YAML::Value << updates;
+  out << YAML::Key << "epochs-done" << YAML::Value << epochs_done;
+  out << YAML::Key << "target-tokens" << YAML::Value << target_tokens;
+ out << YAML::Key << "batches" << YAML::Value << batches;
+  out << YAML::Key << "optimizer-steps" << YAML::Value << optimizer_steps;
+  out << YAML::Key << "batcher-epoch" << YAML::Value << batcher_epoch;
+  out << YAML::Key << "batcher-batch" << YAML::Value << batcher_batch;
+  out << YAML::Key << "stalled" << YAML::Value << stalled;
+  out << YAML::Key << "seconds" << YAML::Value << seconds;
+  if (loss_scale > 0) {
+    out << YAML::Key << "loss-scale" << YAML::Value << loss_scale;
+    out << YAML::Key << "loss-scale-good-steps" << YAML::Value << loss_scale_good_steps;
+  }
+  out << YAML::Key << "best" << YAML::Value << YAML::BeginMap;
+  for (const auto& [metric, value] : best) out << YAML::Key << metric << YAML::Value << value;
+  out << YAML::EndMap;
+  out << YAML::Key << "last" << YAML::Value << YAML::BeginMap;
+  for (const auto& [metric, value] : last) out << YAML::Key << metric << YAML::Value << value;
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+TrainingProgress TrainingProgress::from_yaml(const std::string& text, const std::string& path) {
+  TrainingProgress p;
+  try {
+    const YAML::Node node = YAML::Load(text);
+    if (!node.IsMap()) fail("progress file '{}' is corrupt: not a YAML map", path);
+    p.updates = node["updates"].as<int64_t>();
+    p.epochs_done = node["epochs-done"].as<int64_t>();
+    p.target_tokens = node["target-tokens"].as<int64_t>();
+    p.batches = node["batches"].as<int64_t>();
+    p.optimizer_steps = node["optimizer-steps"].as<int64_t>();
+    p.batcher_epoch = node["batcher-epoch"].as<int64_t>();
+    p.batcher_batch = node["batcher-batch"].as<int64_t>();
+    p.stalled = node["stalled"].as<int64_t>();
+    p.seconds = node["seconds"].as<double>();
+    if (node["loss-scale"]) {  // absent in fp32/bf16 runs and in older files
+      p.loss_scale = node["loss-scale"].as<double>();
+      p.loss_scale_good_steps = node["loss-scale-good-steps"].as<int64_t>(0);
+    }
+    for (const auto& e : node["best"]) p.best[e.first.as<std::string>()] = e.second.as<double>();
+    for (const auto& e : node["last"]) p.last[e.first.as<std::string>()] = e.second.as<double>();
+  } catch (const YAML::Exception& e) {
+    fail("progress file '{}' is corrupt: {}", path, e.what());
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------- weights files
+
+void save_weights(const std::string& path, const ParamTable& table, const ModelConfig& config,
+                  const std::vector<float>& flat, int64_t updates) {
+  if (flat.size() != table.size()) fail("internal: {} parameters for a table of {}", flat.size(), table.size());
+  std::vector<SafetensorsInput> tensors;
+  tensors.reserve(table.list().size());
+  for (const ParamInfo& p : table.list()) tensors.push_back({p.name, "F32", p.shape, flat.data() + p.offset});
+  std::map<std::string, std::string> metadata;
+  metadata[kConfigKey] = YAML::Dump(config.to_yaml());
+  metadata["lseq.updates"] = std::to_string(updates);
+  metadata["lseq.format"] = "1";
+  write_safetensors(path, tensors, metadata);
+}
+
+void load_weights(const std::string& path, const ParamTable& table, std::vector<float>& flat) {
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  flat.assign(table.size(), 0.0f);
+  for (const ParamInfo& p : table.list()) {
+    const auto& tensor = file.require(p.name, "F32", p.shape);
+    std::memcpy(flat.data() + p.offset, tensor.data, tensor.bytes);
+  }
+}
+
+ModelConfig read_model_config(const std::string& weights_path) {
+  const SafetensorsFile file = SafetensorsFile::open(weights_path);
+  const auto it = file.metadata().find(kConfigKey);
+  if (it == file.metadata().end()) {
+    fail("'{}' holds no model config (metadata key {}); it was not written by lstrain", weights_path, kConfigKey);
+  }
+  try {
+    return ModelConfig::from_yaml(YAML::Load(it->second));
+  } catch (const YAML::Exception& e) {
+    fail("the model config in '{}' is corrupt: {}", weights_path, e.what());
+  }
+}
+
+// ---------------------------------------------------------------- the model directory
+
+ModelDir::ModelDir(std::string path) : path_(std::move(path)) {
+  while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
+}
+
+void ModelDir::create() const {
+  std::error_code ec;
+  if (fs::exists(path_, ec) && !fs::is_directory(path_, ec)) {
+    fail("--model '{}' is a file; lseq's model is a directory: give a new or existing directory", path_);
+  }
+  fs::create_directories(file("checkpoint"), ec);
+  if (ec) fail("cannot create model directory '{}': {}", path_, ec.message());
+}
+
+bool ModelDir::has_checkpoint() const { return fs::exists(file("checkpoint/latest")); }
+
+std::string ModelDir::latest_checkpoint() const {
+  const std::string pointer = file("checkpoint/latest");
+  if (!fs::exists(pointer)) fail("no checkpoint in '{}' (missing {})", path_, pointer);
+  std::string name = read_text(pointer);
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  const std::string dir = file("checkpoint/" + name);
+  if (name.empty() || name.find('/') != std::string::npos || !fs::is_directory(dir)) {
+    fail("checkpoint pointer '{}' names '{}', which is not a checkpoint directory; the model directory is "
+         "damaged: remove it or train with --overwrite",
+         pointer, name);
+  }
+  return dir;
+}
+
+void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& config,
+                               const CheckpointTensors& tensors, const TrainingProgress& progress) const {
+  const std::string root = file("checkpoint");
+  const std::string name = checkpoint_name(progress.updates);
+  const std::string partial = root + "/" + name + ".partial", final_dir = root + "/" + name;
+  std::error_code ec;
+  fs::remove_all(partial, ec);
+  fs::create_directories(partial, ec);
+  if (ec) fail("cannot create checkpoint directory '{}': {}", partial, ec.message());
+
+  const std::vector<float>& inference = tensors.smoothed.empty() ? tensors.params : tensors.smoothed;
+  save_weights(partial + "/model.safetensors", table, config, inference, progress.updates);
+  std::vector<SafetensorsInput> state;
+  write_flat(state, "params", tensors.params);
+  write_flat(state, "adam.m", tensors.adam_m);
+  write_flat(state, "adam.v", tensors.adam_v);
+  write_flat(state, "smoothed", tensors.smoothed);
+  write_safetensors(partial + "/optimizer.safetensors", state, {{"lseq.updates", std::to_string(progress.updates)}});
+  write_file_atomic(partial + "/progress.yml", progress.to_yaml());
+  sync_directory(partial);
+
+  // Complete: give it its final name, then make it the latest (the commit point).
+  fs::remove_all(final_dir, ec);
+  fs::rename(partial, final_dir, ec);
+  if (ec) fail("cannot rename checkpoint '{}' to '{}': {}", partial, final_dir, ec.message());
+  sync_directory(root);
+  write_file_atomic(root + "/latest", name + "\n");
+
+  // model.safetensors: a hard link to the new weights, swapped in atomically (a copy where links fail).
+  const std::string link_tmp = file(".model.safetensors.link");
+  fs::remove(link_tmp, ec);
+  fs::create_hard_link(final_dir + "/model.safetensors", link_tmp, ec);
+  if (ec) {
+    ec.clear();
+    fs::copy_file(final_dir + "/model.safetensors", link_tmp, fs::copy_options::overwrite_existing, ec);
+  }
+  if (!ec) fs::rename(link_tmp, file("model.safetensors"), ec);
+  if (ec) fail("cannot update '{}': {}", file("model.safetensors"), ec.message());
+  sync_directory(path_);
+
+  // Older checkpoints (and partial ones a crash left behind) go only now.
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string entry_name = entry.path().filename().string();
+    if (entry.is_directory() && entry_name != name) fs::remove_all(entry.path(), ec);
+  }
+}
+
+void ModelDir::load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
+                               TrainingProgress& progress) const {
+  const std::string dir = latest_checkpoint();
+  const std::string weights = dir + "/model.safetensors";
+  const std::string difference = config_difference(read_model_config(weights), config);
+  if (!difference.empty()) {
+    fail("the checkpoint in '{}' is of a different model ({}); train with --overwrite to start anew, or use "
+         "another --model",
+         path_, difference);
+  }
+  progress = TrainingProgress::from_yaml(read_text(dir + "/progress.yml"), dir + "/progress.yml");
+  const SafetensorsFile state = SafetensorsFile::open(dir + "/optimizer.safetensors");
+  read_flat(state, "params", table.size(), tensors.params);
+  read_flat(state, "adam.m", table.size(), tensors.adam_m);
+  read_flat(state, "adam.v", table.size(), tensors.adam_v);
+  if (state.find("smoothed")) {
+    read_flat(state, "smoothed", table.size(), tensors.smoothed);
+  } else {
+    tensors.smoothed.clear();
+  }
+  // The weights file must agree with the table too (catches a damaged or foreign file early).
+  std::vector<float> check;
+  load_weights(weights, table, check);
+}
+
+}  // namespace lseq

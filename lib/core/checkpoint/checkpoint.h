@@ -1,0 +1,86 @@
+#pragma once
+// The model directory written by lstrain and read by lstranslate/lsscore:
+//
+//   model/config.yml                    the merged training options (lstrain --dump-config of the run)
+//   model/vocab.src.spm, vocab.tgt.spm  copies of the vocabularies (one file when joint: vocab.spm)
+//   model/model.safetensors             the latest weights (the model config in its metadata); a hard link to the
+//                                       latest checkpoint's weights
+//   model/model.best-<metric>.safetensors  weights of the best validation score per metric (--keep-best)
+//   model/checkpoint/latest             name of the latest complete checkpoint, replaced atomically
+//   model/checkpoint/u<updates>/        one checkpoint: model.safetensors, optimizer.safetensors, progress.yml
+//
+// A checkpoint is written into a fresh u<updates>.partial directory, renamed when complete, and only then named
+// in `latest` (an atomic file replacement); older checkpoints are removed after that. A crash at any instant
+// therefore leaves `latest` naming a complete checkpoint. docs/checkpoints.md documents the files.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model/model_config.h"
+#include "core/model/params.h"
+
+namespace lseq {
+
+// progress.yml: where training stands, enough to continue exactly.
+struct TrainingProgress {
+  int64_t updates = 0;
+  int64_t epochs_done = 0;
+  int64_t target_tokens = 0;       // trained on so far
+  int64_t batches = 0;             // micro-batches consumed (keys the dropout masks)
+  int64_t optimizer_steps = 0;     // Adam's step count (bias correction)
+  int64_t batcher_epoch = 1;       // data::BatcherState
+  int64_t batcher_batch = 0;
+  std::map<std::string, double> best;  // best validation value per metric
+  std::map<std::string, double> last;  // last validation value per metric
+  int64_t stalled = 0;             // validations without improvement of the first metric (--early-stopping)
+  double seconds = 0;              // training time so far
+  // fp16 dynamic loss scaling (LossScaler): the scale and the good updates since it last changed. 0 = none saved
+  // (fp32/bf16 runs and progress files older than the field); written only when positive.
+  double loss_scale = 0;
+  int64_t loss_scale_good_steps = 0;
+
+  std::string to_yaml() const;
+  static TrainingProgress from_yaml(const std::string& text, const std::string& path);
+};
+
+// Host copies of everything a checkpoint holds besides the progress.
+struct CheckpointTensors {
+  std::vector<float> params;   // flat master parameters (ParamTable layout, gaps included)
+  std::vector<float> adam_m, adam_v;
+  std::vector<float> smoothed; // exponential smoothing of the parameters; empty when off
+};
+
+class ModelDir {
+ public:
+  explicit ModelDir(std::string path);
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+  void create() const;  // mkdir -p; a path that is a file -> lseq::Error
+  bool has_checkpoint() const;
+  std::string latest_checkpoint() const;  // its directory; lseq::Error when there is none
+
+  // Writes one checkpoint atomically (see above) and points model.safetensors at its weights, which are
+  // `smoothed` when present, else `params`.
+  void save_checkpoint(const ParamTable& table, const ModelConfig& config, const CheckpointTensors& tensors,
+                       const TrainingProgress& progress) const;
+  // Reads the latest checkpoint; every tensor's shape is checked against the table and the config stored in
+  // the weights against `config` (a different model -> lseq::Error naming the option that differs).
+  void load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
+                       TrainingProgress& progress) const;
+
+ private:
+  std::string path_;
+};
+
+// Weights files (model.safetensors and the best-* copies): one tensor per parameter, named as in the table,
+// with the model config as YAML under the metadata key "lseq.model_config".
+void save_weights(const std::string& path, const ParamTable& table, const ModelConfig& config,
+                  const std::vector<float>& flat, int64_t updates);
+// Fills flat (sized to the table) from a weights file; shapes must match the table exactly.
+void load_weights(const std::string& path, const ParamTable& table, std::vector<float>& flat);
+// The model config stored in a weights file.
+ModelConfig read_model_config(const std::string& weights_path);
+
+}  // namespace lseq

@@ -1,0 +1,37 @@
+// The model directory's layout as lstranslate and lsscore read it (model_files.h).
+#include "core/checkpoint/model_files.h"
+
+#include <filesystem>
+
+#include "util/error.h"
+
+namespace lseq {
+
+namespace fs = std::filesystem;
+
+ModelFiles find_model_files(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    fail("model directory '{}' not found; --model must name a directory written by lstrain", dir);
+  ModelFiles files;
+  files.dir = dir;
+  auto in_dir = [&](const char* name) { return (fs::path(dir) / name).string(); };
+  files.weights = in_dir("model.safetensors");
+  if (!fs::exists(files.weights, ec))
+    fail("model directory '{}' has no model.safetensors; train a model into it with lstrain first", dir);
+  const std::string joint = in_dir("vocab.spm"), src = in_dir("vocab.src.spm"), tgt = in_dir("vocab.tgt.spm");
+  const bool has_src = fs::exists(src, ec), has_tgt = fs::exists(tgt, ec);
+  if (has_src != has_tgt)
+    fail("model directory '{}' has {} but not {}; both vocabularies are needed", dir, has_src ? src : tgt,
+         has_src ? tgt : src);
+  if (has_src) {
+    files.source_vocab = src;
+    files.target_vocab = tgt;
+  } else if (fs::exists(joint, ec)) {
+    files.source_vocab = files.target_vocab = joint;
+  }
+  if (fs::exists(in_dir("decoder.yml"), ec)) files.decoder_config = in_dir("decoder.yml");
+  return files;
+}
+
+}  // namespace lseq

@@ -1,0 +1,39 @@
+#include "core/cli/backend_select.h"
+
+#include <spdlog/spdlog.h>
+
+#include "util/error.h"
+
+namespace lseq {
+
+std::unique_ptr<kernels::Backend> select_backend(const Options& options) {
+  const std::string precision = options.get_string("precision");
+  std::unique_ptr<kernels::Backend> backend;
+  if (!options.get_bool("cpu") && kernels::cuda_backend_available()) {
+    const std::vector<int64_t> devices = options.get_ints("devices");
+    if (devices.size() > 1) {
+      fail("--devices lists {} GPUs, but this version trains on one device; give one id (multi-GPU training is "
+           "not implemented yet)",
+           devices.size());
+    }
+    backend = kernels::make_cuda_backend(devices.empty() ? 0 : static_cast<int>(devices.front()));
+  } else {
+    backend = kernels::make_cpu_backend(static_cast<int>(options.get_int("cpu-threads")));
+    if (precision != "fp32") {
+      fail("--precision {} needs the CUDA backend; the CPU backend computes in fp32: use --precision fp32",
+           precision);
+    }
+  }
+  spdlog::info("backend: {}, precision {}", backend->name(), precision);
+  return backend;
+}
+
+kernels::DType precision_dtype(const Options& options) {
+  const std::string precision = options.get_string("precision");
+  if (precision == "fp32") return kernels::DType::f32;
+  if (precision == "bf16") return kernels::DType::bf16;
+  if (precision == "fp16") return kernels::DType::f16;
+  fail("--precision {} is not one of fp32, bf16, fp16", precision);
+}
+
+}  // namespace lseq

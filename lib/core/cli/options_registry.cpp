@@ -1,0 +1,386 @@
+#include "core/cli/options_registry.h"
+
+#include <unordered_map>
+#include <utility>
+
+namespace lseq {
+
+DefaultTokens OptionSpec::default_for(App app) const {
+  for (const auto& o : overrides)
+    if (o.app == app && o.default_value) return *o.default_value;
+  return default_value;
+}
+
+OptionGroup OptionSpec::group_for(App app) const {
+  for (const auto& o : overrides)
+    if (o.app == app && o.group) return *o.group;
+  return group;
+}
+
+namespace {
+
+using T = OptionType;
+using G = OptionGroup;
+
+DefaultTokens none() { return std::nullopt; }
+DefaultTokens def(std::string value) { return std::vector<std::string>{std::move(value)}; }
+DefaultTokens defs(std::vector<std::string> values) { return values; }
+DefaultTokens empty_list() { return std::vector<std::string>{}; }
+
+// Declares one option; the chained calls add checks and per-app differences.
+class Opt {
+ public:
+  Opt(std::string name, T type, G group, unsigned apps, DefaultTokens default_value, std::string help) {
+    spec_.name = std::move(name);
+    spec_.type = type;
+    spec_.group = group;
+    spec_.apps = apps;
+    spec_.default_value = std::move(default_value);
+    spec_.help = std::move(help);
+  }
+  Opt& flag(char c) { return spec_.short_flag = c, *this; }
+  Opt& cli_only() { return spec_.command_line_only = true, *this; }
+  Opt& at_least(double min) { return spec_.min = min, *this; }
+  Opt& in(double min, double max) { return spec_.min = min, spec_.max = max, *this; }
+  // [min, max): probabilities such as dropout, where 1 would remove everything.
+  Opt& in_half_open(double min, double max) { return in(min, max), spec_.max_exclusive = true, *this; }
+  Opt& one_of(std::vector<std::string> choices) { return spec_.choices = std::move(choices), *this; }
+  Opt& alias(std::string spelling, std::string canonical) {
+    return spec_.aliases.emplace_back(std::move(spelling), std::move(canonical)), *this;
+  }
+  Opt& schedule(std::string units) { return spec_.schedule_units = std::move(units), *this; }
+  Opt& letters(std::string allowed) { return spec_.allowed_letters = std::move(allowed), *this; }
+  Opt& words() { return spec_.split_words = true, *this; }
+  Opt& implicit(std::string value) { return spec_.implicit_value = std::move(value), *this; }
+  Opt& default_in(App app, DefaultTokens value) {
+    return spec_.overrides.push_back({app, std::move(value), std::nullopt}), *this;
+  }
+  Opt& group_in(App app, G group) { return spec_.overrides.push_back({app, std::nullopt, group}), *this; }
+  OptionSpec take() { return std::move(spec_); }
+
+ private:
+  OptionSpec spec_;
+};
+
+constexpr unsigned TXS = kAllApps;
+constexpr unsigned XS = kTranslate | kScore;
+
+std::vector<OptionSpec> build_registry() {
+  std::vector<OptionSpec> r;
+  auto add = [&r](Opt& o) { r.push_back(o.take()); };
+
+  // ---- General (all apps) ----
+  {
+    Opt o[] = {
+        Opt("help", T::boolean, G::general, TXS, def("false"), "Print this help and exit").flag('h').cli_only(),
+        Opt("version", T::boolean, G::general, TXS, def("false"), "Print the version and exit").cli_only(),
+        Opt("config", T::strings, G::general, TXS, empty_list(),
+            "YAML config files, merged in order; options on the command line win")
+            .flag('c')
+            .cli_only(),
+        Opt("dump-config", T::boolean, G::general, TXS, def("false"),
+            "Print the merged options as YAML and exit")
+            .cli_only(),
+        Opt("model", T::string, G::general, TXS, none(),
+            "Model directory (written by lstrain, read by lstranslate and lsscore); required")
+            .flag('m'),
+        Opt("log", T::string, G::general, TXS, none(), "Also write the log to this file"),
+        Opt("quiet", T::boolean, G::general, TXS, def("false"), "Show only warnings and errors on the terminal"),
+        Opt("seed", T::integer, G::general, TXS, def("1234"), "Seed for all random number generators")
+            .at_least(0),
+        Opt("devices", T::ints, G::general, TXS, defs({"0"}), "GPU device ids to use").flag('d').at_least(0),
+        Opt("cpu", T::boolean, G::general, TXS, def("false"), "Run on the CPU backend instead of GPUs"),
+        Opt("cpu-threads", T::integer, G::general, TXS, def("0"), "CPU threads; 0 uses all cores").at_least(0),
+        Opt("precision", T::string, G::general, TXS, def("fp32"),
+            "Compute precision: fp32, bf16 or fp16 (Marian's float32, bfloat16, float16 also accepted)")
+            .one_of({"fp32", "bf16", "fp16"})
+            .alias("float32", "fp32")
+            .alias("bfloat16", "bf16")
+            .alias("float16", "fp16"),
+        Opt("workspace", T::integer, G::general, TXS, def("0"),
+            "Initial device workspace in MiB; it grows to what the batches need (0: start empty)")
+            .flag('w')
+            .at_least(0),
+    };
+    for (auto& x : o) add(x);
+  }
+
+  // ---- Model architecture (lstrain; lstranslate and lsscore read it from the model directory) ----
+  {
+    Opt o[] = {
+        Opt("type", T::string, G::model, kTrain, def("transformer"),
+            "Model type: transformer (encoder-decoder) or lm-transformer (decoder-only)")
+            .one_of({"transformer", "lm-transformer"}),
+        Opt("dim-vocabs", T::ints, G::model, kTrain, defs({"8000", "8000"}),
+            "Vocabulary sizes (source, target); also the SentencePiece size when lstrain creates the vocabularies")
+            .at_least(0),
+        Opt("dim-emb", T::integer, G::model, kTrain, def("512"), "Embedding and model dimension").at_least(1),
+        Opt("enc-depth", T::integer, G::model, kTrain, def("6"), "Number of encoder layers").at_least(0),
+        Opt("dec-depth", T::integer, G::model, kTrain, def("6"), "Number of decoder layers").at_least(1),
+        Opt("transformer-heads", T::integer, G::model, kTrain, def("8"), "Attention heads (divide dim-emb)")
+            .at_least(1),
+        Opt("transformer-dim-ffn", T::integer, G::model, kTrain, def("2048"), "Inner size of the feed-forward blocks")
+            .at_least(1),
+        Opt("transformer-ffn-activation", T::string, G::model, kTrain, def("relu"),
+            "Feed-forward activation: relu, gelu or swish")
+            .one_of({"relu", "gelu", "swish"}),
+        Opt("transformer-dropout", T::floating, G::model, kTrain, def("0.1"),
+            "Dropout between sublayers and on the embeddings")
+            .in_half_open(0, 1),
+        Opt("transformer-dropout-attention", T::floating, G::model, kTrain, def("0"),
+            "Dropout on the attention weights")
+            .in_half_open(0, 1),
+        Opt("transformer-dropout-ffn", T::floating, G::model, kTrain, def("0"),
+            "Dropout after the feed-forward activation")
+            .in_half_open(0, 1),
+        Opt("transformer-preprocess", T::string, G::model, kTrain, def(""),
+            "Operations before each sublayer: d = dropout, a = add residual, n = LayerNorm")
+            .letters("dan"),
+        Opt("transformer-postprocess", T::string, G::model, kTrain, def("dan"),
+            "Operations after each sublayer (d, a, n as above)")
+            .letters("dan"),
+        Opt("transformer-postprocess-emb", T::string, G::model, kTrain, def("d"),
+            "Operations after the embeddings (d, a, n as above)")
+            .letters("dan"),
+        Opt("transformer-prenorm", T::boolean, G::model, kTrain, def("false"),
+            "Pre-norm shortcut: preprocess n, postprocess da and a final LayerNorm"),
+        Opt("tied-embeddings", T::boolean, G::model, kTrain, def("false"),
+            "Tie the target embeddings and the output layer"),
+        Opt("tied-embeddings-src", T::boolean, G::model, kTrain, def("false"),
+            "Tie the source and target embeddings"),
+        Opt("tied-embeddings-all", T::boolean, G::model, kTrain, def("false"),
+            "Tie source and target embeddings and the output layer (needs one shared vocabulary)"),
+        Opt("label-smoothing", T::floating, G::model, kTrain, def("0.1"), "Label smoothing of the training loss")
+            .in_half_open(0, 1),
+        Opt("max-length", T::integer, G::model, TXS, def("100"),
+            "Longest sentence in tokens; longer ones are skipped (or cropped, see max-length-crop)")
+            .at_least(1)
+            .default_in(App::translate, def("1000"))
+            .default_in(App::score, def("1000"))
+            .group_in(App::translate, G::translation)
+            .group_in(App::score, G::translation),
+        Opt("max-length-crop", T::boolean, G::model, TXS, def("false"),
+            "Crop sentences longer than max-length instead of skipping them")
+            .group_in(App::translate, G::translation)
+            .group_in(App::score, G::translation),
+    };
+    for (auto& x : o) add(x);
+  }
+
+  // ---- Data and training (lstrain; corpus and batching options also for lsscore/lstranslate) ----
+  {
+    Opt o[] = {
+        Opt("train-sets", T::strings, G::training, kTrain | kScore, empty_list(),
+            "Parallel corpus files (source target); plain text or .gz")
+            .flag('t')
+            .group_in(App::score, G::translation),
+        Opt("vocabs", T::strings, G::training, kTrain, empty_list(),
+            "SentencePiece models (source target); created by lstrain when missing")
+            .flag('v'),
+        Opt("sentencepiece-max-lines", T::integer, G::training, kTrain, def("2000000"),
+            "Lines sampled to train a new SentencePiece model")
+            .at_least(0),
+        Opt("sentencepiece-options", T::string, G::training, kTrain, def(""),
+            "Extra SentencePiece trainer options, e.g. '--character_coverage=1.0'"),
+        Opt("cache-dir", T::string, G::training, kTrain, def(""),
+            "Directory for the binary corpus cache; empty keeps it next to the model"),
+        Opt("mini-batch-words", T::integer, G::training, TXS, def("4096"),
+            "Target tokens per batch (0: use mini-batch)")
+            .at_least(0)
+            .default_in(App::translate, def("0"))
+            .default_in(App::score, def("0"))
+            .group_in(App::translate, G::translation)
+            .group_in(App::score, G::translation),
+        Opt("mini-batch", T::integer, G::training, TXS, def("0"), "Sentences per batch (0: use mini-batch-words)")
+            .at_least(0)
+            .default_in(App::translate, def("16"))
+            .default_in(App::score, def("16"))
+            .group_in(App::translate, G::translation)
+            .group_in(App::score, G::translation),
+        Opt("maxi-batch", T::integer, G::training, TXS, def("100"),
+            "Batches read ahead and sorted by length together")
+            .at_least(1)
+            .group_in(App::translate, G::translation)
+            .group_in(App::score, G::translation),
+        Opt("shuffle", T::string, G::training, kTrain, def("data"),
+            "Shuffle the corpus each epoch (data) or not (none)")
+            .one_of({"data", "none"}),
+        Opt("after", T::string, G::training, kTrain, def("0"),
+            "Stop after this many units: 10e epochs, 5000u updates, 2Mt target labels; 0: no limit")
+            .schedule("eut"),
+        Opt("after-epochs", T::integer, G::training, kTrain, def("0"), "Stop after this many epochs; 0: no limit")
+            .at_least(0),
+        Opt("after-batches", T::integer, G::training, kTrain, def("0"), "Stop after this many updates; 0: no limit")
+            .at_least(0),
+        Opt("disp-freq", T::string, G::training, kTrain, def("500u"),
+            "Log training progress every N updates (u) or target labels (t)")
+            .schedule("ut"),
+        Opt("save-freq", T::string, G::training, kTrain, def("5000u"),
+            "Save a checkpoint every N updates (u), target labels (t) or epochs (e)")
+            .schedule("ute"),
+        Opt("optimizer", T::string, G::training, kTrain, def("adam"), "Optimizer: adam (AdamW with weight-decay)")
+            .one_of({"adam"}),
+        Opt("optimizer-params", T::floats, G::training, kTrain, defs({"0.9", "0.98", "1e-09"}),
+            "Adam beta1, beta2, epsilon"),
+        Opt("optimizer-delay", T::integer, G::training, kTrain, def("1"),
+            "Accumulate gradients over N batches per update (above 1 they keep a buffer of their own)")
+            .at_least(1),
+        Opt("learn-rate", T::floating, G::training, kTrain, def("0.0003"), "Peak learning rate").at_least(0),
+        Opt("lr-warmup", T::string, G::training, kTrain, def("0"),
+            "Raise the learning rate linearly over N updates (u)")
+            .schedule("u"),
+        Opt("lr-decay-inv-sqrt", T::string, G::training, kTrain, def("0"),
+            "Decay the learning rate as 1/sqrt(update) after N updates (u); 0: no decay")
+            .schedule("u"),
+        Opt("lr-schedule", T::string, G::training, kTrain, def("inv-sqrt"),
+            "Decay after warm-up: inv-sqrt (1/sqrt(step)), cosine (to 0 at --after) or constant")
+            .one_of({"inv-sqrt", "cosine", "constant"}),
+        Opt("clip-norm", T::floating, G::training, kTrain, def("1"), "Clip the global gradient norm; 0: off")
+            .at_least(0),
+        Opt("weight-decay", T::floating, G::training, kTrain, def("0"), "Decoupled weight decay (AdamW)")
+            .at_least(0),
+        Opt("exponential-smoothing", T::floating, G::training, kTrain, def("0"),
+            "Keep an exponential moving average of the weights with this factor (e.g. 1e-4; larger during the first "
+            "9 / factor updates, as in Marian); 0: off")
+            .in_half_open(0, 1),
+        Opt("max-nan-steps", T::integer, G::training, kTrain, def("10"),
+            "Stop after this many consecutive non-finite losses or gradients (those updates are skipped; fp16 overflows "
+            "count only once the loss scale is below 1)")
+            .at_least(0),
+        Opt("recompute-ffn", T::boolean, G::training, kTrain, def("false"),
+            "Keep no feed-forward hidden activations for backward and recompute them there: batch tokens x "
+            "transformer-dim-ffn values less per layer (about 0.75 GiB for transformer-big at 8192 tokens in bf16) "
+            "for one more matrix product per layer (about 5% slower); the gradients are the same"),
+        Opt("overwrite", T::boolean, G::training, kTrain, def("false"),
+            "Start anew: discard the model directory's checkpoint, weights and the vocabularies lstrain created there"),
+        Opt("no-restore-corpus", T::boolean, G::training, kTrain, def("false"),
+            "On resume, start the corpus from the beginning instead of where it stopped"),
+    };
+    for (auto& x : o) add(x);
+  }
+
+  // ---- Validation (lstrain) ----
+  {
+    Opt o[] = {
+        Opt("valid-sets", T::strings, G::validation, kTrain, empty_list(), "Validation corpus (source target)"),
+        Opt("valid-freq", T::string, G::validation, kTrain, def("5000u"),
+            "Validate every N updates (u), target labels (t) or epochs (e)")
+            .schedule("ute"),
+        Opt("valid-metrics", T::strings, G::validation, kTrain, defs({"cross-entropy"}),
+            "Metrics, the first decides keep-best and early stopping: cross-entropy, ce-mean-words, perplexity, "
+            "bleu, chrf")
+            .one_of({"cross-entropy", "ce-mean-words", "perplexity", "bleu", "chrf"}),
+        Opt("valid-mini-batch", T::integer, G::validation, kTrain, def("32"), "Sentences per validation batch")
+            .at_least(1),
+        Opt("valid-max-length", T::integer, G::validation, kTrain, def("1000"),
+            "Longest validation sentence in tokens (longer ones are cropped)")
+            .at_least(1),
+        Opt("valid-translation-output", T::string, G::validation, kTrain, none(),
+            "Write the validation translations to this file"),
+        Opt("keep-best", T::boolean, G::validation, kTrain, def("false"),
+            "Also keep the weights that scored best on each metric (model.best-<metric>.safetensors)"),
+        Opt("early-stopping", T::integer, G::validation, kTrain, def("10"),
+            "Stop after this many validations without improvement; 0: never")
+            .at_least(0),
+    };
+    for (auto& x : o) add(x);
+  }
+
+  // ---- Translation and scoring ----
+  {
+    Opt o[] = {
+        Opt("input", T::strings, G::translation, kTranslate, defs({"stdin"}), "Input files; stdin means standard input")
+            .flag('i'),
+        Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
+            .flag('o'),
+        Opt("beam-size", T::integer, G::translation, kTranslate | kTrain, def("4"),
+            "Beam size; 1 is greedy search (lstrain: for the bleu/chrf validation metrics)")
+            .flag('b')
+            .at_least(1),
+        Opt("normalize", T::floating, G::translation, TXS, def("0.6"),
+            "Divide scores by length^N (length normalisation); --normalize alone means 1")
+            .flag('n')
+            .at_least(0)
+            .implicit("1")
+            .default_in(App::score, def("0")),
+        Opt("word-penalty", T::floating, G::translation, kTranslate | kTrain, def("0"), "Subtract N per output word"),
+        Opt("max-length-factor", T::floating, G::translation, kTranslate | kTrain, def("3"),
+            "Longest output: N times the input length")
+            .at_least(0),
+        Opt("n-best", T::boolean, G::translation, XS, def("false"),
+            "lstranslate: print the n-best list (beam-size entries); lsscore: rescore an n-best list"),
+        Opt("word-scores", T::boolean, G::translation, XS, def("false"), "Also print a score per output word"),
+        Opt("output-sampling", T::strings, G::translation, kTranslate, empty_list(),
+            "Sample instead of beam search: full, topk 10, topp 0.9, temperature 0.7 (combinable)")
+            .words(),
+        Opt("no-spm-encode", T::boolean, G::translation, XS, def("false"),
+            "Input is token ids of the source vocabulary, separated by spaces (no SentencePiece encoding)"),
+        Opt("no-spm-decode", T::boolean, G::translation, XS, def("false"),
+            "Print token ids of the target vocabulary instead of decoded text"),
+        Opt("summary", T::boolean, G::translation, kScore, def("false"),
+            "Print only the total cross-entropy and perplexity"),
+        Opt("n-best-feature", T::string, G::translation, kScore, def("Score"),
+            "Feature name of the added score when rescoring n-best lists"),
+    };
+    for (auto& x : o) add(x);
+  }
+  return r;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_registry() {
+  static const std::vector<OptionSpec> registry = build_registry();
+  return registry;
+}
+
+const OptionSpec* find_option(const std::string& name) {
+  static const auto index = [] {
+    std::unordered_map<std::string, const OptionSpec*> map;
+    for (const auto& spec : option_registry()) map.emplace(spec.name, &spec);
+    return map;
+  }();
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : it->second;
+}
+
+const OptionSpec* find_short_option(char flag) {
+  for (const auto& spec : option_registry())
+    if (spec.short_flag == flag) return &spec;
+  return nullptr;
+}
+
+const char* app_name(App app) {
+  switch (app) {
+    case App::train: return "lstrain";
+    case App::translate: return "lstranslate";
+    case App::score: return "lsscore";
+  }
+  return "lseq";
+}
+
+const char* group_title(OptionGroup group) {
+  switch (group) {
+    case OptionGroup::general: return "General options";
+    case OptionGroup::model: return "Model options";
+    case OptionGroup::training: return "Training options";
+    case OptionGroup::validation: return "Validation options";
+    case OptionGroup::translation: return "Translation options";
+  }
+  return "Options";
+}
+
+const char* type_description(OptionType type) {
+  switch (type) {
+    case OptionType::boolean: return "true or false";
+    case OptionType::integer: return "an integer";
+    case OptionType::floating: return "a number";
+    case OptionType::string: return "a string";
+    case OptionType::strings: return "a list of strings";
+    case OptionType::ints: return "a list of integers";
+    case OptionType::floats: return "a list of numbers";
+  }
+  return "a value";
+}
+
+}  // namespace lseq

@@ -1,0 +1,75 @@
+#pragma once
+// The registry: every option of lstrain, lstranslate and lsscore, declared once with its type, default, help
+// text, checks and the apps that accept it. Parsing, --help, --dump-config and the typed accessors all read it.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cli/options.h"
+
+namespace lseq {
+
+enum class OptionType { boolean, integer, floating, string, strings, ints, floats };
+enum class OptionGroup { general, model, training, validation, translation };
+
+// Bit of an app in OptionSpec::apps.
+constexpr unsigned app_bit(App app) { return 1u << static_cast<unsigned>(app); }
+constexpr unsigned kTrain = app_bit(App::train);
+constexpr unsigned kTranslate = app_bit(App::translate);
+constexpr unsigned kScore = app_bit(App::score);
+constexpr unsigned kAllApps = kTrain | kTranslate | kScore;
+
+// A default is a list of value tokens in the same text form the command line uses ({} for an empty list);
+// nullopt means "no default" (the option stays null unless given).
+using DefaultTokens = std::optional<std::vector<std::string>>;
+
+struct OptionSpec {
+  std::string name;  // Marian's name, without dashes; also the YAML key
+  OptionType type = OptionType::string;
+  OptionGroup group = OptionGroup::general;
+  unsigned apps = 0;  // app_bit() of every app that accepts it
+  DefaultTokens default_value;
+  std::string help;
+  char short_flag = 0;             // e.g. 'm' for -m; 0 when none
+  bool command_line_only = false;  // config, dump-config, help, version: never read from or written to files
+
+  // Checks on each (element) value; the parser reports the option, where it came from and what is allowed.
+  std::optional<double> min;         // numbers: value >= min
+  std::optional<double> max;         // numbers: value <= max, or < max when max_exclusive
+  bool max_exclusive = false;
+  std::vector<std::string> choices;  // strings: one of these (after aliases)
+  std::vector<std::pair<std::string, std::string>> aliases;  // accepted spelling -> canonical value
+  std::string schedule_units;        // non-empty: "N[K|M|G][unit]" with unit one of these letters (see Schedule)
+  std::string allowed_letters;       // non-empty: a string made of these letters only (e.g. "dan")
+  bool split_words = false;          // list of strings: "topk 10" counts as two elements "topk", "10"
+  std::optional<std::string> implicit_value;  // command line: value of "--opt" given without one
+
+  // Where one app differs: its own default, or the --help group it is listed in.
+  struct AppOverride {
+    App app;
+    std::optional<DefaultTokens> default_value;
+    std::optional<OptionGroup> group;
+  };
+  std::vector<AppOverride> overrides;
+
+  bool accepted_by(App app) const { return (apps & app_bit(app)) != 0; }
+  DefaultTokens default_for(App app) const;
+  OptionGroup group_for(App app) const;
+  bool is_list() const {
+    return type == OptionType::strings || type == OptionType::ints || type == OptionType::floats;
+  }
+};
+
+// Every option, in the order --help and --dump-config list them.
+const std::vector<OptionSpec>& option_registry();
+
+// The option with this name (no dashes), or nullptr.
+const OptionSpec* find_option(const std::string& name);
+// The option with this short flag (the letter after '-'), or nullptr.
+const OptionSpec* find_short_option(char flag);
+
+const char* group_title(OptionGroup group);  // "General options", ...
+// "an integer", "a list of numbers", ...: how error messages name the expected type.
+const char* type_description(OptionType type);
+
+}  // namespace lseq

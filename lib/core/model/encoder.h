@@ -1,0 +1,85 @@
+#pragma once
+// The Transformer encoder stack: embeddings (+ sinusoidal positions, dropout), enc_depth layers of self-attention and
+// feed-forward blocks, and in pre-norm a final LayerNorm.
+#include <string>
+#include <vector>
+
+#include "core/model/layers/attention_layer.h"
+#include "core/model/layers/embedding_layer.h"
+#include "core/model/layers/feed_forward_layer.h"
+#include "core/model/layers/layer_norm_layer.h"
+#include "core/model/layers/residual_block.h"
+#include "core/model/model_config.h"
+
+namespace lseq {
+
+class EncoderLayer {
+ public:
+  struct Saved {
+    AttentionLayer::Saved attn;
+    FeedForwardLayer::Saved ffn;
+    ResidualBlock::Saved attn_block, ffn_block;
+    // StepMemory::kept() before each block's forward: backward releases from there once the block is done.
+    std::size_t attn_from = 0, ffn_from = 0;
+  };
+
+  EncoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index);
+  // Returns the layer output [batch*len, dim] (kept), or [packing.rows, dim] over packed rows (PackedRows).
+  const void* forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch, int len,
+                      Saved& saved, const PackedRows& packing = {}) const;
+  // g: gradient of the output; spare: a free buffer of the same size. Returns which holds the input gradient.
+  // Block by block, from the top: announces the block's gradients (LayerContext::gradients_from), then gives back
+  // what the block kept.
+  void* backward(const LayerContext& ctx, const Saved& saved, void* g, void* spare) const;
+
+ private:
+  ModelConfig config_;
+  int index_ = 0;
+  std::size_t attn_begin_ = 0, ffn_begin_ = 0;  // table offsets of the blocks' first tensors
+  AttentionLayer attn_;
+  ResidualBlock attn_block_;
+  FeedForwardLayer ffn_;
+  ResidualBlock ffn_block_;
+};
+
+class Encoder {
+ public:
+  struct Saved {
+    std::vector<EncoderLayer::Saved> layers;
+    LayerNormLayer::Saved final_norm;
+    kernels::Dropout emb_drop;
+    const int32_t* tokens = nullptr;
+    int batch = 0, len = 0;
+    PackedRows packing;
+    int rows = 0;               // of the activations: batch*len, or packing.rows
+    std::size_t kept_from = 0;  // StepMemory::kept() before forward
+  };
+
+  // `embedding_table`: offset of the (possibly shared) source embedding.
+  Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table);
+  // tokens, lengths on the device. Returns the encoder output [batch*len, dim] (kept). With packing (training, when
+  // the batch fits the fused attention core) the embeddings are gathered into packed rows and every layer runs over
+  // those: the output is [packing.rows, dim].
+  const void* forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
+                      const void* positions, Saved& saved, const PackedRows& packing = {}) const;
+  // d_out: gradient of the output (overwritten); spare: a free buffer of the same size. Gives back what forward
+  // kept, layer by layer as it goes (the step's memory is a stack).
+  void backward(const LayerContext& ctx, const Saved& saved, void* d_out, void* spare) const;
+  // Forward only, without dropout or tape (decoding; ctx.train must be false): what each layer keeps is released
+  // once its output is copied into `out` [batch*len, dim] (the caller's buffer), so memory holds one layer's worth.
+  void encode(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
+              const void* positions, void* out) const;
+  int depth() const { return static_cast<int>(layers_.size()); }
+  // Table offset of the encoder's first tensor: the tensors below it (the embedding tables) are written out of
+  // backward's order (StepGradients).
+  std::size_t param_begin() const { return param_begin_; }
+
+ private:
+  ModelConfig config_;
+  std::size_t param_begin_ = 0, final_norm_begin_ = 0;
+  EmbeddingLayer embedding_;
+  std::vector<EncoderLayer> layers_;
+  LayerNormLayer final_norm_;  // pre-norm only
+};
+
+}  // namespace lseq

@@ -1,0 +1,361 @@
+#include "core/model/encoder_decoder_step_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "core/model/layers/embedding_layer.h"
+#include "core/model/layers/layer_context.h"
+#include "core/search/search_types.h"
+#include "data/vocab.h"
+#include "kernels/planning/planning_backend.h"
+#include "util/error.h"
+
+namespace lseq {
+
+namespace {
+
+std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
+  return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * static_cast<std::size_t>(c) *
+         static_cast<std::size_t>(d);
+}
+
+// int32 entries of the step inputs for up to `hyps` hypotheses, or of their used prefix for `hyps` live ones:
+// tokens and self-attention lengths at their max_hyps-based offsets, cache rows to append to, 2*hyps*heads.
+std::size_t step_input_count(int max_hyps, int heads, int live = -1) {
+  return 2 * elems(max_hyps) + 1 + 2 * elems(live < 0 ? max_hyps : live, heads);
+}
+
+}  // namespace
+
+EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len,
+                                               int max_tgt_len, int max_sentences)
+    : model_(model), backend_(model.backend()), dt_(model.compute_dtype()) {
+  if (max_hypotheses < 1 || max_src_len < 1 || max_tgt_len < 1 || max_sentences < 0 ||
+      max_sentences > max_hypotheses) {
+    fail(
+        "cannot plan decoding for {} hypotheses, {} sentences, sources of {} and targets of {} tokens; every limit "
+        "must be positive and sentences at most hypotheses (check --mini-batch, --beam-size and --max-length)",
+        max_hypotheses, max_sentences, max_src_len, max_tgt_len);
+  }
+  const ModelConfig& config = model.config();
+  max_hyps_ = max_hypotheses, max_src_ = max_src_len, max_tgt_ = max_tgt_len;
+  max_sent_ = max_sentences > 0 ? max_sentences : max_hypotheses;
+  dim_ = config.dim_emb, heads_ = config.heads, head_dim_ = config.head_dim();
+  vocab_ = config.tgt_vocab, src_vocab_ = config.src_vocab;
+
+  // Persistent state: count the bytes, allocate one block, lay it out again for real.
+  caches_.resize(model.decoder().depth());
+  std::size_t state_bytes = 0;
+  lay_out_state([&](std::size_t bytes) -> void* {
+    state_bytes += StepMemory::align(bytes);
+    return nullptr;
+  });
+  state_ = std::make_unique<kernels::Workspace>(backend_, state_bytes,
+                                                "internal error: the decoder's state outgrew its plan");
+  lay_out_state([&](std::size_t bytes) { return state_->take(bytes); });
+  upload_as(backend_, sinusoidal_positions(std::max(max_src_, max_tgt_), dim_), dt_, positions_);
+  std::vector<int32_t> identity(elems(max_hyps_, max_tgt_));
+  for (std::size_t e = 0; e < identity.size(); ++e) identity[e] = static_cast<int32_t>(e / max_tgt_);
+  backend_.copy_to_device(origin_identity_, identity.data(), identity.size() * sizeof(int32_t));
+
+  // Scratch: run start and step at their largest shapes over the planning backend, counting what they take.
+  auto planning = kernels::make_planning_backend();
+  StepMemory start_plan(nullptr), step_plan(nullptr);
+  encode_sources(*planning, start_plan, max_sent_, max_src_);
+  forward_step(*planning, step_plan, max_hyps_, max_sent_, max_src_);
+  scratch_ = std::make_unique<kernels::Workspace>(backend_, std::max(start_plan.needed(), step_plan.needed()),
+                                                  "internal error: a decoding step outgrew its plan");
+
+  staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, heads_ + 2)}));
+  step_staging_.assign(step_input_count(max_hyps_, heads_), 0);
+  topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
+  src_lengths_.reserve(max_sent_);
+  sentence_of_.reserve(max_hyps_);
+}
+
+EncoderDecoderStepModel::~EncoderDecoderStepModel() = default;
+
+template <typename Take>
+void EncoderDecoderStepModel::lay_out_state(Take&& take) {
+  const std::size_t f = kernels::dtype_size(dt_), i32 = sizeof(int32_t);
+  positions_ = take(elems(std::max(max_src_, max_tgt_), dim_) * f);
+  // Self-attention caches: K and V of every layer in one buffer each, never moved; the origin tables (one shared
+  // by all layers, one spare that select() gathers into: gathering in place would overwrite entries still to be
+  // read, and the identity that start() restores).
+  for (DecoderLayerCache& cache : caches_) {
+    cache.self_kv = take(2 * elems(max_hyps_, heads_, max_tgt_, head_dim_) * f);
+    cache.cross_kv = take(2 * elems(max_sent_, max_src_, dim_) * f);
+  }
+  origin_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
+  origin_spare_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
+  origin_identity_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
+  dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + max_sent_) * i32));
+  dev_step_ = static_cast<int32_t*>(take(step_input_count(max_hyps_, heads_) * i32));
+  if (dev_step_) {
+    dev_tokens_ = dev_step_;
+    dev_position_ = dev_tokens_ + max_hyps_;
+    dev_self_lengths_ = dev_position_ + 1;
+    dev_append_dst_ = dev_self_lengths_ + max_hyps_;
+  }
+  step_position_ = take(elems(dim_) * f);
+  dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, heads_ + 2) * i32));
+  dev_log_probs_ = static_cast<float*>(take(elems(max_hyps_, vocab_) * sizeof(float)));
+  dev_topk_ = static_cast<float*>(take(elems(max_hyps_, 2 * kernels::kMaxTopK + 1) * sizeof(float)));
+}
+
+void EncoderDecoderStepModel::encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences,
+                                            int src_len) {
+  const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
+  // The encoder output lives in the scratch only until the cross-attention keys/values are projected from it.
+  void* encoded = ctx.keep(elems(sentences, src_len, dim_));
+  const int32_t* lengths = dev_src_ + elems(sentences, src_len);
+  model_.encoder().encode(ctx, dev_src_, lengths, sentences, src_len, positions_, encoded);
+  model_.decoder().project_memory(ctx, encoded, sentences, src_len, caches_);
+}
+
+const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows,
+                                                 int sentences, int src_len) {
+  const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
+  DecoderStep st;
+  st.rows = rows, st.max_len = max_tgt_;
+  st.sentences = sentences, st.src_len = src_len;
+  st.cross_slices = dev_cross_slices_;
+  st.src_lengths = dev_row_src_lengths_;
+  st.self_lengths = dev_self_lengths_;
+  st.append_dst = dev_append_dst_;
+  st.origin = origin_;
+  // Row t of the positions table, picked on the device by the uploaded position.
+  backend.gather_rows(dt_, positions_, dim_, dev_position_, 1, dim_, step_position_, dim_, nullptr);
+  const void* states = model_.decoder().step(ctx, dev_tokens_, step_position_, st, caches_);
+  OutputLayer::Saved out;
+  model_.output_layer().forward(ctx, states, rows, out);
+  return out.logits;
+}
+
+void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of) {
+  // One upload, packed for the current count n (slice i = j*heads + h):
+  // [n] parents | [n*heads] sentence slices | [n] source lengths.
+  const int n = static_cast<int>(sentence_of.size());
+  const int slices = n * heads_;
+  staging_.clear();
+  for (int j = 0; j < n; ++j) staging_.push_back(parents ? (*parents)[j] : j);
+  for (int j = 0; j < n; ++j)
+    for (int h = 0; h < heads_; ++h) staging_.push_back(sentence_of[j] * heads_ + h);
+  for (int j = 0; j < n; ++j) staging_.push_back(src_lengths_[sentence_of[j]]);
+  backend_.copy_to_device(dev_rows_, staging_.data(), staging_.size() * sizeof(int32_t));
+  dev_parents_ = dev_rows_;
+  dev_cross_slices_ = dev_rows_ + n;
+  dev_row_src_lengths_ = dev_rows_ + n + elems(slices);
+}
+
+void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
+                                   int sentences, int src_len) {
+  if (sentences < 1 || src_len < 1) fail("internal error: start() needs sentences, got {} x {}", sentences, src_len);
+  if (sentences > max_sent_) {
+    fail(
+        "decoding was planned for at most {} sentences at a time but got {}; lower --mini-batch or build the "
+        "decoder with a larger limit",
+        max_sent_, sentences);
+  }
+  if (src_len > max_src_) {
+    fail(
+        "a source sentence of {} tokens (eos included) is longer than the {} the decoder was planned for; filter "
+        "or split longer inputs, or raise --max-length",
+        src_len, max_src_);
+  }
+  if (src.size() != elems(sentences, src_len) || src_lengths.size() != static_cast<std::size_t>(sentences)) {
+    fail("internal error: start() got {} ids and {} lengths for {} sentences of {} tokens", src.size(),
+         src_lengths.size(), sentences, src_len);
+  }
+  for (int s = 0; s < sentences; ++s) {
+    if (src_lengths[s] < 1 || src_lengths[s] > src_len) {
+      fail("internal error: source sentence {} has length {} outside 1..{}", s, src_lengths[s], src_len);
+    }
+  }
+  for (int32_t id : src) {
+    if (id < 0 || id >= src_vocab_) {
+      fail("source token id {} is outside the model's source vocabulary ({} entries); the vocabulary files do not "
+           "match the model",
+           id, src_vocab_);
+    }
+  }
+  staging_.assign(src.begin(), src.end());
+  staging_.insert(staging_.end(), src_lengths.begin(), src_lengths.end());
+  backend_.copy_to_device(dev_src_, staging_.data(), staging_.size() * sizeof(int32_t));
+  // Recorded from a shape's second batch on: at a few dozen sentences the encoder's ~80 launches cost the host
+  // more time than the GPU needs for them.
+  const StepShape shape{0, sentences, src_len, -1};
+  const bool seen = !encodings_seen_.insert(shape).second;
+  if (encodings_seen_.size() > kMaxGraphs) encodings_seen_.clear();
+  run_shape(shape, seen, [&] {
+    scratch_->reset();
+    StepMemory memory(scratch_.get());
+    encode_sources(backend_, memory, sentences, src_len);
+  });
+  // Every row reads its own slices again (select() of the last batch rewrote the first positions of both tables).
+  const std::size_t origin_bytes = elems(max_hyps_, max_tgt_) * sizeof(int32_t);
+  backend_.copy(origin_, origin_identity_, origin_bytes);
+  backend_.copy(origin_spare_, origin_identity_, origin_bytes);
+
+  started_ = true;
+  sentences_ = sentences, src_len_ = src_len, t_ = 0;
+  src_lengths_.assign(src_lengths.begin(), src_lengths.end());
+  sentence_of_.clear();
+  for (int s = 0; s < sentences; ++s) sentence_of_.push_back(s);
+  live_ = sentences;
+  upload_rows(nullptr, sentence_of_);
+}
+
+void EncoderDecoderStepModel::select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) {
+  if (!started_) fail("internal error: select() before start()");
+  if (parents.size() != sentence_of.size()) {
+    fail("internal error: select() got {} parents but {} sentence indices", parents.size(), sentence_of.size());
+  }
+  const int n = static_cast<int>(parents.size());
+  if (n > max_hyps_) {
+    fail(
+        "the search asks for {} hypotheses but decoding was planned for at most {} (sentences x beam size); lower "
+        "--beam-size or --mini-batch, or build the decoder with a larger limit",
+        n, max_hyps_);
+  }
+  bool identity = true;  // every hypothesis continues its own row (greedy, beams that keep their order)
+  for (int j = 0; j < n; ++j) {
+    identity = identity && parents[j] == j;
+    if (parents[j] < 0 || parents[j] >= live_) {
+      fail("internal error: select() names parent {} of {} live hypotheses", parents[j], live_);
+    }
+    if (sentence_of[j] != sentence_of_[parents[j]]) {
+      fail("internal error: select() puts hypothesis {} into sentence {} but its parent belongs to sentence {}", j,
+           sentence_of[j], sentence_of_[parents[j]]);
+    }
+  }
+  upload_rows(&parents, sentence_of);
+  if (t_ > 0 && n > 0 && !identity) {
+    // Hypothesis j continues parents[j]: its history is where its parent's is, origin_new[j][p] =
+    // origin[parents[j]][p] for p < t, one gather of int32 rows (4-byte elements: f32 copies them bit for bit)
+    // into the spare table, swapped in; the table given up becomes the next spare. No key or value moves: each
+    // (slice, position) was written once, at step p by the row that had that index then, and stays valid however
+    // rows are renumbered later. Positions t.. keep the identity that start() set: each row appends its own. With
+    // identity parents (rows past n are simply no longer read) the table is already right.
+    // The gathered rows are copied back rather than the tables swapped: recorded steps read origin_ at its address.
+    const int64_t stride = max_tgt_;
+    backend_.gather_rows(kernels::DType::f32, origin_, stride, dev_parents_, n, t_, origin_spare_, stride, nullptr);
+    backend_.gather_rows(kernels::DType::f32, origin_spare_, stride, nullptr, n, t_, origin_, stride, nullptr);
+  }
+  live_ = n;
+  sentence_of_.assign(sentence_of.begin(), sentence_of.end());
+}
+
+void EncoderDecoderStepModel::begin_step(const std::vector<int32_t>& tokens) {
+  if (!started_) fail("internal error: step() before start()");
+  if (tokens.size() != static_cast<std::size_t>(live_)) {
+    fail("internal error: step() got {} tokens for {} live hypotheses", tokens.size(), live_);
+  }
+  if (t_ >= max_tgt_) {
+    fail(
+        "decoding step {} goes past the {} target tokens (bos included) the decoder was planned for; the search "
+        "must stop at its maximum output length (--max-length)",
+        t_ + 1, max_tgt_);
+  }
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= vocab_) fail("internal error: step() got token id {} outside the target vocabulary", id);
+  }
+  if (live_ == 0) return;
+  // Laid out as dev_step_ (see the header); every row is at position t_.
+  int32_t* in = step_staging_.data();
+  std::copy(tokens.begin(), tokens.end(), in);
+  in[max_hyps_] = t_;
+  std::fill_n(in + max_hyps_ + 1, live_, t_ + 1);
+  // Projected row q = p*slices + i (key p = 0 or value p = 1 of slice i) goes to cache row (2i + p)*T + t. (Two
+  // loops rather than q / slices and q % slices: 8192 integer divisions a step at beam 4 x 128 took about 10 us of
+  // host time on this project's 2-core box, time the GPU waits.)
+  int32_t* append_dst = in + 2 * max_hyps_ + 1;
+  const int slices = live_ * heads_;
+  for (int p = 0; p < 2; ++p)
+    for (int i = 0; i < slices; ++i) append_dst[p * slices + i] = (2 * i + p) * max_tgt_ + t_;
+  backend_.copy_to_device(dev_step_, in, step_input_count(max_hyps_, heads_, live_) * sizeof(int32_t));
+}
+
+void EncoderDecoderStepModel::run_step_ops(int k, const std::function<void(const void* logits)>& finish) {
+  const auto ops = [&] {
+    scratch_->reset();
+    StepMemory memory(scratch_.get());
+    finish(forward_step(backend_, memory, live_, sentences_, src_len_));
+  };
+  const StepShape shape{live_, sentences_, src_len_, k};
+  const bool repeated = shape == last_shape_;
+  last_shape_ = shape;
+  run_shape(shape, repeated, ops);
+}
+
+void EncoderDecoderStepModel::run_shape(const StepShape& shape, bool record, const std::function<void()>& ops) {
+  if (use_graphs_) {
+    auto it = graphs_.find(shape);
+    if (it != graphs_.end()) return it->second->replay();
+    if (record) {
+      if (graphs_.size() >= kMaxGraphs) graphs_.clear();
+      std::unique_ptr<kernels::OpGraph> graph;
+      try {
+        graph = backend_.record(ops);
+      } catch (const Error& e) {
+        // Decoding still works op by op: say so once and stop trying (a driver that cannot capture, say).
+        spdlog::warn("decoding steps cannot be recorded as CUDA graphs ({}); every step now runs op by op", e.what());
+        use_graphs_ = false;
+        graphs_.clear();
+      }
+      if (graph) {
+        graph->replay();
+        graphs_.emplace(shape, std::move(graph));
+        return;
+      }
+    }
+  }
+  ops();
+}
+
+void EncoderDecoderStepModel::step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) {
+  begin_step(tokens);
+  log_probs.resize(elems(live_, vocab_));
+  if (live_ > 0) {
+    run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, live_, vocab_, dev_log_probs_); });
+    backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
+  }
+  ++t_;
+}
+
+void EncoderDecoderStepModel::step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values,
+                                       std::vector<int32_t>& ids, std::vector<float>& eos_log_probs) {
+  if (k < 1) fail("internal error: step_topk() needs k >= 1, got {}", k);
+  if (k > kernels::kMaxTopK) return StepModel::step_topk(tokens, k, values, ids, eos_log_probs);
+  begin_step(tokens);
+  const std::size_t n = elems(live_, k);
+  values.resize(n);
+  ids.resize(n);
+  eos_log_probs.resize(live_);
+  if (live_ > 0) {
+    // Packed for this step's live and k, so that one copy (one synchronisation) brings everything back.
+    float* dev_values = dev_topk_;
+    int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + n);
+    float* dev_eos = dev_topk_ + 2 * n;
+    run_step_ops(k, [&](const void* logits) {
+      backend_.topk_log_softmax(dt_, logits, live_, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
+                                dev_eos);
+    });
+    topk_staging_.resize(2 * n + live_);
+    backend_.copy_to_host(topk_staging_.data(), dev_topk_, topk_staging_.size() * sizeof(float));
+    std::memcpy(values.data(), topk_staging_.data(), n * sizeof(float));
+    std::memcpy(ids.data(), topk_staging_.data() + n, n * sizeof(int32_t));
+    std::memcpy(eos_log_probs.data(), topk_staging_.data() + 2 * n, live_ * sizeof(float));
+  }
+  ++t_;
+}
+
+std::unique_ptr<StepModel> make_encoder_decoder_step_model(const EncoderDecoderModel& model, int max_hypotheses,
+                                                           int max_src_len, int max_tgt_len, int max_sentences) {
+  return std::make_unique<EncoderDecoderStepModel>(model, max_hypotheses, max_src_len, max_tgt_len, max_sentences);
+}
+
+}  // namespace lseq

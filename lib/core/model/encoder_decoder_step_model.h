@@ -1,0 +1,133 @@
+#pragma once
+// Incremental decoding for the encoder-decoder Transformer: the StepModel that search (beam, greedy, sampling)
+// runs over. start() encodes the sources and projects every decoder layer's cross-attention keys/values once per
+// sentence; step() feeds one token per live hypothesis through the decoder with q_len 1, appending its
+// self-attention keys/values to per-row caches; select() re-indexes them through a position-origin table and moves
+// no keys or values (docs/decoding.md). All device memory is planned and allocated at construction from the limits;
+// start/select/step allocate nothing. Cache layout: docs/decoding.md.
+//
+// A step's ops get its position and tokens only through device memory at fixed addresses, so on a backend that can
+// record (CUDA graphs) the ops of a step shape (live hypotheses, sentences, source length, k) are recorded once and
+// replayed at every later step of that shape: the host then issues one graph launch per step instead of ~60 ops.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "core/model/decoder.h"
+#include "core/model/encoder_decoder_model.h"
+#include "core/model/step_memory.h"
+#include "core/search/step_model.h"
+#include "kernels/workspace.h"
+
+namespace lseq {
+
+class EncoderDecoderStepModel : public StepModel {
+ public:
+  // Limits: at most max_hypotheses live hypotheses (sentences x beam size), source batches of at most
+  // max_src_len tokens per sentence (eos included), at most max_tgt_len steps after each start (bos included: a
+  // search that allows n output tokens before eos needs n + 1), and at most max_sentences sentences per start
+  // (0: max_hypotheses). Reads the model's parameters through its ParamStore views; the model must outlive the
+  // decoder. Computes in the model's compute dtype (EncoderDecoderModel::compute_dtype). Going past a limit throws
+  // lseq::Error.
+  EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len, int max_tgt_len,
+                         int max_sentences = 0);
+  ~EncoderDecoderStepModel() override;
+  EncoderDecoderStepModel(const EncoderDecoderStepModel&) = delete;
+  EncoderDecoderStepModel& operator=(const EncoderDecoderStepModel&) = delete;
+
+  int vocab_size() const override { return vocab_; }
+  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override;
+  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override;
+  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override;
+  // The top-k on the device (Backend::topk_log_softmax): only live x (2k + 1) values return to the host. k above
+  // kernels::kMaxTopK falls back to step() and the host.
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override;
+  int live() const override { return live_; }
+
+  int steps() const { return t_; }  // tokens fed since start (the position of the next one)
+  // Recorded steps (on by default; a backend that cannot record runs every step's ops as they are issued). Off
+  // runs every step op by op: what tests compare against.
+  void use_graphs(bool on) { use_graphs_ = on; }
+  std::size_t recorded_graphs() const { return graphs_.size(); }
+  // Device bytes planned at construction: caches and other state, and the scratch of start/step.
+  std::size_t state_bytes() const { return state_->capacity(); }
+  std::size_t scratch_bytes() const { return scratch_->capacity(); }
+
+ private:
+  // Lays out the persistent state through take(bytes) (a counting pass returns nullptr, then the real one).
+  template <typename Take>
+  void lay_out_state(Take&& take);
+  // The encoder and the cross-attention projections of `sentences` x `src_len` sources already on the device.
+  void encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences, int src_len);
+  // One step of `rows` hypotheses at the position in the step inputs: returns the logits [rows, vocab] (in the
+  // step's scratch).
+  const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int sentences, int src_len);
+  // Checks the tokens and uploads the step's inputs (tokens, position, self-attention lengths, cache rows to append to) in
+  // one copy: what step and step_topk share.
+  void begin_step(const std::vector<int32_t>& tokens);
+  // The ops of a step of shape (live, sentences, src_len, k): forward_step, then finish(logits), through run_shape;
+  // recorded when the same shape ran at the previous step too (shapes that repeat are worth recording).
+  void run_step_ops(int k, const std::function<void(const void* logits)>& finish);
+  // Replays the recording of `shape` if there is one; otherwise records `ops` and replays them when `record` is set
+  // (and graphs are on), else runs them op by op.
+  void run_shape(const std::tuple<int, int, int, int>& shape, bool record, const std::function<void()>& ops);
+  // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
+  void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
+
+  const EncoderDecoderModel& model_;
+  kernels::Backend& backend_;
+  kernels::DType dt_;  // the model's compute dtype: activations, caches, positions (log-probs are fp32)
+  int max_hyps_ = 0, max_src_ = 0, max_tgt_ = 0, max_sent_ = 0;
+  int dim_ = 0, heads_ = 0, head_dim_ = 0, vocab_ = 0, src_vocab_ = 0;
+
+  std::unique_ptr<kernels::Workspace> state_;    // positions, caches, indices, log-probs (lives with the decoder)
+  std::unique_ptr<kernels::Workspace> scratch_;  // activations of one start or step (reset by each)
+  void* positions_ = nullptr;                    // sinusoidal [max(max_src, max_tgt), dim]
+  std::vector<DecoderLayerCache> caches_;        // per decoder layer
+  int32_t* origin_ = nullptr;                    // [max_hyps][max_tgt] DecoderStep::origin, shared by all layers
+  int32_t* origin_spare_ = nullptr;              // the same size, select's target (then swapped in)
+  int32_t* origin_identity_ = nullptr;           // [max_hyps][max_tgt] entry [r][p] = r: what start() restores
+  int32_t* dev_src_ = nullptr;                   // source ids [sentences*src_len], then lengths [sentences]
+  // The step's inputs, one upload per step at fixed addresses: [max_hyps] tokens | [1] position t |
+  // [max_hyps] self-attention lengths t + 1 | [2*max_hyps*heads] cache rows to append to (DecoderStep::append_dst).
+  int32_t* dev_step_ = nullptr;
+  int32_t* dev_tokens_ = nullptr;
+  int32_t* dev_position_ = nullptr;
+  int32_t* dev_self_lengths_ = nullptr;
+  int32_t* dev_append_dst_ = nullptr;
+  void* step_position_ = nullptr;                // [dim] row t of positions_, gathered by the step itself
+  int32_t* dev_rows_ = nullptr;                  // per-hypothesis indices, see upload_rows
+  const int32_t* dev_parents_ = nullptr;         // [live] select's parents: the origin table's gather index
+  const int32_t* dev_cross_slices_ = nullptr;    // [live*heads] sentence slices of the cross-attention memory
+  const int32_t* dev_row_src_lengths_ = nullptr; // [live] source length of each hypothesis' sentence
+  float* dev_log_probs_ = nullptr;               // [max_hyps, vocab]
+  float* dev_topk_ = nullptr;                    // step_topk's results, packed: values | ids | eos [max_hyps*(2*32+1)]
+  std::vector<float> topk_staging_;              // their host copy (reserved at construction)
+  std::vector<int32_t> staging_;                 // host side of the uploads (reserved at construction)
+  std::vector<int32_t> step_staging_;            // host side of the step inputs (sized at construction)
+
+  // Recorded steps by shape (live, sentences, src_len, k; k = 0: step's log-softmax; k = -1: start()'s encoding),
+  // the previous step's shape, and the encoding shapes seen (an encoding is recorded when its shape comes again).
+  using StepShape = std::tuple<int, int, int, int>;
+  static constexpr std::size_t kMaxGraphs = 64;  // then all are dropped and recorded again as shapes recur
+  bool use_graphs_ = true;
+  std::map<StepShape, std::unique_ptr<kernels::OpGraph>> graphs_;
+  StepShape last_shape_{-1, -1, -1, -1};
+  std::set<StepShape> encodings_seen_;
+
+  bool started_ = false;
+  int sentences_ = 0, src_len_ = 0, live_ = 0, t_ = 0;
+  std::vector<int32_t> src_lengths_, sentence_of_;
+};
+
+// What the apps call (lstranslate, lsscore): a EncoderDecoderStepModel with these limits.
+std::unique_ptr<StepModel> make_encoder_decoder_step_model(const EncoderDecoderModel& model, int max_hypotheses,
+                                                           int max_src_len, int max_tgt_len, int max_sentences = 0);
+
+}  // namespace lseq

@@ -1,0 +1,48 @@
+#pragma once
+// Position-wise feed-forward: o = dropout(act(x W_in^T + b_in)) W_out^T. The output bias b_out is applied by the
+// residual op that follows (bias_dropout_residual), like the attention's.
+// - ReLU without activation dropout (the transformer-base/big presets): the first layer's bias and ReLU run inside
+//   its matrix product (Backend::linear_bias_forward), and a = relu(x W_in^T + b_in) is the hidden layer kept for
+//   backward: W_out's gradient needs it, and relu' is a > 0, so backward needs no other pass.
+// - Otherwise (GELU, swish, or activation dropout): the hidden layer kept is h = x W_in^T; a = dropout(act(h + b_in))
+//   is recomputed in backward (one memory-bound pass instead of rows * ffn more saved values).
+// With LayerContext::recompute_ffn nothing of the hidden layer is kept: backward runs the first product again from
+// the saved input x (kept anyway: it is the previous block's output) into a temporary. That saves rows * dim_ffn
+// values a block, the largest single activation of a layer, for one more matrix product; the gradients are the
+// same, since the product and its epilogue are repeated exactly.
+#include <string>
+
+#include "core/model/layers/layer_context.h"
+
+namespace lseq {
+
+class FeedForwardLayer {
+ public:
+  struct Saved {
+    const void* x = nullptr;       // input [rows, dim]
+    const void* hidden = nullptr;  // [rows, ffn]: a (fused) or h (unfused); unset when recomputed in backward
+    bool recompute = false;        // a flag, not a null test: planning runs with null buffers
+    bool fused_relu = false;
+    kernels::Dropout drop;
+    int rows = 0;
+  };
+
+  FeedForwardLayer() = default;
+  FeedForwardLayer(ParamTable& table, const std::string& prefix, int dim, int dim_ffn, kernels::Activation act);
+
+  void forward(const LayerContext& ctx, const void* x, int rows, const kernels::Dropout& drop, void* o,
+               Saved& saved) const;
+  // dx overwritten or added (accumulate_dx).
+  void backward(const LayerContext& ctx, const Saved& saved, const void* d_o, void* dx, bool accumulate_dx) const;
+  std::size_t out_bias() const { return b_out_; }
+
+ private:
+  // The kept hidden layer: relu(x W_in^T + b_in) on the fused path, x W_in^T otherwise.
+  void hidden_forward(const LayerContext& ctx, const void* x, int rows, bool fused_relu, void* hidden) const;
+
+  int dim_ = 0, dim_ffn_ = 0;
+  kernels::Activation act_ = kernels::Activation::relu;
+  std::size_t w_in_ = 0, b_in_ = 0, w_out_ = 0, b_out_ = 0;
+};
+
+}  // namespace lseq

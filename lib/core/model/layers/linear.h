@@ -1,0 +1,16 @@
+#pragma once
+// Bias-free linear maps over the backend's GEMM: weights [out, in], y = x W^T (PyTorch's nn.Linear layout).
+// Biases are applied by the fused ops that follow (split_heads, bias_activation_dropout, bias_dropout_residual).
+#include <cstddef>
+
+#include "core/model/layers/layer_context.h"
+
+namespace lseq {
+
+// y[rows, out] = x[rows, in] W^T
+void linear_forward(const LayerContext& ctx, const void* x, int rows, int in, int out, std::size_t weight, void* y);
+// dW += dy^T x (fp32 gradient); dx = dy W (overwritten, or added when accumulate_dx); dx may be null.
+void linear_backward(const LayerContext& ctx, const void* x, const void* dy, int rows, int in, int out,
+                     std::size_t weight, void* dx, bool accumulate_dx);
+
+}  // namespace lseq

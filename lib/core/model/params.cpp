@@ -1,0 +1,150 @@
+#include "core/model/params.h"
+
+#include <cmath>
+#include <random>
+#include <unordered_set>
+
+#include "util/error.h"
+
+namespace lseq {
+
+void upload_as(kernels::Backend& backend, const std::vector<float>& host, kernels::DType dt, void* dst) {
+  const std::size_t bytes = host.size() * sizeof(float);
+  if (dt == kernels::DType::f32) {
+    backend.copy_to_device(dst, host.data(), bytes);
+    return;
+  }
+  void* staging = backend.allocate(bytes);
+  backend.copy_to_device(staging, host.data(), bytes);
+  backend.cast(kernels::DType::f32, staging, dt, dst, host.size());
+  backend.synchronize();
+  backend.release(staging);
+}
+
+std::size_t ParamTable::add(const std::string& name, std::vector<int64_t> shape, ParamInit init, int init_blocks) {
+  for (const ParamInfo& p : params_) {
+    if (p.name == name) fail("internal error: parameter {} declared twice", name);
+  }
+  std::size_t count = 1;
+  for (int64_t d : shape) count *= static_cast<std::size_t>(d);
+  ParamInfo info;
+  info.name = name;
+  info.shape = std::move(shape);
+  info.offset = next_offset();
+  info.count = count;
+  info.init = init;
+  info.init_blocks = init_blocks;
+  size_ = info.offset + count;
+  params_.push_back(std::move(info));
+  return params_.back().offset;
+}
+
+std::size_t ParamTable::next_offset() const {
+  return (size_ + kParamAlignment - 1) / kParamAlignment * kParamAlignment;
+}
+
+std::size_t ParamTable::count() const {
+  std::size_t n = 0;
+  for (const ParamInfo& p : params_) n += p.count;
+  return n;
+}
+
+const ParamInfo& ParamTable::find(const std::string& name) const {
+  for (const ParamInfo& p : params_) {
+    if (p.name == name) return p;
+  }
+  fail("the model has no parameter named {}", name);
+}
+
+ParamStore::ParamStore(ParamTable table, kernels::Backend& backend, kernels::DType working_dt, ParamUse use)
+    : table_(std::move(table)), backend_(backend), working_dt_(working_dt) {
+  const std::size_t bytes = table_.size() * sizeof(float);
+  const bool separate = working_dt_ != kernels::DType::f32;
+  if (use == ParamUse::training || !separate) {
+    master_ = static_cast<float*>(backend_.allocate(bytes));
+    backend_.fill(kernels::DType::f32, master_, table_.size(), 0.0f);
+  }
+  training_ = use == ParamUse::training;
+  if (training_) grads_ = own_grads_ = static_cast<float*>(backend_.allocate(bytes));
+  if (separate) {
+    working_ = backend_.allocate(table_.size() * kernels::dtype_size(working_dt_));
+    backend_.fill(working_dt_, working_, table_.size(), 0.0f);
+  }
+  zero_grads();
+}
+
+ParamStore::~ParamStore() {
+  if (working_) backend_.release(working_);
+  if (own_grads_) backend_.release(own_grads_);
+  if (side_grads_) backend_.release(side_grads_);
+  if (master_) backend_.release(master_);
+}
+
+void ParamStore::set_grads_in_step_memory(bool on, std::size_t side_end) {
+  if (!training_) fail("internal error: a model loaded for inference has no gradients to place");
+  if (side_end > table_.size()) fail("internal error: a gradient side buffer beyond the table");
+  if (side_grads_) backend_.release(side_grads_);
+  side_grads_ = nullptr;
+  side_end_ = 0;
+  if (on) {
+    if (own_grads_) backend_.release(own_grads_);
+    grads_ = own_grads_ = nullptr;
+    if (side_end > 0) side_grads_ = static_cast<float*>(backend_.allocate(side_end * sizeof(float)));
+    side_end_ = side_end;
+  } else if (own_grads_ == nullptr) {
+    grads_ = own_grads_ = static_cast<float*>(backend_.allocate(table_.size() * sizeof(float)));
+    zero_grads();
+  }
+}
+
+void ParamStore::refresh_working() {
+  if (working_ && master_) backend_.cast(kernels::DType::f32, master_, working_dt_, working_, table_.size());
+}
+
+void ParamStore::upload(const std::vector<float>& host) {
+  if (host.size() != table_.size()) {
+    fail("internal error: {} parameter values for a flat buffer of {}", host.size(), table_.size());
+  }
+  if (master_ == nullptr) {  // a 16-bit inference store: straight into the working copy
+    upload_as(backend_, host, working_dt_, working_);
+    return;
+  }
+  backend_.copy_to_device(master_, host.data(), host.size() * sizeof(float));
+  refresh_working();
+}
+
+void ParamStore::zero_grads() {
+  if (own_grads_) backend_.fill(kernels::DType::f32, own_grads_, table_.size(), 0.0f);
+}
+
+void ParamStore::init(uint64_t seed) {
+  std::vector<float> host(table_.size(), 0.0f);
+  std::mt19937_64 rng(seed);
+  for (const ParamInfo& p : table_.list()) {
+    float* w = host.data() + p.offset;
+    switch (p.init) {
+      case ParamInit::zeros:
+        break;
+      case ParamInit::ones:
+        std::fill(w, w + p.count, 1.0f);
+        break;
+      case ParamInit::normal_embedding: {
+        const double cols = static_cast<double>(p.shape.back());
+        std::normal_distribution<double> normal(0.0, 1.0 / std::sqrt(cols));
+        for (std::size_t i = 0; i < p.count; ++i) w[i] = static_cast<float>(normal(rng));
+        break;
+      }
+      case ParamInit::glorot_uniform: {
+        const double fan_out = static_cast<double>(p.shape[0]) / p.init_blocks;
+        const double fan_in = static_cast<double>(p.shape.back());
+        const double limit = std::sqrt(6.0 / (fan_in + fan_out));
+        std::uniform_real_distribution<double> uniform(-limit, limit);
+        for (std::size_t i = 0; i < p.count; ++i) w[i] = static_cast<float>(uniform(rng));
+        break;
+      }
+    }
+  }
+  upload(host);
+}
+
+}  // namespace lseq

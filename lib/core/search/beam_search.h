@@ -1,0 +1,32 @@
+#pragma once
+// Batched beam search over a StepModel (Marian's scheme): every sentence of the batch advances one token per
+// step; a sentence with f finished hypotheses keeps the best beam_size - f of its candidates (live hypothesis x
+// next token, ranked by the penalised sum of log-probs, equal within a step up to length normalisation);
+// candidates ending in eos become finished, the others stay live. A sentence is done when it has beam_size finished
+// hypotheses (its live beam is then empty) and leaves the batch through StepModel::select; the search ends when
+// no sentence is live. Finished hypotheses are then ranked by final_score() (length normalisation and word
+// penalty). Once a hypothesis has max_output_tokens() tokens, only eos may follow.
+// StepModel::select is called only when the live hypotheses change (never while greedy search continues every
+// sentence). beam_size 1 is exactly greedy search: the most probable allowed next token at every step.
+// Each step reads only StepModel::step_topk with k = beam_size (each hypothesis' best beam_size words plus eos),
+// which gives exactly the n-best lists of ranking the whole distribution: docs/decoding.md says why.
+#include <vector>
+
+#include "core/search/search_types.h"
+#include "core/search/step_model.h"
+#include "data/batch.h"
+
+namespace lseq {
+
+struct BeamSearchOptions {
+  int beam_size = 4;             // --beam-size
+  double normalize = 0.6;        // --normalize: final score divided by length^normalize (length counts eos)
+  double word_penalty = 0;       // --word-penalty: subtracted per output token
+  double max_length_factor = 3;  // --max-length-factor: see max_output_tokens()
+};
+
+// Decodes the sentences of `batch` (src, src_lengths, size, src_len are used). Returns one n-best list per
+// sentence, best first, with at most beam_size hypotheses (fewer only if the model allows fewer outputs).
+std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, const BeamSearchOptions& options);
+
+}  // namespace lseq

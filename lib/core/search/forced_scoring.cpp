@@ -1,0 +1,54 @@
+#include "core/search/forced_scoring.h"
+
+#include "core/search/search_types.h"
+#include "data/vocab.h"
+#include "util/error.h"
+
+namespace lseq {
+
+std::vector<std::vector<float>> forced_word_log_probs(StepModel& model, const data::Batch& batch) {
+  const int sentences = batch.size;
+  std::vector<std::vector<float>> result(sentences);
+  if (sentences == 0) return result;
+  for (int s = 0; s < sentences; ++s)
+    if (batch.tgt_lengths[s] < 1 || batch.tgt_lengths[s] > batch.tgt_len)
+      fail("internal: target length {} of sentence {} is outside 1..{}", batch.tgt_lengths[s], s, batch.tgt_len);
+  model.start(batch.src, batch.src_lengths, sentences, batch.src_len);
+  const int vocab = model.vocab_size();
+
+  std::vector<int32_t> live(sentences), next_live, parents;
+  for (int s = 0; s < sentences; ++s) live[s] = s;
+  std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens;
+  std::vector<float> log_probs;
+  for (int t = 0; !live.empty(); ++t) {
+    model.step(tokens, log_probs);
+    next_live.clear();
+    next_tokens.clear();
+    parents.clear();
+    for (size_t h = 0; h < live.size(); ++h) {
+      const int s = live[h];
+      const int32_t expected = batch.tgt_out[static_cast<size_t>(s) * batch.tgt_len + t];
+      if (expected < 0 || expected >= vocab)
+        fail("target id {} is outside the model's vocabulary of {} entries", expected, vocab);
+      result[s].push_back(log_probs[h * static_cast<size_t>(vocab) + expected]);
+      if (t + 1 < batch.tgt_lengths[s]) {
+        next_live.push_back(s);
+        next_tokens.push_back(expected);
+        parents.push_back(static_cast<int32_t>(h));
+      }
+    }
+    if (next_live.empty()) break;
+    if (!keeps_all(parents, static_cast<int>(live.size()))) model.select(parents, next_live);
+    live.swap(next_live);
+    tokens.swap(next_tokens);
+  }
+  return result;
+}
+
+double sum_log_probs(const std::vector<float>& word_log_probs) {
+  double sum = 0;
+  for (float lp : word_log_probs) sum += lp;
+  return sum;
+}
+
+}  // namespace lseq

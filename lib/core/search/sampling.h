@@ -1,0 +1,42 @@
+#pragma once
+// Sampling instead of beam search (--output-sampling): one output per sentence, each token drawn from the model's
+// distribution, optionally sharpened or flattened by a temperature and restricted to the k most probable tokens
+// (top-k) or to the smallest set of most probable tokens whose probability reaches p (nucleus, top-p).
+// Reproducible: sentence i draws from its own random stream seeded by (--seed, its input line number), so the
+// output of a line does not depend on batching, sorting or the other lines.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/search/search_types.h"
+#include "core/search/step_model.h"
+#include "data/batch.h"
+
+namespace lseq {
+
+struct SamplingOptions {
+  enum class Mode { full, top_k, top_p };
+  Mode mode = Mode::full;
+  int top_k = 0;                 // top_k mode: keep this many tokens (>= 1)
+  double top_p = 1;              // top_p mode: keep tokens until their probability reaches this (0 < p <= 1)
+  double temperature = 1;        // log-probs are divided by this before sampling (> 0); applied before top-p
+  uint64_t seed = 1234;          // --seed
+  double normalize = 0.6;        // only for the reported score (final_score)
+  double word_penalty = 0;       // only for the reported score
+  double max_length_factor = 3;  // see max_output_tokens()
+};
+
+// Parses --output-sampling words. Accepted forms (Marian's, plus an explicit temperature keyword):
+//   full [T]        sample from the whole distribution
+//   topk K [T]      top-k with K >= 1
+//   topp P [T]      top-p with 0 < P <= 1
+// where an optional trailing number T is the temperature, and "temperature T" may also be given after the mode
+// (or alone, meaning full). Throws lseq::Error naming --output-sampling for anything else. The mode, top_k, top_p
+// and temperature of `base` are replaced; the other fields are kept.
+SamplingOptions parse_output_sampling(const std::vector<std::string>& words, SamplingOptions base = {});
+
+// Samples one hypothesis per sentence of `batch` (src, src_lengths, size, src_len, line_ids are used; when
+// line_ids is empty, sentence i uses stream i). The token never comes from pad, bos or unk.
+std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options);
+
+}  // namespace lseq

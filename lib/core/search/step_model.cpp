@@ -1,0 +1,30 @@
+#include "core/search/step_model.h"
+
+#include <limits>
+
+#include "core/search/search_types.h"
+#include "kernels/topk_order.h"
+#include "util/error.h"
+
+namespace lseq {
+
+void StepModel::step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values,
+                            std::vector<int32_t>& ids, std::vector<float>& eos_log_probs) {
+  if (k < 1) fail("internal error: step_topk() needs k >= 1, got {}", k);
+  step(tokens, topk_scratch_);
+  const std::size_t rows = tokens.size(), vocab = static_cast<std::size_t>(vocab_size()), kk = k;
+  values.assign(rows * kk, std::numeric_limits<float>::quiet_NaN());
+  ids.assign(rows * kk, kernels::kNoTopKId);
+  eos_log_probs.resize(rows);
+  for (std::size_t h = 0; h < rows; ++h) {
+    const float* row = topk_scratch_.data() + h * vocab;
+    float* val = values.data() + h * kk;
+    int32_t* id = ids.data() + h * kk;
+    for (std::size_t v = kFirstWordId; v < vocab; ++v) kernels::topk_insert(val, id, k, row[v], static_cast<int32_t>(v));
+    for (std::size_t i = 0; i < kk; ++i)
+      if (id[i] == kernels::kNoTopKId) val[i] = -std::numeric_limits<float>::infinity(), id[i] = -1;
+    eos_log_probs[h] = row[data::kEosId];
+  }
+}
+
+}  // namespace lseq

@@ -1,0 +1,47 @@
+#pragma once
+// What search (beam, greedy, sampling) needs from a model: encode a batch of source sentences once, then score
+// one next token for every live hypothesis at a time, with the model's caches (encoder output, cross-attention
+// keys/values, self-attention keys/values) kept inside. The EncoderDecoderModel implements it; tests implement it with
+// small hand-made models whose best hypothesis can be found by exhaustive search.
+#include <cstdint>
+#include <vector>
+
+namespace lseq {
+
+class StepModel {
+ public:
+  virtual ~StepModel() = default;
+
+  virtual int vocab_size() const = 0;
+
+  // Encodes `sentences` source sentences (ids + eos, padded with 0 to src_len, row-major) and resets the
+  // hypotheses: afterwards there is one live hypothesis per sentence (hypothesis i belongs to sentence i), with
+  // only bos decoded.
+  virtual void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+                     int src_len) = 0;
+
+  // Rearranges the live hypotheses: afterwards hypothesis j continues old hypothesis parents[j] (its cached
+  // state is copied or re-indexed), and hypotheses not named are dropped (finished sentences leave the batch).
+  // Each new hypothesis j belongs to sentence sentence_of[j] (an index into the sentences given to start).
+  virtual void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) = 0;
+
+  // Feeds one token to each live hypothesis (tokens.size() == live hypotheses; at the first step after start,
+  // callers pass bos) and writes log-probabilities of the next token: log_probs[h * vocab_size() + v].
+  virtual void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) = 0;
+
+  // Beam search's step: like step(), but returns per live hypothesis h only the k most probable next tokens
+  // among the words search may produce (ids > data::kEosId, see kFirstWordId in core/search_types.h), best first,
+  // as values[h * k + i] (log-probability) and ids[h * k + i]; equal values in increasing id order, NaN last
+  // (kernels/topk_order.h); where fewer than k such ids exist the rest have value -inf and id -1. eos, which search
+  // ranks without the word penalty, comes separately: eos_log_probs[h]. The default runs step() and selects on the
+  // host; the EncoderDecoderModel selects on the device and copies back only these values. k >= 1.
+  virtual void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values,
+                         std::vector<int32_t>& ids, std::vector<float>& eos_log_probs);
+
+  virtual int live() const = 0;  // live hypotheses
+
+ private:
+  std::vector<float> topk_scratch_;  // the default step_topk's full distribution
+};
+
+}  // namespace lseq

@@ -1,0 +1,57 @@
+#include "core/search/translator.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/search/nbest_format.h"
+#include "data/ordered_output.h"
+
+namespace lseq {
+
+std::string ids_to_text(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? " " : "") + std::to_string(ids[i]);
+  return out;
+}
+
+namespace {
+
+std::string render(int64_t line, const NBestList& list, const Detokenizer& detokenize,
+                   const TranslateSettings& settings) {
+  static const Hypothesis kEmpty;  // an empty translation with scores 0
+  auto text_of = [&](const Hypothesis& h) { return detokenize ? detokenize(h.tokens) : ids_to_text(h.tokens); };
+  if (!settings.n_best) {
+    const Hypothesis& best = list.empty() ? kEmpty : list.front();
+    return format_best(list.empty() ? std::string() : text_of(best), best, settings.word_scores);
+  }
+  if (list.empty()) return format_nbest_entry(line, "", kEmpty, settings.word_scores);
+  std::string out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i) out += '\n';
+    out += format_nbest_entry(line, text_of(list[i]), list[i], settings.word_scores);
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
+                      const TranslateSettings& settings, std::ostream& out) {
+  data::OrderedOutput output(out);
+  data::InputWindow window;
+  int64_t lines = 0;
+  while (input.next(window)) {
+    for (int64_t line : window.empty_lines) output.put(line, render(line, {}, detokenize, settings));
+    for (const auto& batch : window.batches) {
+      std::vector<NBestList> lists =
+          settings.sample ? sample(model, batch, settings.sampling) : beam_search(model, batch, settings.beam);
+      for (int i = 0; i < batch.size; ++i)
+        output.put(batch.line_ids[i], render(batch.line_ids[i], lists[i], detokenize, settings));
+    }
+    lines = window.end_line;
+    spdlog::debug("translated {} lines", lines);
+  }
+  output.finish(lines);
+  return lines;
+}
+
+}  // namespace lseq

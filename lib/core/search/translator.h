@@ -1,0 +1,36 @@
+#pragma once
+// lstranslate's loop, free of files, vocabularies and models so that tests can run it with a toy StepModel:
+// read input windows, decode each batch (beam search or sampling), write one output per input line in input
+// order (an empty or rejected input line gives an empty output, or with --n-best one entry with an empty
+// translation and scores 0).
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/search/beam_search.h"
+#include "core/search/sampling.h"
+#include "core/search/step_model.h"
+#include "data/translation_input.h"
+
+namespace lseq {
+
+struct TranslateSettings {
+  BeamSearchOptions beam;
+  bool sample = false;  // --output-sampling given: sampling replaces beam search
+  SamplingOptions sampling;
+  bool n_best = false;       // --n-best: all hypotheses in Marian's n-best format
+  bool word_scores = false;  // --word-scores
+};
+
+// Ids to text (a SentencePiece vocabulary's decode). Empty: print the ids separated by spaces (--no-spm-decode).
+using Detokenizer = std::function<std::string(const std::vector<int32_t>&)>;
+
+std::string ids_to_text(const std::vector<int32_t>& ids);  // "12 7 431"
+
+// Translates all input; returns the number of input lines (== output entries written).
+int64_t translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
+                      const TranslateSettings& settings, std::ostream& out);
+
+}  // namespace lseq

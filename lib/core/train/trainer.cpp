@@ -1,0 +1,269 @@
+#include "core/train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "core/train/stop_signal.h"
+#include "util/error.h"
+
+namespace lseq {
+
+namespace {
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+bool all_finite(const std::vector<float>& values) {
+  for (float x : values) {
+    if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Trainer::Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& optimizer, kernels::Workspace& workspace,
+                 ModelDir model_dir, Validator* validator, TrainerOptions options)
+    : model_(model), batcher_(batcher), optimizer_(optimizer), workspace_(workspace),
+      model_dir_(std::move(model_dir)), validator_(validator), options_(std::move(options)),
+      scaler_(options_.precision == kernels::DType::f16) {}
+
+bool Trainer::start(bool restore_data) {
+  if (!model_dir_.has_checkpoint()) {
+    model_.init_params(options_.seed);
+    optimizer_.start_smoothing_from(model_.master());
+    return false;
+  }
+  CheckpointTensors tensors;
+  const ParamTable& table = model_.param_store().table();
+  model_dir_.load_checkpoint(table, model_.config(), tensors, progress_);
+  model_.load_params(tensors.params);
+  if (progress_.loss_scale > 0) scaler_.restore(progress_.loss_scale, progress_.loss_scale_good_steps);
+  optimizer_.import_state(tensors.adam_m, tensors.adam_v, tensors.smoothed, progress_.optimizer_steps);
+  if (optimizer_.smoothing() && tensors.smoothed.empty()) optimizer_.start_smoothing_from(model_.master());
+  if (restore_data) batcher_.restore({progress_.batcher_epoch, progress_.batcher_batch});
+  spdlog::info("resumed from {} at update {} (epoch {}, {} target tokens so far)",
+               model_dir_.latest_checkpoint(), progress_.updates, progress_.batcher_epoch,
+               progress_.target_tokens);
+  return true;
+}
+
+// Reads the optimizer's device-side skip decision: a host synchronisation every update, kept in this one place
+// until the step runs without it (the loss sums already come back each micro-batch).
+bool Trainer::last_step_skipped() const { return optimizer_.last_step_skipped(); }
+
+Progress Trainer::progress_marks() const {
+  return {progress_.updates, progress_.epochs_done, progress_.target_tokens};
+}
+
+void Trainer::update() {
+  model_.zero_grads();
+  // fp16: gradients carry the loss scale S through backward; the optimizer divides it out (1 / (S * tokens)).
+  const float loss_scale = static_cast<float>(scaler_.scale());
+  StepLoss total;
+  int64_t sentences = 0;
+  bool epoch_ended = false;
+  for (int i = 0; i < options_.optimizer_delay; ++i) {
+    const data::Batch batch = batcher_.next();
+    // Dropout masks are keyed by the micro-batch counter, which a resumed run restores.
+    const StepLoss loss = model_.forward_backward(batch, options_.seed, static_cast<uint64_t>(progress_.batches),
+                                                  loss_scale, workspace_);
+    ++progress_.batches;
+    total.loss_sum += loss.loss_sum;
+    total.nll_sum += loss.nll_sum;
+    total.target_tokens += loss.target_tokens;
+    sentences += batch.size;
+    if (batcher_.epoch_finished()) epoch_ended = true;
+  }
+  const data::BatcherState state = batcher_.state();
+  progress_.batcher_epoch = state.epoch;
+  progress_.batcher_batch = state.batch_in_epoch;
+  if (epoch_ended) {
+    ++progress_.epochs_done;
+    spdlog::info("epoch {} finished", progress_.epochs_done);
+  }
+
+  // Gradients are sums over target tokens: the optimizer scales them to a per-token mean.
+  const bool finite_loss = std::isfinite(total.loss_sum);
+  bool skipped = !finite_loss || total.target_tokens == 0;
+  bool overflow = false;  // fp16: the loss was finite but the scaled gradient overflowed
+  if (!skipped) {
+    const double lr = options_.lr.at(progress_.updates + 1);
+    ParamStore& store = model_.param_store();
+    optimizer_.step(model_.master(), model_.grads(), 1.0f / (loss_scale * static_cast<float>(total.target_tokens)),
+                    lr, store.working_dtype(), store.separate_working());
+    skipped = last_step_skipped();
+    overflow = skipped && scaler_.dynamic();
+    if (skipped) {
+      optimizer_.uncount_skipped_step();
+    } else {
+      ++progress_.optimizer_steps;
+    }
+  }
+  if (!skipped || overflow) {
+    if (scaler_.update(overflow)) {
+      if (overflow) {
+        spdlog::info("fp16: overflow at update {}, loss scale lowered to {}", progress_.updates + 1, scaler_.scale());
+      } else {
+        spdlog::info("fp16: {} good updates, loss scale raised to {}", LossScaler::kGrowthInterval, scaler_.scale());
+      }
+    }
+  }
+  if (skipped) {
+    // The --max-nan-steps rule: a non-finite loss always counts, and so does a non-finite gradient in fp32/bf16;
+    // an fp16 overflow counts only when the lowered scale is below 1 (it overflowed at S <= 1: scaling no longer
+    // explains it, the gradients themselves blow up). Uncounted overflows leave the run of NaN steps as it is.
+    if (overflow && !scaler_.overflow_is_divergence()) {
+      ++overflow_steps_total_;
+      return;
+    }
+    ++nan_steps_in_row_;
+    ++nan_steps_total_;
+    spdlog::warn("update {} skipped: the loss or the gradient is not finite ({} in a row, {} in all)",
+                 progress_.updates + 1, nan_steps_in_row_, nan_steps_total_);
+    if (nan_steps_in_row_ >= options_.max_nan_steps) {
+      fail("training diverged: {} updates in a row had a non-finite loss or gradient (--max-nan-steps); the last "
+           "good checkpoint in '{}' is kept. Lower --learn-rate, raise --lr-warmup or set --clip-norm",
+           nan_steps_in_row_, model_dir_.path());
+    }
+    return;
+  }
+  nan_steps_in_row_ = 0;
+  ++progress_.updates;
+  progress_.target_tokens += total.target_tokens;
+  window_loss_ += total.loss_sum;
+  window_nll_ += total.nll_sum;
+  window_tokens_ += total.target_tokens;
+  window_sentences_ += sentences;
+  ++window_updates_;
+}
+
+void Trainer::display() {
+  if (window_updates_ == 0) return;
+  const double elapsed = now_seconds() - window_start_;
+  const double tokens = static_cast<double>(window_tokens_);
+  spdlog::info("Ep. {} : Up. {} : Sen. {} : Cost {:.5f} : PPL {:.2f} : Time {:.2f}s : {:.1f} words/s : "
+               "L.r. {:.4e} : gNorm {:.4f}",
+               progress_.batcher_epoch, progress_.updates, window_sentences_, window_loss_ / tokens,
+               std::exp(window_nll_ / tokens), elapsed, tokens / std::max(elapsed, 1e-9),
+               options_.lr.at(progress_.updates), optimizer_.last_grad_norm());
+  window_loss_ = window_nll_ = 0;
+  window_tokens_ = window_sentences_ = window_updates_ = 0;
+  window_start_ = now_seconds();
+}
+
+// With --exponential-smoothing, validation scores the smoothed weights, as Marian does: they are what
+// model.safetensors and model.best-* hold. They take the master's place (and the working copy's) for the run.
+std::map<std::string, double> Trainer::validate_smoothed() {
+  auto swap = [&] {
+    optimizer_.swap_smoothed(model_.master());
+    model_.param_store().refresh_working();
+  };
+  if (!optimizer_.smoothing()) return validator_->run(model_, workspace_);
+  swap();
+  std::map<std::string, double> values;
+  try {
+    values = validator_->run(model_, workspace_);
+  } catch (...) {
+    swap();
+    throw;
+  }
+  swap();
+  return values;
+}
+
+void Trainer::validate() {
+  if (!validator_) return;
+  const std::map<std::string, double> values = validate_smoothed();
+  const std::string& first = validator_->metrics().front();
+  for (const std::string& metric : validator_->metrics()) {
+    const double value = values.at(metric);
+    const auto best = progress_.best.find(metric);
+    const bool better = best == progress_.best.end() ||
+                        (Validator::lower_is_better(metric) ? value < best->second : value > best->second);
+    if (better) {
+      progress_.best[metric] = value;
+      if (options_.keep_best) {
+        std::vector<float> params(model_.num_params());
+        const float* source = optimizer_.smoothing() ? optimizer_.smoothed() : model_.master();
+        model_.backend().copy_to_host(params.data(), source, params.size() * sizeof(float));
+        save_weights(model_dir_.file("model.best-" + metric + ".safetensors"), model_.param_store().table(),
+                     model_.config(), params, progress_.updates);
+      }
+    }
+    if (metric == first) progress_.stalled = better ? 0 : progress_.stalled + 1;
+    progress_.last[metric] = value;
+    spdlog::info("Ep. {} : Up. {} : {} : {:.4f} : {}", progress_.batcher_epoch, progress_.updates, metric, value,
+                 better ? "new best" : fmt::format("stalled {} times", metric == first ? progress_.stalled : 0));
+  }
+}
+
+void Trainer::save() {
+  CheckpointTensors tensors;
+  tensors.params.resize(model_.num_params());
+  model_.backend().copy_to_host(tensors.params.data(), model_.master(), tensors.params.size() * sizeof(float));
+  if (!all_finite(tensors.params)) {
+    fail("the parameters at update {} are not finite; not saving them over the last good checkpoint in '{}'",
+         progress_.updates, model_dir_.path());
+  }
+  optimizer_.export_state(tensors.adam_m, tensors.adam_v, tensors.smoothed);
+  progress_.seconds = seconds_before_ + (now_seconds() - run_start_);
+  progress_.loss_scale = scaler_.dynamic() ? scaler_.scale() : 0.0;
+  progress_.loss_scale_good_steps = scaler_.dynamic() ? scaler_.good_steps() : 0;
+  model_dir_.save_checkpoint(model_.param_store().table(), model_.config(), tensors, progress_);
+  spdlog::info("saved checkpoint at update {} to {}", progress_.updates, model_dir_.path());
+}
+
+bool Trainer::should_stop(std::string& reason) const {
+  if (stop_requested()) {
+    reason = "signal";
+    return true;
+  }
+  if (options_.after.reached(progress_marks())) {
+    reason = "after";
+    return true;
+  }
+  if (validator_ && options_.early_stopping > 0 && progress_.stalled >= options_.early_stopping) {
+    reason = "early-stopping";
+    return true;
+  }
+  return false;
+}
+
+TrainResult Trainer::run() {
+  run_start_ = window_start_ = now_seconds();
+  seconds_before_ = progress_.seconds;
+  TrainResult result;
+  while (!should_stop(result.stop_reason)) {
+    const Progress before = progress_marks();
+    update();
+    const Progress now = progress_marks();
+    if (options_.disp_freq.crossed(before, now)) display();
+    if (options_.valid_freq.crossed(before, now)) {
+      validate();
+      last_validated_ = progress_.updates;
+    }
+    if (options_.save_freq.crossed(before, now)) save();
+  }
+  display();
+  if (result.stop_reason != "signal" && last_validated_ != progress_.updates) validate();
+  if (result.stop_reason == "signal") {
+    spdlog::warn("stopping on signal {}: saving a checkpoint; run the same command again to resume",
+                 stop_signal_number());
+  }
+  save();
+  result.updates = progress_.updates;
+  spdlog::info("training finished after {} updates ({}); {} skipped non-finite updates", progress_.updates,
+               result.stop_reason, nan_steps_total_);
+  if (scaler_.dynamic()) {
+    spdlog::info("fp16: {} updates skipped for gradient overflow; final loss scale {}", overflow_steps_total_,
+                 scaler_.scale());
+  }
+  return result;
+}
+
+}  // namespace lseq

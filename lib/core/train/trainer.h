@@ -1,0 +1,88 @@
+#pragma once
+// The training loop of lstrain: batches from the batcher, forward+backward with gradient accumulation
+// (--optimizer-delay), one optimizer update, and on schedule: a log line, validation, a checkpoint; until --after,
+// early stopping or a stop signal. Resuming from the model directory continues exactly where the checkpoint was
+// taken (same batches, same dropout masks, same optimizer state).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint/checkpoint.h"
+#include "core/model/encoder_decoder_model.h"
+#include "core/train/frequency.h"
+#include "core/train/loss_scaler.h"
+#include "core/train/lr_schedule.h"
+#include "core/train/optimizer.h"
+#include "core/train/validator.h"
+#include "data/batcher.h"
+#include "kernels/workspace.h"
+
+namespace lseq {
+
+struct TrainerOptions {
+  uint64_t seed = 1234;
+  int optimizer_delay = 1;
+  Frequency disp_freq, save_freq, valid_freq;
+  Frequency after;              // --after (and --after-epochs/--after-batches folded in)
+  int early_stopping = 10;      // validations without improvement of the first metric
+  bool keep_best = false;
+  // Consecutive non-finite updates before giving up. In fp16 an update skipped for a gradient overflow lowers the
+  // loss scale instead and does not count, unless the lowered scale is below 1 (then it is real divergence);
+  // a non-finite loss always counts.
+  int max_nan_steps = 10;
+  kernels::DType precision = kernels::DType::f32;  // --precision: fp16 turns on dynamic loss scaling
+  LrSchedule lr;
+};
+
+struct TrainResult {
+  int64_t updates = 0;
+  std::string stop_reason;  // "after", "early-stopping", "signal"
+};
+
+class Trainer {
+ public:
+  Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& optimizer, kernels::Workspace& workspace,
+          ModelDir model_dir, Validator* validator, TrainerOptions options);
+
+  // Loads the latest checkpoint of the model directory if there is one (restore_data: also the batcher state),
+  // else initialises the parameters from the seed. Returns true when it resumed.
+  bool start(bool restore_data);
+  TrainResult run();
+  void save();  // a checkpoint of the current state
+
+  const TrainingProgress& progress() const { return progress_; }
+  const LossScaler& loss_scaler() const { return scaler_; }
+
+ private:
+  void update();                          // one optimizer update over optimizer_delay batches
+  void display();
+  void validate();
+  std::map<std::string, double> validate_smoothed();  // the validator's metrics, on the smoothed weights if any
+  Progress progress_marks() const;
+  bool should_stop(std::string& reason) const;
+  bool last_step_skipped() const;         // the one host read per update (see trainer.cpp)
+
+  EncoderDecoderModel& model_;
+  data::Batcher& batcher_;
+  Optimizer& optimizer_;
+  kernels::Workspace& workspace_;
+  ModelDir model_dir_;
+  Validator* validator_;
+  TrainerOptions options_;
+  TrainingProgress progress_;
+  LossScaler scaler_;
+
+  // Since the last log line.
+  double window_loss_ = 0, window_nll_ = 0;
+  int64_t window_tokens_ = 0, window_sentences_ = 0, window_updates_ = 0;
+  double window_start_ = 0;
+  int64_t last_validated_ = -1;
+  int nan_steps_in_row_ = 0;
+  int64_t nan_steps_total_ = 0;
+  int64_t overflow_steps_total_ = 0;  // fp16 updates skipped for a gradient overflow (not counted as NaN steps)
+  double run_start_ = 0, seconds_before_ = 0;
+};
+
+}  // namespace lseq

@@ -1,0 +1,126 @@
+#include "core/train/validator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/model/encoder_decoder_step_model.h"
+#include "data/batcher.h"
+#include "data/translation_input.h"
+#include "metrics/bleu.h"
+#include "metrics/chrf.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace lseq {
+
+Validator::Validator(std::shared_ptr<const data::EncodedCorpus> corpus, std::vector<std::string> metrics,
+                     int64_t mini_batch_words, int mini_batch, TranslationValidation translation)
+    : corpus_(std::move(corpus)), metrics_(std::move(metrics)), mini_batch_words_(mini_batch_words),
+      mini_batch_(mini_batch), translation_(std::move(translation)) {
+  check_metrics(metrics_);
+  for (const std::string& m : metrics_) {
+    if (needs_translation(m) && !translation_.target_vocab) fail("internal: metric {} without a target vocabulary", m);
+  }
+}
+
+Validator::~Validator() = default;
+
+bool Validator::lower_is_better(const std::string& metric) {
+  return metric == "cross-entropy" || metric == "perplexity" || metric == "ce-mean-words";
+}
+
+bool Validator::needs_translation(const std::string& metric) { return metric == "bleu" || metric == "chrf"; }
+
+void Validator::check_metrics(const std::vector<std::string>& metrics) {
+  if (metrics.empty()) fail("--valid-metrics is empty; name at least one of cross-entropy, perplexity, bleu, chrf");
+  for (const std::string& m : metrics) {
+    if (m == "cross-entropy" || m == "perplexity" || m == "ce-mean-words" || needs_translation(m)) continue;
+    fail("--valid-metrics: unknown metric '{}'; choose from cross-entropy, perplexity, bleu, chrf", m);
+  }
+}
+
+double Validator::cross_entropy(EncoderDecoderModel& model, kernels::Workspace& ws) const {
+  data::BatcherOptions options;
+  options.mini_batch_words = mini_batch_words_;
+  options.mini_batch = mini_batch_;
+  options.shuffle = false;
+  options.prefetch = 0;
+  data::Batcher batcher(corpus_, options);
+  double nll = 0;
+  int64_t tokens = 0;
+  do {
+    const data::Batch batch = batcher.next();
+    const StepLoss loss = model.forward_loss(batch, ws);
+    nll += loss.nll_sum;
+    tokens += loss.target_tokens;
+  } while (!batcher.epoch_finished());
+  return tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
+}
+
+std::vector<std::string> Validator::translate(EncoderDecoderModel& model) {
+  const int64_t n = corpus_->size();
+  // Longest first, so batches have little padding; results go back to pair order.
+  std::vector<int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return corpus_->length(0, a) > corpus_->length(0, b); });
+  const int batch_size = std::max(1, translation_.mini_batch);
+  if (!step_model_) {
+    const int max_src = static_cast<int>(corpus_->length(0, order.front())) + 1;
+    const int max_tgt = max_output_tokens(max_src - 1, translation_.beam.max_length_factor) + 1;
+    step_model_ = make_encoder_decoder_step_model(model, batch_size * translation_.beam.beam_size, max_src, max_tgt);
+  }
+  std::vector<std::string> translations(static_cast<std::size_t>(n));
+  for (std::size_t begin = 0; begin < order.size(); begin += static_cast<std::size_t>(batch_size)) {
+    const std::size_t end = std::min(order.size(), begin + static_cast<std::size_t>(batch_size));
+    std::vector<std::vector<int32_t>> sentences;
+    std::vector<int64_t> ids;
+    for (std::size_t i = begin; i < end; ++i) {
+      sentences.push_back(corpus_->tokens(0, order[i]));
+      ids.push_back(order[i]);
+    }
+    const data::Batch batch = data::make_source_batch(sentences, ids);
+    const std::vector<NBestList> results = beam_search(*step_model_, batch, translation_.beam);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto& best = results[i].front();
+      translations[static_cast<std::size_t>(ids[i])] = translation_.target_vocab->decode(best.tokens);
+    }
+  }
+  return translations;
+}
+
+std::map<std::string, double> Validator::run(EncoderDecoderModel& model, kernels::Workspace& ws) {
+  std::map<std::string, double> values;
+  const bool wants_ce = std::any_of(metrics_.begin(), metrics_.end(), [](const auto& m) { return !needs_translation(m); });
+  const bool wants_translation = std::any_of(metrics_.begin(), metrics_.end(), needs_translation);
+  if (wants_ce) {
+    const double ce = cross_entropy(model, ws);
+    for (const std::string& m : metrics_) {
+      if (!needs_translation(m)) values[m] = m == "perplexity" ? std::exp(ce) : ce;
+    }
+  }
+  if (wants_translation) {
+    const std::vector<std::string> hyps = translate(model);
+    std::vector<std::string> refs;
+    refs.reserve(hyps.size());
+    for (int64_t i = 0; i < corpus_->size(); ++i) refs.push_back(translation_.references.at(corpus_->line(i)));
+    for (const std::string& m : metrics_) {
+      if (m == "bleu") values[m] = metrics::corpus_bleu(hyps, refs).score;
+      if (m == "chrf") values[m] = metrics::corpus_chrf(hyps, refs).score;
+    }
+    if (!translation_.output_path.empty()) {
+      // One line per line of the validation file; pairs the corpus skipped get an empty line.
+      std::vector<std::string> lines(translation_.references.size());
+      for (int64_t i = 0; i < corpus_->size(); ++i) lines[corpus_->line(i)] = hyps[static_cast<std::size_t>(i)];
+      std::string text;
+      for (const std::string& line : lines) text += line + "\n";
+      write_file_atomic(translation_.output_path, text);
+    }
+  }
+  return values;
+}
+
+}  // namespace lseq

@@ -1,0 +1,56 @@
+#pragma once
+// Validation on --valid-sets, without dropout:
+//   cross-entropy (ce-mean-words): mean negative log-likelihood per target token, eos included, as Marian reports;
+//   perplexity: exp(cross-entropy);
+//   bleu, chrf: the validation source translated with the current weights (beam search with --beam-size,
+//   --normalize, --word-penalty, --max-length-factor) and scored against the raw reference lines as sacreBLEU does.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/encoder_decoder_model.h"
+#include "core/search/beam_search.h"
+#include "core/search/step_model.h"
+#include "data/corpus_cache.h"
+#include "data/vocab.h"
+#include "kernels/workspace.h"
+
+namespace lseq {
+
+// What translation-based metrics need beyond the encoded corpus.
+struct TranslationValidation {
+  std::vector<std::string> references;  // raw target lines of the validation file, by line number
+  const data::Vocab* target_vocab = nullptr;
+  BeamSearchOptions beam;
+  int mini_batch = 32;         // sentences decoded together
+  std::string output_path;     // --valid-translation-output: one line per validation line (empty if skipped)
+};
+
+class Validator {
+ public:
+  Validator(std::shared_ptr<const data::EncodedCorpus> corpus, std::vector<std::string> metrics,
+            int64_t mini_batch_words, int mini_batch, TranslationValidation translation = {});
+  ~Validator();
+
+  const std::vector<std::string>& metrics() const { return metrics_; }
+  static bool lower_is_better(const std::string& metric);
+  static bool needs_translation(const std::string& metric);
+  static void check_metrics(const std::vector<std::string>& metrics);  // unknown -> lseq::Error
+
+  std::map<std::string, double> run(EncoderDecoderModel& model, kernels::Workspace& ws);
+
+ private:
+  double cross_entropy(EncoderDecoderModel& model, kernels::Workspace& ws) const;
+  // Translations of the corpus's pairs, in pair order.
+  std::vector<std::string> translate(EncoderDecoderModel& model);
+
+  std::shared_ptr<const data::EncodedCorpus> corpus_;
+  std::vector<std::string> metrics_;
+  int64_t mini_batch_words_;
+  int mini_batch_;
+  TranslationValidation translation_;
+  std::unique_ptr<StepModel> step_model_;  // made at the first translation, planned for the validation set
+};
+
+}  // namespace lseq

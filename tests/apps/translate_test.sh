@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# End-to-end checks of lstranslate, lsscore and lseval with a small model trained here: one output line per input
+# line whatever the input holds, n-best lists, scores that agree between lstranslate and lsscore, validation BLEU
+# during training, and lseval's output.
+# Usage: bash translate_test.sh <dir of lstrain> <source dir>
+set -uo pipefail
+apps=$(cd "$1/.." && pwd)
+lstrain="$apps/train/lstrain" lstranslate="$apps/translate/lstranslate" lsscore="$apps/score/lsscore"
+lseval="$apps/eval/lseval"
+source_dir=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT; echo "work: $work"
+failures=0
+check() {  # check <description> <command...>
+  local what=$1; shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+
+sample="$source_dir/data/sample-de-en"
+head -n 1500 "$sample/train.de" >"$work/train.de"
+head -n 1500 "$sample/train.en" >"$work/train.en"
+head -n 30 "$sample/valid.de" >"$work/valid.de"
+head -n 30 "$sample/valid.en" >"$work/valid.en"
+
+# A small model, validated with BLEU and chrF (which decode the validation set) and cross-entropy.
+"$lstrain" -c "$source_dir/tests/apps/train-small.yaml" -m "$work/model" -t "$work/train.de" "$work/train.en" \
+  --valid-sets "$work/valid.de" "$work/valid.en" --valid-metrics cross-entropy bleu chrf \
+  --valid-translation-output "$work/valid.out" --beam-size 2 --after 20u >"$work/train.log" 2>&1
+check "training with bleu/chrf validation exits 0" test $? -eq 0
+check "validation reports bleu" grep -q ': bleu : [0-9.]*' "$work/train.log"
+check "validation reports chrf" grep -q ': chrf : [0-9.]*' "$work/train.log"
+check "validation translations: one line per validation line" test "$(wc -l <"$work/valid.out")" -eq 30
+check "training wrote decoder.yml" grep -q '^beam-size: 4$' "$work/model/decoder.yml"
+
+# Input with an empty line, invalid UTF-8, and a line far over --max-length (40 in train-small.yaml).
+{
+  head -n 3 "$work/valid.de"
+  echo
+  printf 'Das ist \xff kaputt.\n'
+  for _ in $(seq 1 30); do printf 'Das Haus ist sehr alt und sehr schön. '; done; echo
+  sed -n 4,6p "$work/valid.de"
+} >"$work/input.de"
+"$lstranslate" -m "$work/model" -i "$work/input.de" -o "$work/out.en" 2>"$work/translate.err"
+check "lstranslate exits 0" test $? -eq 0
+check "one output line per input line (9)" test "$(wc -l <"$work/out.en")" -eq 9
+check "an empty line gives an empty line" test -z "$(sed -n 4p "$work/out.en")"
+check "invalid UTF-8 gives an empty line" test -z "$(sed -n 5p "$work/out.en")"
+check "... with a warning naming the line" grep -q 'input.de.*5' "$work/translate.err"
+"$lstranslate" -m "$work/model" -i "$work/input.de" --n-best --beam-size 2 >"$work/input.nbest" 2>/dev/null
+check "an over-long line is decoded (non-zero model score)" \
+  awk -F' [|][|][|] ' '$1 == 5 && $3 != "F0= 0" { found = 1 } END { exit !found }' "$work/input.nbest"
+check "an empty line is not decoded (score 0)" \
+  awk -F' [|][|][|] ' '$1 == 3 && $2 == "" && $3 == "F0= 0" { found = 1 } END { exit !found }' "$work/input.nbest"
+check "... with a warning that it was cropped" grep -qi 'crop' "$work/translate.err"
+"$lstranslate" -m "$work/model" <"$work/input.de" >"$work/out-stdin.en" 2>/dev/null
+check "stdin/stdout give the same translations" cmp -s "$work/out.en" "$work/out-stdin.en"
+
+# n-best: beam-size entries per translated line, sorted by the normalized score.
+"$lstranslate" -m "$work/model" -i "$work/valid.de" --n-best --beam-size 3 >"$work/nbest" 2>/dev/null
+check "n-best has 3 entries for each of the 30 lines" test "$(wc -l <"$work/nbest")" -eq 90
+check "n-best lines have Marian's fields" grep -qE '^0 \|\|\| .* \|\|\| F0= -?[0-9.e+-]+ \|\|\| -?[0-9.e+-]+$' "$work/nbest"
+check "n-best sorted by score within each sentence" awk -F' [|][|][|] ' '
+  $1 == prev && $4 + 1e-9 > last { bad = 1 } $1 != prev { prev = $1 } { last = $4 } END { exit bad }' "$work/nbest"
+
+# lsscore of the 1-best translations equals the model score beam search reported (F0). Token ids on both sides
+# (--no-spm-encode/--no-spm-decode), since decoding ids to text and encoding it again need not give the same ids.
+awk 'BEGIN { srand(7) } { n = 3 + int(rand() * 8); line = ""; for (i = 0; i < n; i++) line = line (i ? " " : "") 4 + int(rand() * 290); print line }' \
+  "$work/valid.de" >"$work/ids.src"
+"$lstranslate" -m "$work/model" --no-spm-encode --no-spm-decode -i "$work/ids.src" --n-best --beam-size 3 \
+  >"$work/ids.nbest" 2>/dev/null
+awk -F' [|][|][|] ' '!seen[$1]++ { print $2 }' "$work/ids.nbest" >"$work/best.ids"
+awk -F' [|][|][|] ' '!seen[$1]++ { sub(/^F0= /, "", $3); print $3 }' "$work/ids.nbest" >"$work/best.f0"
+"$lsscore" -m "$work/model" --no-spm-encode -t "$work/ids.src" "$work/best.ids" >"$work/best.scores" 2>/dev/null
+check "lsscore exits 0 with one score per pair" test "$(wc -l <"$work/best.scores")" -eq 30
+check "lsscore's scores equal beam search's (within the printed precision)" \
+  awk 'NR == FNR { f0[FNR] = $1; next } { d = $1 - f0[FNR]; if (d < 0) d = -d; a = f0[FNR] < 0 ? -f0[FNR] : f0[FNR]; if (d > 1e-5 * a + 1e-4) bad = 1 } END { exit bad }' \
+  "$work/best.f0" "$work/best.scores"
+"$lsscore" -m "$work/model" -t "$work/valid.de" "$work/valid.en" --summary >"$work/summary" 2>/dev/null
+check "lsscore --summary prints cross-entropy and perplexity" grep -qE '^cross-entropy [0-9.]+ perplexity [0-9.]+' "$work/summary"
+# With --exponential-smoothing, validation scores the smoothed weights, which model.safetensors holds: the last
+# validation (at the last update) equals lsscore's cross-entropy of the saved model. (--max-length 100: validation
+# crops pairs to --max-length, lsscore does not.)
+"$lstrain" -c "$source_dir/tests/apps/train-small.yaml" -m "$work/smoothed" -t "$work/train.de" "$work/train.en" \
+  --valid-sets "$work/valid.de" "$work/valid.en" --valid-metrics cross-entropy --exponential-smoothing 0.05 --max-length 100 \
+  --after 20u >"$work/smoothed.log" 2>&1
+check "training with smoothing exits 0" test $? -eq 0
+last_ce=$(grep -o ': cross-entropy : [0-9.]*' "$work/smoothed.log" | tail -n 1 | awk '{print $4}')
+"$lsscore" -m "$work/smoothed" -t "$work/valid.de" "$work/valid.en" --summary >"$work/smoothed.summary" 2>/dev/null
+saved_ce=$(awk '{print $2}' "$work/smoothed.summary")
+check "validation scores the smoothed weights that are saved (${last_ce:-none} vs lsscore's ${saved_ce:-none})" \
+  awk -v a="${last_ce:-0}" -v b="${saved_ce:-1}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 2e-4 + 1e-4 * b) }'
+"$lsscore" -m "$work/model" -t "$work/valid.de" "$work/nbest" --n-best >"$work/rescored" 2>/dev/null
+check "n-best rescoring keeps every line and adds a feature" test "$(grep -c 'Score= ' "$work/rescored")" -eq 90
+
+# lseval scores a file against itself as 100 and names sacreBLEU's settings.
+"$lseval" -r "$work/valid.en" -i "$work/valid.en" >"$work/eval"
+check "lseval: BLEU of the references against themselves is 100" grep -q '^BLEU = 100.00 ' "$work/eval"
+check "lseval prints a signature" grep -q 'tok:13a|smooth:exp' "$work/eval"
+"$lstranslate" -m "$work/model" -i "$work/valid.de" 2>/dev/null | "$lseval" -r "$work/valid.en" >"$work/eval.hyp"
+check "lseval scores lstranslate's output" grep -q '^BLEU = ' "$work/eval.hyp"
+"$lseval" -r "$work/valid.en" -i "$work/input.de" 2>"$work/eval.err" >/dev/null
+check "lseval refuses files of different lengths in one line" test "$(grep -c '^error: ' "$work/eval.err")" -eq 1
+
+echo "$failures failed"
+[ "$failures" -eq 0 ]

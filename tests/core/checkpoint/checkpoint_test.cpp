@@ -1,0 +1,210 @@
+// The model directory's checkpoints: round trip, the atomic commit point, and the errors for damaged or foreign
+// checkpoints.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/checkpoint/checkpoint.h"
+#include "core/model/encoder_decoder_model.h"
+#include "kernels/backend.h"
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace lseq {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.src_vocab = c.tgt_vocab = 17;
+  c.dim_emb = 8;
+  c.heads = 2;
+  c.dim_ffn = 16;
+  c.enc_depth = c.dec_depth = 1;
+  c.max_length = 10;
+  return c;
+}
+
+std::vector<float> random_values(std::size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Values only where the table has tensors: the alignment gaps of the flat buffer stay zero, as in a real run.
+std::vector<float> random_params(const ParamTable& table, uint64_t seed) {
+  const std::vector<float> values = random_values(table.size(), seed);
+  std::vector<float> flat(table.size(), 0.0f);
+  for (const ParamInfo& p : table.list()) {
+    std::copy(values.begin() + p.offset, values.begin() + p.offset + p.count, flat.begin() + p.offset);
+  }
+  return flat;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("lseq-ckpt-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    backend_ = kernels::make_cpu_backend(1);
+    model_ = std::make_unique<EncoderDecoderModel>(small_config(), *backend_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CheckpointTensors random_state(uint64_t seed) const {
+    const std::size_t n = model_->num_params();
+    CheckpointTensors t;
+    t.params = random_params(table(), seed);
+    t.adam_m = random_values(n, seed + 1);
+    t.adam_v = random_values(n, seed + 2);
+    return t;
+  }
+  TrainingProgress progress(int64_t updates) const {
+    TrainingProgress p;
+    p.updates = updates;
+    p.batches = updates * 2;
+    p.optimizer_steps = updates;
+    p.target_tokens = updates * 100;
+    p.batcher_epoch = 3;
+    p.batcher_batch = 7;
+    p.best["perplexity"] = 12.5;
+    p.last["perplexity"] = 13.25;
+    p.stalled = 1;
+    return p;
+  }
+  const ParamTable& table() const { return model_->param_store().table(); }
+
+  fs::path dir_;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<EncoderDecoderModel> model_;
+};
+
+TEST_F(CheckpointTest, SaveThenLoadGivesTheSameStateAndProgress) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  EXPECT_FALSE(dir.has_checkpoint());
+  const CheckpointTensors saved = random_state(1);
+  dir.save_checkpoint(table(), model_->config(), saved, progress(20));
+  ASSERT_TRUE(dir.has_checkpoint());
+
+  CheckpointTensors loaded;
+  TrainingProgress p;
+  dir.load_checkpoint(table(), model_->config(), loaded, p);
+  EXPECT_EQ(loaded.params, saved.params);
+  EXPECT_EQ(loaded.adam_m, saved.adam_m);
+  EXPECT_EQ(loaded.adam_v, saved.adam_v);
+  EXPECT_TRUE(loaded.smoothed.empty());
+  EXPECT_EQ(p.updates, 20);
+  EXPECT_EQ(p.batches, 40);
+  EXPECT_EQ(p.batcher_epoch, 3);
+  EXPECT_EQ(p.batcher_batch, 7);
+  EXPECT_EQ(p.best.at("perplexity"), 12.5);
+  EXPECT_EQ(p.stalled, 1);
+
+  // model.safetensors holds the weights and the model config.
+  std::vector<float> weights;
+  load_weights(dir.file("model.safetensors"), table(), weights);
+  EXPECT_EQ(weights, saved.params);
+  EXPECT_EQ(read_model_config(dir.file("model.safetensors")).dim_emb, 8);
+}
+
+TEST_F(CheckpointTest, InferenceWeightsAreTheSmoothedOnesWhenSmoothing) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  CheckpointTensors saved = random_state(2);
+  saved.smoothed = random_params(table(), 9);
+  dir.save_checkpoint(table(), model_->config(), saved, progress(5));
+  std::vector<float> weights;
+  load_weights(dir.file("model.safetensors"), table(), weights);
+  EXPECT_EQ(weights, saved.smoothed);
+  CheckpointTensors loaded;
+  TrainingProgress p;
+  dir.load_checkpoint(table(), model_->config(), loaded, p);
+  EXPECT_EQ(loaded.params, saved.params);
+  EXPECT_EQ(loaded.smoothed, saved.smoothed);
+}
+
+TEST_F(CheckpointTest, OnlyTheLatestCompleteCheckpointCountsAndOldOnesGo) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  dir.save_checkpoint(table(), model_->config(), random_state(3), progress(10));
+  const std::string first = dir.latest_checkpoint();
+  // A crash in the middle of the next save leaves a partial directory: it is ignored.
+  fs::create_directories(dir_ / "checkpoint" / "u000000020.partial");
+  std::ofstream(dir_ / "checkpoint" / "u000000020.partial" / "model.safetensors") << "half a file";
+  EXPECT_EQ(dir.latest_checkpoint(), first);
+  CheckpointTensors loaded;
+  TrainingProgress p;
+  dir.load_checkpoint(table(), model_->config(), loaded, p);
+  EXPECT_EQ(p.updates, 10);
+
+  // The next complete save replaces it and removes the old and the partial directories.
+  const CheckpointTensors newer = random_state(4);
+  dir.save_checkpoint(table(), model_->config(), newer, progress(30));
+  EXPECT_NE(dir.latest_checkpoint(), first);
+  EXPECT_FALSE(fs::exists(first));
+  EXPECT_FALSE(fs::exists(dir_ / "checkpoint" / "u000000020.partial"));
+  dir.load_checkpoint(table(), model_->config(), loaded, p);
+  EXPECT_EQ(p.updates, 30);
+  EXPECT_EQ(loaded.params, newer.params);
+}
+
+TEST_F(CheckpointTest, DamagedCheckpointsGiveClearErrors) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  dir.save_checkpoint(table(), model_->config(), random_state(5), progress(10));
+  CheckpointTensors loaded;
+  TrainingProgress p;
+
+  // Truncated optimizer state.
+  const fs::path state = fs::path(dir.latest_checkpoint()) / "optimizer.safetensors";
+  fs::resize_file(state, fs::file_size(state) / 2);
+  try {
+    dir.load_checkpoint(table(), model_->config(), loaded, p);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt or truncated"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("optimizer.safetensors"), std::string::npos) << e.what();
+  }
+
+  // A pointer to a checkpoint that is not there.
+  std::ofstream(dir_ / "checkpoint" / "latest") << "u000000099\n";
+  try {
+    dir.latest_checkpoint();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("u000000099"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CheckpointTest, ACheckpointOfAnotherModelIsRejectedNamingTheOption) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  dir.save_checkpoint(table(), model_->config(), random_state(6), progress(10));
+  ModelConfig other = small_config();
+  other.dim_ffn = 32;
+  EncoderDecoderModel other_model(other, *backend_);
+  CheckpointTensors loaded;
+  TrainingProgress p;
+  try {
+    dir.load_checkpoint(other_model.param_store().table(), other, loaded, p);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("transformer-dim-ffn"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CheckpointTest, AModelPathThatIsAFileIsRejected) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / "file") << "x";
+  ModelDir dir((dir_ / "file").string());
+  EXPECT_THROW(dir.create(), Error);
+}
+
+}  // namespace
+}  // namespace lseq
