@@ -6,8 +6,8 @@
 // layer pads ld to a multiple of 8). Other shapes take the scalar kernels, which give the same results.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/vector_access.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/vector_access.cuh"
 
 namespace lseq::kernels {
 

@@ -1,10 +1,10 @@
 // Bias, activation and residual ops of the CUDA backend, fused with their dropout; backward passes fuse the bias
 // gradient's first reduction stage into the elementwise kernel (see cuda_common.cuh, column sums).
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/column_pack.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/vector_access.cuh"
+#include "kernels/cuda/device/column_pack.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/vector_access.cuh"
 
 namespace lseq::kernels {
 

@@ -1,9 +1,9 @@
 // Stage 2 of the CUDA backend's column sums: acc[c] += the partials of every row chunk. A block of (32, 8) threads
 // takes 32 columns; row-lane j adds chunks j, j + 8, ... in order, then the 8 lane sums are added in order, so the
 // result depends only on the shape (deterministic) while 8x more loads are in flight than with one thread per column.
-#include "kernels/cuda/column_pack.cuh"
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/device/column_pack.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
 
 namespace lseq::kernels {
 

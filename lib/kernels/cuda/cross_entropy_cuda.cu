@@ -2,11 +2,11 @@
 // once into shared memory where it fits), and the fp32 log-softmax of decoding. Probabilities are never stored.
 // Targets live on the device and are not validated on the host: a row whose target is outside [0, vocab) (and not
 // ignore_index) gets a NaN loss and NaN gradient, so the error shows instead of reading out of bounds.
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/vector_access.cuh"
+#include "kernels/cuda/device/async_copy.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/vector_access.cuh"
 
 namespace lseq::kernels {
 

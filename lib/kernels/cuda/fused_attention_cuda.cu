@@ -25,12 +25,12 @@
 // No atomics: every output element is written by one thread, so results depend only on the inputs.
 #include <type_traits>
 
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/mma_fragments.cuh"
-#include "kernels/cuda/vector_access.cuh"
+#include "kernels/cuda/device/async_copy.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/mma_fragments.cuh"
+#include "kernels/cuda/device/vector_access.cuh"
 #include "kernels/fused_attention_layout.h"
 
 namespace lseq::kernels {

@@ -6,7 +6,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
 
 namespace lseq::kernels {
 

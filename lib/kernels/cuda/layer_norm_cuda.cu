@@ -3,11 +3,11 @@
 // holding it in registers (16-byte loads; the backward fuses dx with the gamma/beta gradients: each block sums its
 // chunk of rows per column, then one launch adds the chunks). Other widths: one block per row (two passes over
 // the row, which stays in L1) and the gamma/beta gradients as separate two-stage column sums.
-#include "kernels/cuda/column_pack.cuh"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/vector_access.cuh"
+#include "kernels/cuda/device/column_pack.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/vector_access.cuh"
 
 namespace lseq::kernels {
 

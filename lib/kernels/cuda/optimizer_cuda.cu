@@ -3,8 +3,8 @@
 // rounded fp32 operations (no fused multiply-add), in the CPU's order, so both backends take the same step.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/float_convert.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/float_convert.cuh"
 
 namespace lseq::kernels {
 

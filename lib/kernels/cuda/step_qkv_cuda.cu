@@ -3,8 +3,8 @@
 // append's gather_rows). One thread per 16-byte pack where head_dim allows, else per element.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/vector_access.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/vector_access.cuh"
 
 namespace lseq::kernels {
 

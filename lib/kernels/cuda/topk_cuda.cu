@@ -7,8 +7,8 @@
 // rows x (2k + 1) values are written.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/vector_access.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/vector_access.cuh"
 #include "kernels/topk_order.h"
 
 namespace lseq::kernels {

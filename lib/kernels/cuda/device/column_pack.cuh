@@ -7,8 +7,8 @@
 // the shape, so the sums are deterministic.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/vector_access.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
+#include "kernels/cuda/device/vector_access.cuh"
 
 namespace lseq::kernels::cuda {
 

@@ -7,7 +7,7 @@
 // scalar path for the rest.
 #include <cstdint>
 
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/device/cuda_common.cuh"
 
 namespace lseq::kernels::cuda {
 

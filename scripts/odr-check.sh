@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds every program, test and benchmark (CPU only) with link-time optimisation and -Werror=odr, so that two
+# different definitions of one C++ name (the same class name in two files, say) stop the build: GCC compares the
+# definitions across translation units only at link time. CI runs it after the tests (.ci/run).
+#   bash scripts/odr-check.sh        # into build-odr/ (or $LSEQ_ODR_BUILD_DIR)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${LSEQ_ODR_BUILD_DIR:-$root/build-odr}
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+flags="-Werror=odr -Werror=lto-type-mismatch"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLSEQ_CUDA=OFF \
+    -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=ON -DCMAKE_CXX_FLAGS="$flags" >/dev/null
+fi
+if cmake --build "$build" -j "${LSEQ_JOBS:-$(nproc)}" >"$build/odr-check.log" 2>&1; then
+  echo "odr-check: every target links with -Werror=odr under LTO"
+else
+  grep -E "violates the C\+\+ One Definition Rule|lto-type-mismatch|error" "$build/odr-check.log" | head -n 20 >&2
+  echo "odr-check: FAILED (full log: $build/odr-check.log)" >&2
+  exit 1
+fi
