@@ -2,7 +2,7 @@
 // Synthetic training batches with a WMT-like length distribution, shared by bench_train_throughput and (through
 // the file write_batch_shapes() writes) bench/pytorch_train.py, so that both train on exactly the same shapes.
 //
-// The distribution (see bench/NOTES.md):
+// The distribution (see bench/README.md):
 // - target length L_t (tokens before eos): lognormal with sigma 0.6 and mu = ln(28) - sigma^2 / 2, so its mean is
 //   28 tokens (standard deviation about 18, 0.8% longer than 100); rounded and clipped to [1, 250];
 // - source length L_s = round(L_t * U[0.8, 1.25]), clipped to [1, 250];

@@ -46,7 +46,7 @@ class OutputLayer {
   // kept, so it is part of a step's memory peak, which matters most for small batches of large models (big at 4096
   // tokens: a quarter). Each chunk's weight gradient adds into the fp32 [vocab, dim] sum once more (131 MB of
   // traffic for transformer-base, 262 MB for big), so large batches take large chunks: at 16384 target tokens two
-  // chunks of about 8000 rows instead of eight of 2048 made base 3% faster and big 2% (H100, bench/NOTES.md round
+  // chunks of about 8000 rows instead of eight of 2048 made base 3% faster and big 2% (H100, bench/results/README.md round
   // 11); at 8192 two chunks instead of four measured the same as before.
   int default_chunk_rows(int rows) const;
 
