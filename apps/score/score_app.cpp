@@ -51,7 +51,8 @@ int run_score(const Options& options) {
     encode_target = [&](std::string_view text) { return target_vocab->encode(text); };
   }
 
-  data::InputLineReader source(std::vector<std::string>{sets[0]}), second(std::vector<std::string>{sets[1]});
+  data::InputLineReader source(std::vector<std::string>{sets[0]}, "--train-sets"),
+      second(std::vector<std::string>{sets[1]}, "--train-sets");
   OutputStream out(options.get_string("output"));
   ScoreTotals totals = n_best ? rescore_nbest(*model, source, second, encode_source, encode_target, settings, out.get())
                               : score_pairs(*model, source, second, encode_source, encode_target, settings, out.get());

@@ -2,13 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "util/error.h"
 
 namespace lseq::data {
 
-InputLineReader::InputLineReader(std::vector<std::string> paths) : paths_(std::move(paths)) {
+InputLineReader::InputLineReader(std::vector<std::string> paths, std::string option)
+    : paths_(std::move(paths)), option_(std::move(option)) {
   if (paths_.empty()) paths_.push_back("stdin");
 }
 
@@ -22,8 +24,14 @@ bool InputLineReader::open_next() {
     in_ = &std::cin;
     name_ = "stdin";
   } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      fail("{} '{}' is a directory; give a text file with one sentence per line", option_, path);
     file_ = std::make_unique<std::ifstream>(path, std::ios::binary);
-    if (!*file_) fail("cannot open input file '{}': check the path given to --input", path);
+    if (!*file_) {
+      fail("cannot open {} file '{}': {}", option_, path,
+           std::filesystem::exists(path, ec) ? "permission denied?" : "no such file; check the path");
+    }
     in_ = file_.get();
     name_ = path;
   }

@@ -13,8 +13,9 @@ namespace lseq::data {
 
 class InputLineReader {
  public:
-  // Opens the files one after the other as they are reached; a missing file throws lseq::Error naming it.
-  explicit InputLineReader(std::vector<std::string> paths);
+  // Opens the files one after the other as they are reached; a missing file, a directory or an unreadable file
+  // throws lseq::Error naming it and `option`, the option that gave it (for the message: "--input").
+  explicit InputLineReader(std::vector<std::string> paths, std::string option = "--input");
   // Reads an already open stream (tests, or a caller's own stream); `name` appears in warnings.
   InputLineReader(std::istream& in, std::string name);
 
@@ -29,6 +30,7 @@ class InputLineReader {
   bool open_next();
 
   std::vector<std::string> paths_;
+  std::string option_;
   size_t next_path_ = 0;
   std::unique_ptr<std::ifstream> file_;
   std::istream* in_ = nullptr;

@@ -101,5 +101,31 @@ check "lseval scores lstranslate's output" grep -q '^BLEU = ' "$work/eval.hyp"
 "$lseval" -r "$work/valid.en" -i "$work/input.de" 2>"$work/eval.err" >/dev/null
 check "lseval refuses files of different lengths in one line" test "$(grep -c '^error: ' "$work/eval.err")" -eq 1
 
+
+# Errors on input end the program with exactly one "error:" line naming the file and the option, and a non-zero
+# exit; before the readers were told apart (two classes named data::LineReader) these crashed with a double free.
+one_error_line() {  # one_error_line <stderr file> <pattern>: one "error:" line, matching, and nothing but log lines
+  test "$(grep -c '^error: ' "$1")" -eq 1 && grep -q "^error: .*$2" "$1" &&
+    test "$(grep -vc -e '^error: ' -e '^\[[-0-9 :]*\] \[info\] ' "$1")" -eq 0
+}
+"$lstranslate" -m "$work/model" -i /nonexistent/input.de >/dev/null 2>"$work/err"
+check "lstranslate -i /nonexistent exits 1" test $? -eq 1
+check "... with one line naming the file and --input" one_error_line "$work/err" "--input.*/nonexistent/input.de"
+"$lstranslate" -m "$work/model" -i "$work" >/dev/null 2>"$work/err"
+check "lstranslate -i DIRECTORY exits 1 with one line" one_error_line "$work/err" "is a directory"
+head -n 5 "$work/valid.de" >"$work/five.de"
+head -n 4 "$work/valid.en" >"$work/four.en"
+"$lsscore" -m "$work/model" -t "$work/five.de" "$work/four.en" >/dev/null 2>"$work/err"
+check "lsscore with 5 and 4 lines exits 1" test $? -eq 1
+check "... with one line naming both files" one_error_line "$work/err" "five.de has more lines than .*four.en"
+"$lsscore" -m "$work/model" -t /nonexistent.de "$work/four.en" >/dev/null 2>"$work/err"
+check "lsscore with a missing file exits 1 with one line" one_error_line "$work/err" "/nonexistent.de"
+"$lseval" -r /nonexistent.en -i "$work/valid.en" >/dev/null 2>"$work/err"
+check "lseval -r /nonexistent names --references" one_error_line "$work/err" "--references.*/nonexistent.en"
+"$lseval" -r "$work/valid.en" -m bleu -i "$work/valid.en" >"$work/eval.bleu"
+check "lseval -m bleu prints BLEU alone" test "$(wc -l <"$work/eval.bleu")" -eq 1
+"$lseval" -r "$work/valid.en" -m bleu ter -i "$work/valid.en" >/dev/null 2>"$work/err"
+check "lseval -m ter is refused in one line naming the metrics" one_error_line "$work/err" "bleu|chrf"
+
 echo "$failures failed"
 [ "$failures" -eq 0 ]

@@ -1,5 +1,5 @@
 #pragma once
-// Options shared by lstrain, lstranslate and lsscore: Marian's names, YAML config files merged in order, the
+// Options of every lseq program (lstrain, lstranslate, lsscore, lseval and the benchmarks): Marian's names, YAML config files merged in order, the
 // command line winning, --dump-config. Every option is declared once in the registry (options_registry.cpp)
 // with its type, default, help text and the apps that accept it; values are checked against that type whether
 // they come from a file or the command line, and errors name the option, the file, the line and what to do.
@@ -14,9 +14,12 @@
 
 namespace lseq {
 
-enum class App { train, translate, score };
+// The programs that read options. train, translate and score work on a model directory (--model is required);
+// eval is lseval; bench is every benchmark under bench/ (they share one set of options).
+enum class App { train, translate, score, eval, bench };
 
-const char* app_name(App app);  // "lstrain", "lstranslate", "lsscore"
+const char* app_name(App app);  // "lstrain", "lstranslate", "lsscore", "lseval", "lseq's benchmarks"
+bool needs_model(App app);      // train, translate and score
 
 // Parses a count in training units (core/train/frequency.h); `allowed_units` lists the unit letters accepted (e.g. "ut"); throws lseq::Error naming
 // `what` (e.g. "option 'after' in x.yaml line 3") when the text is not such a count.

@@ -16,6 +16,8 @@ const char* app_purpose(App app) {
     case App::train: return "trains Transformer translation models";
     case App::translate: return "translates text with a model trained by lstrain";
     case App::score: return "scores sentence pairs or rescores n-best lists with a model trained by lstrain";
+    case App::eval: return "corpus BLEU and chrF of translations against references, as sacreBLEU computes them";
+    case App::bench: return "the options every benchmark under bench/ reads (each uses those it needs)";
   }
   return "";
 }

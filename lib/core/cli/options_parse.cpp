@@ -22,7 +22,7 @@ namespace {
 
 std::string apps_text(unsigned apps) {
   std::vector<std::string> names;
-  for (App app : {App::train, App::translate, App::score})
+  for (App app : {App::train, App::translate, App::score, App::eval, App::bench})
     if (apps & app_bit(app)) names.push_back(app_name(app));
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
@@ -73,7 +73,7 @@ bool is_option_word(const std::string& word) {
 
 // Splits argv into options and their words, without judging them yet, so that --help and --version work
 // whatever else is on the line.
-std::vector<GivenOption> split_command_line(int argc, const char* const* argv) {
+std::vector<GivenOption> split_command_line(App app, int argc, const char* const* argv) {
   std::vector<GivenOption> given;
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
@@ -100,7 +100,7 @@ std::vector<GivenOption> split_command_line(int argc, const char* const* argv) {
       option.spec = find_option(option.name);
     } else {
       option.typed = option.name = word;
-      option.spec = word.size() == 2 ? find_short_option(word[1]) : nullptr;
+      option.spec = word.size() == 2 ? find_short_option(app, word[1]) : nullptr;
     }
     given.push_back(std::move(option));
   }
@@ -230,7 +230,7 @@ ParsedOptions parse_options(App app, int argc, const char* const* argv) {
 ParsedOptions parse_options(App app, int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   ParsedOptions parsed;
   try {
-    std::vector<GivenOption> options = split_command_line(argc, argv);
+    std::vector<GivenOption> options = split_command_line(app, argc, argv);
     if (has_option(options, "help") || has_option(options, "version")) {
       if (has_option(options, "help")) {
         print_help(app, out);
@@ -247,7 +247,7 @@ ParsedOptions parse_options(App app, int argc, const char* const* argv, std::ost
       parsed.exit_now = true;
       return parsed;
     }
-    if (!parsed.options.has("model"))
+    if (needs_model(app) && !parsed.options.has("model"))
       fail("missing option --model (-m): the model directory {}", app == App::train ? "to train into"
                                                                                     : "to read the model from");
   } catch (const std::exception& e) {

@@ -63,6 +63,7 @@ class Opt {
 };
 
 constexpr unsigned TXS = kAllApps;
+constexpr unsigned EVERY = kEveryProgram;
 constexpr unsigned XS = kTranslate | kScore;
 
 std::vector<OptionSpec> build_registry() {
@@ -72,20 +73,21 @@ std::vector<OptionSpec> build_registry() {
   // ---- General (all apps) ----
   {
     Opt o[] = {
-        Opt("help", T::boolean, G::general, TXS, def("false"), "Print this help and exit").flag('h').cli_only(),
-        Opt("version", T::boolean, G::general, TXS, def("false"), "Print the version and exit").cli_only(),
-        Opt("config", T::strings, G::general, TXS, empty_list(),
+        Opt("help", T::boolean, G::general, EVERY, def("false"), "Print this help and exit").flag('h').cli_only(),
+        Opt("version", T::boolean, G::general, EVERY, def("false"), "Print the version and exit").cli_only(),
+        Opt("config", T::strings, G::general, EVERY, empty_list(),
             "YAML config files, merged in order; options on the command line win")
             .flag('c')
             .cli_only(),
-        Opt("dump-config", T::boolean, G::general, TXS, def("false"),
+        Opt("dump-config", T::boolean, G::general, EVERY, def("false"),
             "Print the merged options as YAML and exit")
             .cli_only(),
         Opt("model", T::string, G::general, TXS, none(),
             "Model directory (written by lstrain, read by lstranslate and lsscore); required")
             .flag('m'),
-        Opt("log", T::string, G::general, TXS, none(), "Also write the log to this file"),
-        Opt("quiet", T::boolean, G::general, TXS, def("false"), "Show only warnings and errors on the terminal"),
+        Opt("log", T::string, G::general, EVERY, none(), "Also write the log to this file"),
+        Opt("quiet", T::boolean, G::general, EVERY, def("false"), "Show only warnings and errors on the terminal")
+            .default_in(App::eval, def("true")),
         Opt("seed", T::integer, G::general, TXS, def("1234"), "Seed for all random number generators")
             .at_least(0),
         Opt("devices", T::ints, G::general, TXS, defs({"0"}), "GPU device ids to use").flag('d').at_least(0),
@@ -289,8 +291,10 @@ std::vector<OptionSpec> build_registry() {
   // ---- Translation and scoring ----
   {
     Opt o[] = {
-        Opt("input", T::strings, G::translation, kTranslate, defs({"stdin"}), "Input files; stdin means standard input")
-            .flag('i'),
+        Opt("input", T::strings, G::translation, kTranslate | kEval, defs({"stdin"}),
+            "Input files; stdin means standard input (lseval: the translations to score)")
+            .flag('i')
+            .group_in(App::eval, G::evaluation),
         Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
             .flag('o'),
         Opt("beam-size", T::integer, G::translation, kTranslate | kTrain, def("4"),
@@ -324,6 +328,20 @@ std::vector<OptionSpec> build_registry() {
     };
     for (auto& x : o) add(x);
   }
+
+  // ---- Evaluation (lseval) ----
+  {
+    Opt o[] = {
+        Opt("references", T::strings, G::evaluation, kEval, empty_list(),
+            "Reference translations, one per line (required)")
+            .flag('r'),
+        Opt("metrics", T::strings, G::evaluation, kEval, defs({"bleu", "chrf"}),
+            "Metrics to compute, as sacreBLEU does: bleu and/or chrf")
+            .flag('m')
+            .one_of({"bleu", "chrf"}),
+    };
+    for (auto& x : o) add(x);
+  }
   return r;
 }
 
@@ -344,17 +362,21 @@ const OptionSpec* find_option(const std::string& name) {
   return it == index.end() ? nullptr : it->second;
 }
 
-const OptionSpec* find_short_option(char flag) {
+const OptionSpec* find_short_option(App app, char flag) {
   for (const auto& spec : option_registry())
-    if (spec.short_flag == flag) return &spec;
+    if (spec.short_flag == flag && spec.accepted_by(app)) return &spec;
   return nullptr;
 }
+
+bool needs_model(App app) { return app == App::train || app == App::translate || app == App::score; }
 
 const char* app_name(App app) {
   switch (app) {
     case App::train: return "lstrain";
     case App::translate: return "lstranslate";
     case App::score: return "lsscore";
+    case App::eval: return "lseval";
+    case App::bench: return "lseq's benchmarks";
   }
   return "lseq";
 }
@@ -366,6 +388,8 @@ const char* group_title(OptionGroup group) {
     case OptionGroup::training: return "Training options";
     case OptionGroup::validation: return "Validation options";
     case OptionGroup::translation: return "Translation options";
+    case OptionGroup::evaluation: return "Evaluation options";
+    case OptionGroup::benchmark: return "Benchmark options";
   }
   return "Options";
 }

@@ -10,14 +10,17 @@
 namespace lseq {
 
 enum class OptionType { boolean, integer, floating, string, strings, ints, floats };
-enum class OptionGroup { general, model, training, validation, translation };
+enum class OptionGroup { general, model, training, validation, translation, evaluation, benchmark };
 
 // Bit of an app in OptionSpec::apps.
 constexpr unsigned app_bit(App app) { return 1u << static_cast<unsigned>(app); }
 constexpr unsigned kTrain = app_bit(App::train);
 constexpr unsigned kTranslate = app_bit(App::translate);
 constexpr unsigned kScore = app_bit(App::score);
-constexpr unsigned kAllApps = kTrain | kTranslate | kScore;
+constexpr unsigned kEval = app_bit(App::eval);
+constexpr unsigned kBench = app_bit(App::bench);
+constexpr unsigned kAllApps = kTrain | kTranslate | kScore;  // the programs that work on a model directory
+constexpr unsigned kEveryProgram = kAllApps | kEval | kBench;
 
 // A default is a list of value tokens in the same text form the command line uses ({} for an empty list);
 // nullopt means "no default" (the option stays null unless given).
@@ -65,8 +68,9 @@ const std::vector<OptionSpec>& option_registry();
 
 // The option with this name (no dashes), or nullptr.
 const OptionSpec* find_option(const std::string& name);
-// The option with this short flag (the letter after '-'), or nullptr.
-const OptionSpec* find_short_option(char flag);
+// The option of `app` with this short flag (the letter after '-'), or nullptr. A letter names one option per
+// program (lseval's -m is --metrics, the others' --model).
+const OptionSpec* find_short_option(App app, char flag);
 
 const char* group_title(OptionGroup group);  // "General options", ...
 // "an integer", "a list of numbers", ...: how error messages name the expected type.

@@ -114,22 +114,26 @@ TEST(OptionSuggest, NearestName) {
   EXPECT_EQ(nearest_name("learn-rate", names), "");
 }
 
+constexpr App kEveryApp[] = {App::train, App::translate, App::score, App::eval, App::bench};
+
 TEST(OptionRegistry, IsConsistent) {
   std::set<std::string> names;
-  std::set<char> flags;
+  std::set<std::pair<App, char>> flags;  // a letter names one option per program
   std::regex name_form("[a-z][a-z0-9-]*");
   for (const auto& spec : option_registry()) {
     SCOPED_TRACE(spec.name);
     EXPECT_TRUE(std::regex_match(spec.name, name_form));
     EXPECT_TRUE(names.insert(spec.name).second) << "declared twice";
-    if (spec.short_flag) {
-      EXPECT_TRUE(flags.insert(spec.short_flag).second) << "short flag used twice";
+    for (App app : kEveryApp) {
+      if (spec.short_flag && spec.accepted_by(app)) {
+        EXPECT_TRUE(flags.insert({app, spec.short_flag}).second) << "short flag used twice by " << app_name(app);
+      }
     }
     EXPECT_FALSE(spec.help.empty());
     EXPECT_NE(spec.apps, 0u);
     EXPECT_EQ(find_option(spec.name), &spec);
     // Every default, for every app, passes the option's own checks.
-    for (App app : {App::train, App::translate, App::score}) {
+    for (App app : kEveryApp) {
       DefaultTokens tokens = spec.default_for(app);
       if (spec.accepted_by(app) && tokens) {
         EXPECT_NO_THROW(value_from_words(spec, *tokens, ValueSource{"registry", 0}));
@@ -141,7 +145,9 @@ TEST(OptionRegistry, IsConsistent) {
                              "valid-freq", "valid-metrics", "beam-size", "normalize", "n-best", "devices",
                              "precision", "after"})
     EXPECT_NE(find_option(marian), nullptr) << marian;
-  EXPECT_EQ(find_short_option('m')->name, "model");
+  EXPECT_EQ(find_short_option(App::translate, 'm')->name, "model");
+  EXPECT_EQ(find_short_option(App::eval, 'm')->name, "metrics");
+  EXPECT_EQ(find_short_option(App::eval, 'b'), nullptr);
 }
 
 }  // namespace
