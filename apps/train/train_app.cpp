@@ -5,8 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "training_options.h"
+#include "vocabularies.h"
 
 #include "core/checkpoint/checkpoint.h"
 #include "core/cli/backend_select.h"
@@ -24,153 +25,6 @@ namespace fs = std::filesystem;
 namespace lseq {
 
 namespace {
-
-struct Vocabularies {
-  std::string src_path, tgt_path;
-  std::unique_ptr<data::Vocab> src, tgt;  // tgt aliases src when joint (tgt_shared)
-  bool joint() const { return src_path == tgt_path; }
-  const data::Vocab& target() const { return joint() ? *src : *tgt; }
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-// --vocabs: one path or the same path twice -> a joint vocabulary; two paths -> one per side. Paths that do not
-// exist are trained from the training corpus (Marian's behaviour); the model directory keeps copies so that
-// lstranslate --model needs nothing else.
-Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
-                                  const std::vector<std::string>& train_sets) {
-  std::vector<std::string> paths = options.get_strings("vocabs");
-  if (paths.empty()) paths = {dir.file("vocab.spm")};
-  if (paths.size() > 2) fail("--vocabs takes one (joint) or two (source, target) paths, got {}", paths.size());
-  if (paths.size() == 1) paths.push_back(paths.front());
-  std::vector<int64_t> sizes = options.get_ints("dim-vocabs");
-  if (sizes.empty()) sizes = {8000};
-  if (sizes.size() == 1) sizes.push_back(sizes.front());
-
-  data::VocabTrainOptions train;
-  train.max_lines = options.get_int("sentencepiece-max-lines");
-  train.seed = static_cast<uint64_t>(options.get_int("seed"));
-  train.extra_options = options.get_string("sentencepiece-options");
-
-  Vocabularies v;
-  v.src_path = paths[0];
-  v.tgt_path = paths[1];
-  if (v.joint()) {
-    if (!fs::exists(v.src_path)) {
-      train.vocab_size = static_cast<int>(sizes[0]);
-      spdlog::info("creating joint vocabulary {} ({} pieces) from {} and {}", v.src_path, train.vocab_size,
-                   train_sets[0], train_sets[1]);
-      data::Vocab::train(train_sets, v.src_path, train);
-    }
-    v.src = std::make_unique<data::Vocab>(data::Vocab::load(v.src_path));
-    write_file_atomic(dir.file("vocab.spm"), read_file(v.src_path));
-  } else {
-    for (int side = 0; side < 2; ++side) {
-      const std::string& path = side == 0 ? v.src_path : v.tgt_path;
-      if (!fs::exists(path)) {
-        train.vocab_size = static_cast<int>(sizes[side]);
-        spdlog::info("creating vocabulary {} ({} pieces) from {}", path, train.vocab_size, train_sets[side]);
-        data::Vocab::train({train_sets[side]}, path, train);
-      }
-      auto vocab = std::make_unique<data::Vocab>(data::Vocab::load(path));
-      write_file_atomic(dir.file(side == 0 ? "vocab.src.spm" : "vocab.tgt.spm"), read_file(path));
-      (side == 0 ? v.src : v.tgt) = std::move(vocab);
-    }
-  }
-  return v;
-}
-
-ModelConfig model_config_from(const Options& options, const Vocabularies& vocabs) {
-  if (options.get_string("type") != "transformer") {
-    fail("--type {} is not implemented yet; this version trains encoder-decoder models (--type transformer)",
-         options.get_string("type"));
-  }
-  YAML::Node node = YAML::Clone(options.yaml());
-  node.remove("dim-vocabs");  // the sizes come from the vocabularies themselves
-  ModelConfig config = ModelConfig::from_yaml(node);
-  config.src_vocab = vocabs.src->size();
-  config.tgt_vocab = vocabs.target().size();
-  if ((config.tied == TiedEmbeddings::all || config.tied == TiedEmbeddings::source) && !vocabs.joint()) {
-    fail("--{} shares the source and target embeddings, which needs one joint vocabulary, but --vocabs names two "
-         "files ({} and {}); give one path",
-         config.tied == TiedEmbeddings::all ? "tied-embeddings-all" : "tied-embeddings-src", vocabs.src_path,
-         vocabs.tgt_path);
-  }
-  config.validate();
-  return config;
-}
-
-Frequency after_limit(const Options& options) {
-  Frequency after{options.get_schedule("after")};
-  if (!after.enabled() && options.get_int("after-epochs") > 0) {
-    after.schedule = {options.get_int("after-epochs"), ScheduleUnit::epochs};
-  }
-  if (!after.enabled() && options.get_int("after-batches") > 0) {
-    after.schedule = {options.get_int("after-batches"), ScheduleUnit::updates};
-  }
-  return after;
-}
-
-int64_t updates_option(const Options& options, const std::string& key) {
-  const Schedule s = options.get_schedule(key);
-  if (s.count > 0 && s.unit != ScheduleUnit::updates) {
-    fail("--{} {} must be given in updates (e.g. 16000 or 16000u)", key, options.get_string(key));
-  }
-  return s.count;
-}
-
-TrainerOptions trainer_options(const Options& options) {
-  TrainerOptions t;
-  t.seed = static_cast<uint64_t>(options.get_int("seed"));
-  t.optimizer_delay = static_cast<int>(std::max<int64_t>(1, options.get_int("optimizer-delay")));
-  t.disp_freq = Frequency{options.get_schedule("disp-freq")};
-  t.save_freq = Frequency{options.get_schedule("save-freq")};
-  t.valid_freq = Frequency{options.get_schedule("valid-freq")};
-  t.after = after_limit(options);
-  t.early_stopping = static_cast<int>(options.get_int("early-stopping"));
-  t.keep_best = options.get_bool("keep-best");
-  t.max_nan_steps = static_cast<int>(std::max<int64_t>(1, options.get_int("max-nan-steps")));
-  t.precision = precision_dtype(options);
-
-  t.lr.base = options.get_float("learn-rate");
-  t.lr.warmup = updates_option(options, "lr-warmup");
-  t.lr.decay_start = updates_option(options, "lr-decay-inv-sqrt");
-  const std::string schedule = options.get_string("lr-schedule");
-  if (schedule == "constant") {
-    t.lr.kind = LrSchedule::Kind::constant;
-  } else if (schedule == "cosine") {
-    if (!t.after.enabled() || t.after.schedule.unit != ScheduleUnit::updates) {
-      fail("--lr-schedule cosine decays to zero at --after, which must then be given in updates (e.g. 50000u)");
-    }
-    t.lr.kind = LrSchedule::Kind::cosine;
-    t.lr.total = t.after.schedule.count;
-  } else {
-    t.lr.kind = t.lr.decay_start > 0 ? LrSchedule::Kind::inv_sqrt : LrSchedule::Kind::constant;
-  }
-  return t;
-}
-
-OptimizerOptions optimizer_options(const Options& options) {
-  if (options.get_string("optimizer") != "adam") {
-    fail("--optimizer {} is not supported; lseq trains with adam (AdamW with --weight-decay)",
-         options.get_string("optimizer"));
-  }
-  OptimizerOptions o;
-  const std::vector<double> params = options.get_floats("optimizer-params");
-  if (params.size() > 3) fail("--optimizer-params takes up to three values (beta1 beta2 epsilon), got {}", params.size());
-  if (params.size() > 0) o.beta1 = static_cast<float>(params[0]);
-  if (params.size() > 1) o.beta2 = static_cast<float>(params[1]);
-  if (params.size() > 2) o.eps = static_cast<float>(params[2]);
-  o.weight_decay = static_cast<float>(options.get_float("weight-decay"));
-  o.clip_norm = static_cast<float>(options.get_float("clip-norm"));
-  o.smoothing = static_cast<float>(options.get_float("exponential-smoothing"));
-  return o;
-}
 
 // decoder.yml: lstranslate's defaults for this model (Marian writes the same file beside its models). Only
 // lstranslate options: it is validated as an lstranslate config file.
@@ -302,7 +156,7 @@ int run_train(const Options& options) {
       fail("--valid-translation-output needs a translation metric: add bleu or chrf to --valid-metrics");
     }
     if (translating) {
-      data::InputLineReader reader({valid_sets[1]});
+      data::InputLineReader reader({valid_sets[1]}, "--valid-sets");
       for (std::string line; reader.next(line);) translation.references.push_back(line);
       translation.target_vocab = &vocabs.target();
       translation.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
