@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # A/B on one GPU: the training and decoding benchmarks of a baseline source tree (A, e.g. an older commit from
-# `git archive`) against this checkout (B), interleaved round by round so that clock and thermal drift hit both
-# alike. Prints each run's figures as they come, then the median of every case per side and B/A.
+# `git archive`) against this checkout (B), interleaved round by round (A first in odd rounds, B first in even
+# ones) so that clock and thermal drift hit both alike. Prints each run's figures as they come, then the median of every case per side and B/A.
 #
 #   git archive <commit> | tar -x -C .baseline        # here; carry .baseline to the GPU machine
 #   BASE=.baseline bash bench/ab-compare.sh           # there
 #   BASE=... ROUNDS=3 TRAIN_CASES="base:16384 big:16384" DECODE_BATCHES=32,128 BEAMS=1,4 bash bench/ab-compare.sh
 #
-# Each side is built into its own build-gpu (bench targets only; SKIP_BUILD=1 uses what is there). The benchmark
+# Each side is built into its own folder (bench targets only; SKIP_BUILD=1 uses what is there). The benchmark
 # options are those of the baseline's programs, so both sides must accept them (BENCH_ARGS_B overrides B's).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,40 +20,48 @@ out=${OUT:-/tmp/lseq-ab}/ab
 mkdir -p "$out"
 : >"$out/runs.txt"
 
-build() {  # build TREE: bench_train_throughput and bench_decode_throughput in TREE/build-gpu
-  local tree=$1
-  { [ -f "$tree/build-gpu/build.ninja" ] ||
-    cmake -S "$tree" -B "$tree/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DLSEQ_CUDA=ON -DLSEQ_BUILD_TESTS=OFF; } >"$out/build-$(basename "$tree").log" 2>&1 &&
-    cmake --build "$tree/build-gpu" --target bench_train_throughput bench_decode_throughput -j "${JOBS:-16}" \
-      >>"$out/build-$(basename "$tree").log" 2>&1
+# Build folders: B's is the checkout's build-gpu; A's lies outside the baseline tree (BASE_BUILD), because the
+# device tool replaces a carried folder, and whatever was built inside it, at every call.
+build_a=${BASE_BUILD:-/tmp/lseq-ab-base-build}
+build_b=$root/build-gpu
+build() {  # build TREE BUILD_DIR NAME: bench_train_throughput and bench_decode_throughput
+  local tree=$1 dir=$2 log=$out/build-$3.log
+  { [ -f "$dir/build.ninja" ] ||
+    cmake -S "$tree" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DLSEQ_CUDA=ON -DLSEQ_BUILD_TESTS=OFF; } >"$log" 2>&1 &&
+    cmake --build "$dir" --target bench_train_throughput bench_decode_throughput -j "${JOBS:-16}" >>"$log" 2>&1
 }
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   t0=$(date +%s)
-  build "$base" & pid_a=$!
-  build "$root" & pid_b=$!
-  wait $pid_a || { echo "build of A failed:"; tail -n 20 "$out/build-$(basename "$base").log"; exit 1; }
-  wait $pid_b || { echo "build of B failed:"; tail -n 20 "$out/build-$(basename "$root").log"; exit 1; }
+  build "$base" "$build_a" A & pid_a=$!
+  build "$root" "$build_b" B & pid_b=$!
+  wait $pid_a || { echo "build of A failed:"; tail -n 20 "$out/build-A.log"; exit 1; }
+  wait $pid_b || { echo "build of B failed:"; tail -n 20 "$out/build-B.log"; exit 1; }
   echo "builds: $(($(date +%s) - t0)) s"
 fi
 
-run_side() {  # run_side A|B TREE
-  local side=$1 tree=$2 c model tokens
+run_side() {  # run_side A|B TREE BUILD_DIR
+  local side=$1 tree=$2 bin=$3/bench c model tokens
   for c in $train_cases; do
     model=${c%%:*} tokens=${c##*:}
-    (cd "$tree" && timeout 300 build-gpu/bench/bench_train_throughput --preset "configs/transformer-$model.yaml" \
+    (cd "$tree" && timeout 300 "$bin/bench_train_throughput" --preset "configs/transformer-$model.yaml" \
       --precision bf16 --tokens "$tokens") 2>/dev/null | grep '^RESULT' | sed "s/^RESULT/$side/" |
       tee -a "$out/runs.txt"
   done
-  (cd "$tree" && timeout 300 build-gpu/bench/bench_decode_throughput --preset configs/transformer-base.yaml \
+  (cd "$tree" && timeout 300 "$bin/bench_decode_throughput" --preset configs/transformer-base.yaml \
     --precision bf16 --batch-sizes "$decode_batches" --beams "$beams" --src-len 28 --out-len 28 \
     --batches-per-case 10) 2>/dev/null | grep '^RESULT' | sed "s/^RESULT/$side/" | tee -a "$out/runs.txt"
 }
 
 for r in $(seq 1 "$rounds"); do
   t0=$(date +%s)
-  run_side A "$base"
-  run_side B "$root"
+  if [ $((r % 2)) = 1 ]; then  # the order alternates, so that a drift within a round favours neither side
+    run_side A "$base" "$build_a"
+    run_side B "$root" "$build_b"
+  else
+    run_side B "$root" "$build_b"
+    run_side A "$base" "$build_a"
+  fi
   echo "round $r: $(($(date +%s) - t0)) s"
 done
 
