@@ -143,6 +143,15 @@ void check_combination(App app, const Options& options) {
     int64_t dim = options.get_int("dim-emb"), heads = options.get_int("transformer-heads");
     if (dim % heads != 0)
       fail("option 'dim-emb' ({}) must be a multiple of 'transformer-heads' ({})", dim, heads);
+    // --after-epochs and --after-batches are Marian's older spellings of --after: two limits would leave it unclear
+    // which one the user meant.
+    if (options.get_schedule("after").count > 0) {
+      for (const char* older : {"after-epochs", "after-batches"}) {
+        if (options.get_int(older) > 0)
+          fail("both --after ({}) and --{} ({}) are set; give one training limit (--after takes units: 10e, 5000u)",
+               options.get_string("after"), older, options.get_int(older));
+      }
+    }
   }
 }
 

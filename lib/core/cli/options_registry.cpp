@@ -3,6 +3,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/model/model_config.h"
+
 namespace lseq {
 
 DefaultTokens OptionSpec::default_for(App app) const {
@@ -21,6 +23,17 @@ namespace {
 
 using T = OptionType;
 using G = OptionGroup;
+
+// Limits of the sizes that are not the model's own (those are in core/model/model_config.h). Beyond them a run
+// could not fit on any machine, or the counts would leave the types that hold them; the parser refuses them with
+// one line instead of failing later in an allocation.
+constexpr int kMaxCpuThreads = 1024;
+constexpr int kMaxBatchTokens = 1 << 24;      // --mini-batch-words
+constexpr int kMaxBatchSentences = 1 << 20;   // --mini-batch, --valid-mini-batch
+constexpr int kMaxMaxiBatch = 100000;         // --maxi-batch
+constexpr int kMaxWorkspaceMiB = 1 << 26;     // --workspace (64 TiB)
+constexpr int kMaxOptimizerDelay = 1 << 16;   // --optimizer-delay
+constexpr int kMaxBeamSize = 1024;            // --beam-size
 
 DefaultTokens none() { return std::nullopt; }
 DefaultTokens def(std::string value) { return std::vector<std::string>{std::move(value)}; }
@@ -92,7 +105,8 @@ std::vector<OptionSpec> build_registry() {
             .at_least(0),
         Opt("devices", T::ints, G::general, TXS, defs({"0"}), "GPU device ids to use").flag('d').at_least(0),
         Opt("cpu", T::boolean, G::general, TXS, def("false"), "Run on the CPU backend instead of GPUs"),
-        Opt("cpu-threads", T::integer, G::general, TXS, def("0"), "CPU threads; 0 uses all cores").at_least(0),
+        Opt("cpu-threads", T::integer, G::general, TXS, def("0"), "CPU threads; 0 uses all cores")
+            .in(0, kMaxCpuThreads),
         Opt("precision", T::string, G::general, TXS, def("fp32"),
             "Compute precision: fp32, bf16 or fp16 (Marian's float32, bfloat16, float16 also accepted)")
             .one_of({"fp32", "bf16", "fp16"})
@@ -102,7 +116,7 @@ std::vector<OptionSpec> build_registry() {
         Opt("workspace", T::integer, G::general, TXS, def("0"),
             "Initial device workspace in MiB; it grows to what the batches need (0: start empty)")
             .flag('w')
-            .at_least(0),
+            .in(0, kMaxWorkspaceMiB),
     };
     for (auto& x : o) add(x);
   }
@@ -115,14 +129,14 @@ std::vector<OptionSpec> build_registry() {
             .one_of({"transformer", "lm-transformer"}),
         Opt("dim-vocabs", T::ints, G::model, kTrain, defs({"8000", "8000"}),
             "Vocabulary sizes (source, target); also the SentencePiece size when lstrain creates the vocabularies")
-            .at_least(0),
-        Opt("dim-emb", T::integer, G::model, kTrain, def("512"), "Embedding and model dimension").at_least(1),
-        Opt("enc-depth", T::integer, G::model, kTrain, def("6"), "Number of encoder layers").at_least(0),
-        Opt("dec-depth", T::integer, G::model, kTrain, def("6"), "Number of decoder layers").at_least(1),
+            .in(0, kMaxVocab),
+        Opt("dim-emb", T::integer, G::model, kTrain, def("512"), "Embedding and model dimension").in(1, kMaxModelDim),
+        Opt("enc-depth", T::integer, G::model, kTrain, def("6"), "Number of encoder layers").in(0, kMaxDepth),
+        Opt("dec-depth", T::integer, G::model, kTrain, def("6"), "Number of decoder layers").in(1, kMaxDepth),
         Opt("transformer-heads", T::integer, G::model, kTrain, def("8"), "Attention heads (divide dim-emb)")
-            .at_least(1),
+            .in(1, kMaxHeads),
         Opt("transformer-dim-ffn", T::integer, G::model, kTrain, def("2048"), "Inner size of the feed-forward blocks")
-            .at_least(1),
+            .in(1, kMaxFfnDim),
         Opt("transformer-ffn-activation", T::string, G::model, kTrain, def("relu"),
             "Feed-forward activation: relu, gelu or swish")
             .one_of({"relu", "gelu", "swish"}),
@@ -156,7 +170,7 @@ std::vector<OptionSpec> build_registry() {
             .in_half_open(0, 1),
         Opt("max-length", T::integer, G::model, TXS, def("100"),
             "Longest sentence in tokens; longer ones are skipped (or cropped, see max-length-crop)")
-            .at_least(1)
+            .in(1, kMaxLength)
             .default_in(App::translate, def("1000"))
             .default_in(App::score, def("1000"))
             .group_in(App::translate, G::translation)
@@ -188,20 +202,20 @@ std::vector<OptionSpec> build_registry() {
             "Directory for the binary corpus cache; empty keeps it next to the model"),
         Opt("mini-batch-words", T::integer, G::training, TXS, def("4096"),
             "Target tokens per batch (0: use mini-batch)")
-            .at_least(0)
+            .in(0, kMaxBatchTokens)
             .default_in(App::translate, def("0"))
             .default_in(App::score, def("0"))
             .group_in(App::translate, G::translation)
             .group_in(App::score, G::translation),
         Opt("mini-batch", T::integer, G::training, TXS, def("0"), "Sentences per batch (0: use mini-batch-words)")
-            .at_least(0)
+            .in(0, kMaxBatchSentences)
             .default_in(App::translate, def("16"))
             .default_in(App::score, def("16"))
             .group_in(App::translate, G::translation)
             .group_in(App::score, G::translation),
         Opt("maxi-batch", T::integer, G::training, TXS, def("100"),
             "Batches read ahead and sorted by length together")
-            .at_least(1)
+            .in(1, kMaxMaxiBatch)
             .group_in(App::translate, G::translation)
             .group_in(App::score, G::translation),
         Opt("shuffle", T::string, G::training, kTrain, def("data"),
@@ -226,7 +240,7 @@ std::vector<OptionSpec> build_registry() {
             "Adam beta1, beta2, epsilon"),
         Opt("optimizer-delay", T::integer, G::training, kTrain, def("1"),
             "Accumulate gradients over N batches per update (above 1 they keep a buffer of their own)")
-            .at_least(1),
+            .in(1, kMaxOptimizerDelay),
         Opt("learn-rate", T::floating, G::training, kTrain, def("0.0003"), "Peak learning rate").at_least(0),
         Opt("lr-warmup", T::string, G::training, kTrain, def("0"),
             "Raise the learning rate linearly over N updates (u)")
@@ -273,10 +287,10 @@ std::vector<OptionSpec> build_registry() {
             "bleu, chrf")
             .one_of({"cross-entropy", "ce-mean-words", "perplexity", "bleu", "chrf"}),
         Opt("valid-mini-batch", T::integer, G::validation, kTrain, def("32"), "Sentences per validation batch")
-            .at_least(1),
+            .in(1, kMaxBatchSentences),
         Opt("valid-max-length", T::integer, G::validation, kTrain, def("1000"),
             "Longest validation sentence in tokens (longer ones are cropped)")
-            .at_least(1),
+            .in(1, kMaxLength),
         Opt("valid-translation-output", T::string, G::validation, kTrain, none(),
             "Write the validation translations to this file"),
         Opt("keep-best", T::boolean, G::validation, kTrain, def("false"),
@@ -300,7 +314,7 @@ std::vector<OptionSpec> build_registry() {
         Opt("beam-size", T::integer, G::translation, kTranslate | kTrain, def("4"),
             "Beam size; 1 is greedy search (lstrain: for the bleu/chrf validation metrics)")
             .flag('b')
-            .at_least(1),
+            .in(1, kMaxBeamSize),
         Opt("normalize", T::floating, G::translation, TXS, def("0.6"),
             "Divide scores by length^N (length normalisation); --normalize alone means 1")
             .flag('n')

@@ -41,17 +41,18 @@ const char* activation_name(kernels::Activation act) {
 }
 
 void ModelConfig::validate() const {
-  auto positive = [](int value, const char* option) {
+  auto in_range = [](int value, int limit, const char* option) {
     if (value <= 0) fail("{} must be positive, got {}", option, value);
+    if (value > limit) fail("{} {} is above this version's limit of {}", option, value, limit);
   };
-  positive(src_vocab, "--dim-vocabs (source)");
-  positive(tgt_vocab, "--dim-vocabs (target)");
-  positive(dim_emb, "--dim-emb");
-  positive(enc_depth, "--enc-depth");
-  positive(dec_depth, "--dec-depth");
-  positive(heads, "--transformer-heads");
-  positive(dim_ffn, "--transformer-dim-ffn");
-  positive(max_length, "--max-length");
+  in_range(src_vocab, kMaxVocab, "--dim-vocabs (source)");
+  in_range(tgt_vocab, kMaxVocab, "--dim-vocabs (target)");
+  in_range(dim_emb, kMaxModelDim, "--dim-emb");
+  in_range(enc_depth, kMaxDepth, "--enc-depth");
+  in_range(dec_depth, kMaxDepth, "--dec-depth");
+  in_range(heads, kMaxHeads, "--transformer-heads");
+  in_range(dim_ffn, kMaxFfnDim, "--transformer-dim-ffn");
+  in_range(max_length, kMaxLength, "--max-length");
   if (dim_emb % heads != 0) {
     fail("--transformer-heads {} does not divide --dim-emb {}; choose a head count that divides the embedding size",
          heads, dim_emb);

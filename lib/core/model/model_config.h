@@ -14,6 +14,16 @@ namespace lseq {
 enum class TiedEmbeddings { none, target, source, all };
 enum class NormPlacement { post, pre };  // Marian "" + "dan" (post) or "n" + "da" / transformer-prenorm (pre)
 
+// The largest sizes a model may have. They keep every index and size product the kernels form inside the types
+// that hold them (int rows x columns, int64 elements), and bound the work a mistyped option can start: beyond them
+// a model could not be trained on any machine anyway. The option registry (core/cli) takes its limits from here.
+constexpr int kMaxModelDim = 65536;       // --dim-emb, --transformer-dim-ffn
+constexpr int kMaxFfnDim = 1 << 20;       // --transformer-dim-ffn
+constexpr int kMaxDepth = 1024;           // --enc-depth, --dec-depth
+constexpr int kMaxHeads = 1024;           // --transformer-heads
+constexpr int kMaxVocab = 1 << 24;        // --dim-vocabs
+constexpr int kMaxLength = 8192;          // --max-length (tokens per sentence)
+
 struct ModelConfig {
   int src_vocab = 0, tgt_vocab = 0;  // dim-vocabs
   int dim_emb = 512;                 // dim-emb

@@ -235,6 +235,7 @@ bool Trainer::should_stop(std::string& reason) const {
 }
 
 TrainResult Trainer::run() {
+  defer_stop_signals();  // from here on a signal means: save a checkpoint, then stop
   run_start_ = window_start_ = now_seconds();
   seconds_before_ = progress_.seconds;
   TrainResult result;

@@ -103,8 +103,8 @@ TEST(OptionErrors, OutOfRangeNamesTheAllowedValues) {
   expect_parts(error_of(App::train, {"-m", "m", "--transformer-dropout", "1"}),
                {"'--transformer-dropout'", "must be in [0, 1)", "got 1"});
   expect_parts(error_of(App::train, {"-m", "m", "--label-smoothing", "-0.1"}), {"in [0, 1)"});
-  expect_parts(error_of(App::train, {"-m", "m", "--dim-emb", "-512"}), {"'--dim-emb'", "at least 1", "-512"});
-  expect_parts(error_of(App::translate, {"-m", "m", "--beam-size", "0"}), {"'--beam-size'", "at least 1"});
+  expect_parts(error_of(App::train, {"-m", "m", "--dim-emb", "-512"}), {"'--dim-emb'", "between 1 and 65536", "-512"});
+  expect_parts(error_of(App::translate, {"-m", "m", "--beam-size", "0"}), {"'--beam-size'", "between 1 and 1024"});
   expect_parts(error_of(App::train, {"-m", "m", "--precision", "fp8"}),
                {"'--precision'", "fp32|bf16|fp16", "float32", "'fp8'"});
   expect_parts(error_of(App::train, {"-m", "m", "--transformer-ffn-activation", "tanh"}), {"relu|gelu|swish"});
@@ -129,6 +129,29 @@ TEST(OptionErrors, AnOptionOfAnotherAppIsRejectedClearly) {
   std::string file = dir.write("train.yaml", "dim-emb: 512\nlearn-rate: 0.1\n");
   expect_parts(error_of(App::score, {"-m", "m", "-c", file}),
                {"option 'dim-emb' in " + file + " line 1 is not accepted by lsscore", "lstrain"});
+}
+
+// Sizes beyond what any machine could run, or beyond the types that count them, are refused by the parser in one
+// line naming the option and the limit (before, they failed later in an allocation or hung in planning).
+TEST(OptionErrors, SizesAboveTheLimitsNameTheOptionAndTheLimit) {
+  expect_parts(error_of(App::train, {"-m", "m", "--mini-batch-words", "1000000000000"}),
+               {"'--mini-batch-words'", "between 0 and", "1000000000000"});
+  expect_parts(error_of(App::train, {"-m", "m", "--max-length", "2147483647"}),
+               {"'--max-length'", "between 1 and 8192", "2147483647"});
+  expect_parts(error_of(App::translate, {"-m", "m", "--cpu-threads", "100000"}), {"'--cpu-threads'", "100000"});
+  expect_parts(error_of(App::train, {"-m", "m", "--enc-depth", "100000"}), {"'--enc-depth'", "100000"});
+  TempDir dir("limits");
+  std::string file = dir.write("big.yaml", "dim-emb: 1000000000\n");
+  expect_parts(error_of(App::train, {"-m", "m", "-c", file}), {"'dim-emb'", file, "line 1", "1000000000"});
+  // A value at the limit is accepted.
+  EXPECT_FALSE(run_parse(App::train, {"-m", "m", "--max-length", "8192"}).parsed.exit_now);
+}
+
+TEST(OptionErrors, AfterAndItsOlderSpellingsTogetherAreRefused) {
+  expect_parts(error_of(App::train, {"-m", "m", "--after", "2e", "--after-epochs", "3"}),
+               {"--after (2e)", "--after-epochs (3)", "one training limit"});
+  expect_parts(error_of(App::train, {"-m", "m", "--after", "100u", "--after-batches", "5"}), {"--after-batches"});
+  EXPECT_FALSE(run_parse(App::train, {"-m", "m", "--after-epochs", "3"}).parsed.exit_now);
 }
 
 }  // namespace

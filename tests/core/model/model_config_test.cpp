@@ -77,6 +77,21 @@ TEST(ModelConfig, TheTransformerValidatesItsConfig) {
   EXPECT_NE(error_of([&] { EncoderDecoderModel t(c, *backend); }).find("--transformer-heads"), std::string::npos);
 }
 
+// A config read from a weights file never passed the option parser: the same limits hold there.
+TEST(ModelConfig, SizesAboveTheLimitsAreRefused) {
+  ModelConfig c = valid();
+  c.enc_depth = kMaxDepth + 1;
+  expect_error(c, {"--enc-depth", "limit"});
+  c = valid(), c.dim_emb = c.heads * (kMaxModelDim / c.heads + 1);
+  expect_error(c, {"--dim-emb", "limit"});
+  c = valid(), c.max_length = kMaxLength + 1;
+  expect_error(c, {"--max-length", "limit"});
+  c = valid(), c.src_vocab = kMaxVocab + 1;
+  expect_error(c, {"--dim-vocabs", "limit"});
+  c = valid(), c.dec_depth = kMaxDepth;
+  EXPECT_NO_THROW(c.validate());
+}
+
 TEST(ModelConfig, NormPlacementAcceptsMarianPairsOnly) {
   EXPECT_EQ(parse_norm_placement("", "dan"), NormPlacement::post);
   EXPECT_EQ(parse_norm_placement("n", "da"), NormPlacement::pre);
