@@ -61,7 +61,7 @@ void print_help(App app, std::ostream& out) {
   out << "Options also come from YAML files with the same names (--config a.yaml b.yaml, merged in order);\n"
          "the command line wins. --dump-config prints the merged result.\n";
   for (OptionGroup group : {OptionGroup::general, OptionGroup::model, OptionGroup::training, OptionGroup::validation,
-                            OptionGroup::translation}) {
+                            OptionGroup::translation, OptionGroup::evaluation}) {
     bool header = false;
     for (const auto& spec : option_registry()) {
       if (!spec.accepted_by(app) || spec.group_for(app) != group) continue;

@@ -194,6 +194,9 @@ TEST(Options, HelpAndVersion) {
   EXPECT_EQ(translate_help.out.find("--dim-emb"), std::string::npos);
   auto score_help = run_parse(App::score, {"--help"});
   EXPECT_NE(score_help.out.find("(default: 0)"), std::string::npos);
+  auto eval_help = run_parse(App::eval, {"--help"});
+  for (const char* part : {"Evaluation options:", "-r, --references", "-m, --metrics", "(default: bleu chrf)"})
+    EXPECT_NE(eval_help.out.find(part), std::string::npos) << part;
 
   auto version = run_parse(App::score, {"--version"});
   EXPECT_TRUE(version.parsed.exit_now);
