@@ -7,8 +7,8 @@
 #   BASE=.baseline bash bench/ab-compare.sh           # there
 #   BASE=... ROUNDS=3 TRAIN_CASES="base:16384 big:16384" DECODE_BATCHES=32,128 BEAMS=1,4 bash bench/ab-compare.sh
 #
-# Each side is built into its own folder (bench targets only; SKIP_BUILD=1 uses what is there). The benchmark
-# options are those of the baseline's programs, so both sides must accept them (BENCH_ARGS_B overrides B's).
+# Each side is built into its own folder (bench targets only; SKIP_BUILD=1 uses what is there). Each side gets its
+# lists in the form its benchmarks read (comma-separated before the shared option parser, words since).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=$(cd "${BASE:?set BASE to the baseline source tree}" && pwd)
@@ -48,8 +48,13 @@ run_side() {  # run_side A|B TREE BUILD_DIR
       --precision bf16 --tokens "$tokens") 2>/dev/null | grep '^RESULT' | sed "s/^RESULT/$side/" |
       tee -a "$out/runs.txt"
   done
+  # Lists: comma-separated for benchmarks older than the shared option parser (no bench/bench_options.h), Marian-
+  # style words since.
+  local batches=$decode_batches beam_list=$beams
+  if [ -f "$tree/bench/bench_options.h" ]; then batches=${batches//,/ } beam_list=${beam_list//,/ }; fi
+  # shellcheck disable=SC2086
   (cd "$tree" && timeout 300 "$bin/bench_decode_throughput" --preset configs/transformer-base.yaml \
-    --precision bf16 --batch-sizes "$decode_batches" --beams "$beams" --src-len 28 --out-len 28 \
+    --precision bf16 --batch-sizes $batches --beams $beam_list --src-len 28 --out-len 28 \
     --batches-per-case 10) 2>/dev/null | grep '^RESULT' | sed "s/^RESULT/$side/" | tee -a "$out/runs.txt"
 }
 

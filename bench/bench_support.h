@@ -1,7 +1,7 @@
 #pragma once
-// Shared by the GPU benchmarks (train_throughput, decode_throughput): a small `--key value` argument reader, the
-// model preset loader, the device-memory probe and the one-line result format that bench/run-gpu-bench.sh and the
-// Python peers (pytorch_train.py, hf_generate.py) share:
+// Shared by the GPU benchmarks (train_throughput, decode_throughput): the model preset loader, the backend the
+// benchmark's options select, the device-memory probe and the one-line result format that bench/run-gpu-bench.sh
+// and the Python peers (pytorch_train.py, hf_generate.py) share:
 //   RESULT bench=<train|decode> impl=<lseq|...> model=<name> key=value ... status=<ok|failed|not-measured>
 // Values never contain spaces (reasons use '_'), so a line splits on blanks and then on the first '='.
 #include <fmt/format.h>
@@ -12,12 +12,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <map>
+#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "bench_options.h"
 #include "core/cli/backend_select.h"
 #include "core/cli/options.h"
 #include "core/model/model_config.h"
@@ -26,96 +25,21 @@
 
 namespace lseq::bench {
 
-// `--key value` and bare `--flag` arguments; positional arguments kept in order. Unknown keys are an error (so a
-// typo never silently runs the default case).
-class Args {
- public:
-  Args(int argc, char** argv, std::vector<std::string> flags, std::vector<std::string> keys)
-      : flags_(std::move(flags)), keys_(std::move(keys)) {
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a.rfind("--", 0) != 0) {
-        positional_.push_back(a);
-        continue;
-      }
-      const std::string key = a.substr(2);
-      if (std::find(flags_.begin(), flags_.end(), key) != flags_.end()) {
-        values_[key] = "1";
-      } else if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) {
-        if (i + 1 >= argc) fail("option {} needs a value", a);
-        values_[key] = argv[++i];
-      } else {
-        fail("unknown option {}; run with --help for the list", a);
-      }
-    }
-  }
-  bool flag(const std::string& key) const { return values_.count(key) > 0; }
-  std::string get(const std::string& key, const std::string& fallback) const {
-    auto it = values_.find(key);
-    return it == values_.end() ? fallback : it->second;
-  }
-  int64_t get_int(const std::string& key, int64_t fallback) const {
-    auto it = values_.find(key);
-    return it == values_.end() ? fallback : parse_int(it->second, key);
-  }
-  double get_double(const std::string& key, double fallback) const {
-    auto it = values_.find(key);
-    if (it == values_.end()) return fallback;
-    try {
-      std::size_t used = 0;
-      const double v = std::stod(it->second, &used);
-      if (used == it->second.size()) return v;
-    } catch (const std::exception&) {
-    }
-    fail("option --{} expects a number, got '{}'", key, it->second);
-  }
-  // A comma-separated list of integers, e.g. --tokens 4096,8192,16384.
-  std::vector<int64_t> get_ints(const std::string& key, std::vector<int64_t> fallback) const {
-    auto it = values_.find(key);
-    if (it == values_.end()) return fallback;
-    std::vector<int64_t> out;
-    std::string item;
-    for (std::size_t i = 0; i <= it->second.size(); ++i) {
-      if (i == it->second.size() || it->second[i] == ',') {
-        out.push_back(parse_int(item, key));
-        item.clear();
-      } else {
-        item += it->second[i];
-      }
-    }
-    return out;
-  }
-  const std::vector<std::string>& positional() const { return positional_; }
-
- private:
-  static int64_t parse_int(const std::string& text, const std::string& key) {
-    try {
-      std::size_t used = 0;
-      const long long v = std::stoll(text, &used);
-      if (used == text.size()) return v;
-    } catch (const std::exception&) {
-    }
-    fail("option --{} expects an integer (or a comma-separated list of integers), got '{}'", key, text);
-  }
-  std::vector<std::string> flags_, keys_;
-  std::map<std::string, std::string> values_;
-  std::vector<std::string> positional_;
-};
-
 // The model of a preset (configs/transformer-base.yaml ...) read through lseq's own option code, with the
-// vocabulary sizes (both sides) and --max-length overridden by the benchmark. The options are returned too
-// (optimizer settings, precision, backend choice).
+// vocabulary sizes (a size of 0 keeps the preset's) and --max-length overridden by the benchmark. The options are
+// returned too (optimizer settings, precision, backend choice).
 struct Preset {
   Options options;
   ModelConfig config;
   std::string name;  // file name without directory and .yaml, e.g. "transformer-base"
 };
 
-inline Preset load_preset(const std::string& path, int64_t vocab, int max_length) {
+inline Preset load_preset(const std::string& path, VocabSizes vocab, int max_length) {
   Preset p;
   p.options = options_from_file(App::train, path);
   p.config = ModelConfig::from_yaml(p.options.yaml());
-  if (vocab > 0) p.config.src_vocab = p.config.tgt_vocab = static_cast<int>(vocab);
+  if (vocab.src > 0) p.config.src_vocab = vocab.src;
+  if (vocab.tgt > 0) p.config.tgt_vocab = vocab.tgt;
   if (max_length > 0) p.config.max_length = max_length;
   p.config.validate();
   std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
@@ -124,11 +48,22 @@ inline Preset load_preset(const std::string& path, int64_t vocab, int max_length
   return p;
 }
 
-// Sets --cpu and --precision on the options and returns the backend lseq itself would pick (a precision the
-// backend cannot run throws lseq::Error, reported as "not measured" by the callers).
-inline std::unique_ptr<kernels::Backend> make_backend(Options& options, bool cpu, const std::string& precision) {
-  options.set("cpu", YAML::Node(cpu));
+// Sets the benchmark's --cpu, --cpu-threads, --devices (the first) and `precision` on `options` (a preset's, or
+// lstranslate's for a model directory), where lseq's own backend choice reads them.
+inline void set_backend_options(Options& options, const Options& bench, const std::string& precision) {
+  options.set("cpu", YAML::Node(bench.get_bool("cpu")));
+  options.set("cpu-threads", YAML::Node(bench.get_int("cpu-threads")));
+  YAML::Node devices(YAML::NodeType::Sequence);
+  devices.push_back(device(bench));
+  options.set("devices", devices);
   options.set("precision", YAML::Node(precision));
+}
+
+// The backend lseq itself would pick with those options (a precision the backend cannot run throws lseq::Error,
+// reported as "not measured" by the callers).
+inline std::unique_ptr<kernels::Backend> make_backend(Options& options, const Options& bench,
+                                                      const std::string& precision) {
+  set_backend_options(options, bench, precision);
   return select_backend(options);
 }
 
@@ -150,16 +85,16 @@ inline double train_flops_per_token(const std::vector<ParamInfo>& params, const 
 
 // Device memory in use by this process as the driver sees it: cudaMemGetInfo's free bytes at a baseline minus
 // the lowest free bytes seen at any sample() since. Construct it before the backend: it first creates the CUDA
-// context on GPU 0 (which it does not count), so the baseline is taken before lseq allocates anything, and the
-// peak counts every cudaMalloc of lseq (backend scratch, cuBLAS handle and workspace, parameters, gradients,
-// optimizer state, workspace) rounded up to the driver's granularity, plus kernel modules loaded lazily at first
-// use; other processes on the same GPU would inflate it. With cuda = false (--cpu, or no GPU) it measures nothing
-// (valid() is false).
+// context on the backend's GPU (which it does not count), so the baseline is taken before lseq allocates anything,
+// and the peak counts every cudaMalloc of lseq (backend scratch, cuBLAS handle and workspace, parameters,
+// gradients, optimizer state, workspace) rounded up to the driver's granularity, plus kernel modules loaded lazily
+// at first use; other processes on the same GPU would inflate it. With cuda = false (--cpu, or no GPU) it measures
+// nothing (valid() is false).
 class DeviceMemoryProbe {
  public:
-  explicit DeviceMemoryProbe(bool cuda) : cuda_(cuda && kernels::cuda_backend_available()) {
+  DeviceMemoryProbe(bool cuda, [[maybe_unused]] int device) : cuda_(cuda && kernels::cuda_backend_available()) {
 #ifdef LSEQ_WITH_CUDA
-    if (cuda_ && cudaFree(nullptr) != cudaSuccess) {  // creates the context
+    if (cuda_ && (cudaSetDevice(device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess)) {  // creates the context
       cudaGetLastError();
       cuda_ = false;
     }

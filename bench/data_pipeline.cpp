@@ -2,18 +2,25 @@
 // the cache again, and the batcher reading batches from it (tokens/s on one core without the prefetch thread,
 // and with it), plus the padding ratio of the batches. Reports, never asserts.
 //
-//   bench_data_pipeline CORPUS_PREFIX | SRC TGT  --vocab spm.model [--max-tokens 4096] [--langs de,en] ...
+//   bench_data_pipeline --train-sets SRC TGT --vocabs spm.model [--mini-batch-words 4096] [--maxi-batch 100]
+//     [--max-length N (default: no limit)] [--dim-vocabs 8000] [--cache-dir DIR] [--cpu-threads 0]
+//     [--min-seconds 3]                                    (the benchmarks' options: bench_data_pipeline --help)
+// --vocabs is trained on the corpus (--dim-vocabs pieces) when missing; the cache goes to a fresh temporary
+// directory unless --cache-dir is given, so that encoding is timed.
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <unistd.h>
 
-#include "bench_support.h"
+#include "bench_options.h"
+#include "core/cli/app_main.h"
 #include "data/batcher.h"
 #include "data/corpus_cache.h"
 #include "data/vocab.h"
@@ -55,107 +62,84 @@ static EpochStats drain(Batcher& batcher, double min_seconds) {
   return s;
 }
 
-int main(int argc, char** argv) {
-  std::vector<std::string> corpus;
-  std::string vocab_path, cache_dir;
-  std::vector<std::string> langs = {"de", "en"};
-  int64_t max_tokens = 4096;
-  int maxi_batch = 100, max_length = 0, vocab_size = 8000, threads = 0;
-  double min_seconds = 3;
-  try {
-    lseq::bench::Args args(argc, argv, {"help"},
-                           {"vocab", "max-tokens", "mini-batch-words", "maxi-batch", "max-length", "langs",
-                            "dim-vocabs", "cache-dir", "threads", "min-seconds"});
-    if (args.flag("help") || args.positional().empty() || args.get("vocab", "").empty()) {
-      fmt::print(
-          "usage: {} CORPUS_PREFIX | SRC TGT --vocab spm.model [--max-tokens 4096] [--maxi-batch 100] "
-          "[--max-length 0] [--langs de,en] [--dim-vocabs 8000] [--cache-dir DIR] [--threads 0] [--min-seconds 3]\n"
-          "  --vocab is trained on the corpus when missing; the cache goes to a fresh temp dir unless --cache-dir "
-          "is given (so encoding is timed)\n",
-          argv[0]);
-      return args.flag("help") ? 0 : 2;
-    }
-    corpus = args.positional();
-    vocab_path = args.get("vocab", "");
-    max_tokens = args.get_int("max-tokens", args.get_int("mini-batch-words", max_tokens));
-    maxi_batch = static_cast<int>(args.get_int("maxi-batch", maxi_batch));
-    max_length = static_cast<int>(args.get_int("max-length", max_length));
-    vocab_size = static_cast<int>(args.get_int("dim-vocabs", vocab_size));
-    threads = static_cast<int>(args.get_int("threads", threads));
-    min_seconds = args.get_double("min-seconds", min_seconds);
-    cache_dir = args.get("cache-dir", "");
-    const std::string lang_list = args.get("langs", "de,en");
-    const std::size_t comma = lang_list.find(',');
-    if (comma == std::string::npos) lseq::fail("--langs expects two suffixes separated by a comma, e.g. de,en");
-    langs = {lang_list.substr(0, comma), lang_list.substr(comma + 1)};
-  } catch (const lseq::Error& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 2;
+// The SentencePiece model at `path`, trained on the corpus first when missing.
+static Vocab load_or_train_vocab(const std::vector<std::string>& corpus, const std::string& path, int size) {
+  if (!fs::exists(path)) {
+    VocabTrainOptions vo;
+    vo.vocab_size = size;
+    const auto start = Clock::now();
+    Vocab::train(corpus, path, vo);
+    fmt::print("vocab training: {:.1f} s ({} pieces)\n", seconds_since(start), size);
   }
+  return Vocab::load(path);
+}
 
-  try {
-    if (corpus.size() == 1) corpus = {corpus[0] + "." + langs[0], corpus[0] + "." + langs[1]};
-    if (corpus.size() != 2) lseq::fail("give a corpus prefix or two files");
-    if (!fs::exists(vocab_path)) {
-      VocabTrainOptions vo;
-      vo.vocab_size = vocab_size;
-      const auto start = Clock::now();
-      Vocab::train(corpus, vocab_path, vo);
-      fmt::print("vocab training: {:.1f} s ({} pieces)\n", seconds_since(start), vocab_size);
-    }
-    const Vocab vocab = Vocab::load(vocab_path);
-    const bool own_cache_dir = cache_dir.empty();
-    if (own_cache_dir) cache_dir = (fs::temp_directory_path() / fmt::format("lseq-bench-cache-{}", ::getpid())).string();
-
-    CorpusOptions co;
-    co.files = corpus;
-    co.max_length = max_length;
-    co.cache_dir = cache_dir;
-    co.threads = threads;
-    auto start = Clock::now();
-    double cpu_start = process_cpu_seconds();
-    auto encoded = EncodedCorpus::open_or_build(co, {&vocab, &vocab});
-    const double build_s = seconds_since(start), build_cpu_s = process_cpu_seconds() - cpu_start;
-    const int64_t tokens = encoded->total_tokens(0) + encoded->total_tokens(1);
-    fmt::print("corpus: {} pairs kept of {} lines, {} tokens ({} bytes/token), cache {}\n", encoded->size(),
-               encoded->lines_read(), tokens, encoded->token_bytes(), encoded->cache_path());
-    fmt::print("{}: {:.2f} s, {:.0f} pairs/s, {:.2f} M tokens/s wall ({} encoding threads); {:.0f} pairs per CPU "
-               "second\n",
-               encoded->from_cache() ? "cache read (existing)" : "first-time encoding", build_s,
-               encoded->lines_read() / build_s, tokens / build_s / 1e6,
-               threads > 0 ? threads : int(std::thread::hardware_concurrency()), encoded->lines_read() / build_cpu_s);
-    encoded.reset();
-    start = Clock::now();
-    encoded = EncodedCorpus::open_or_build(co, {&vocab, &vocab});
-    fmt::print("reopen from cache: {:.3f} s (includes hashing the corpus files' identity)\n", seconds_since(start));
-
-    BatcherOptions bo;
-    bo.mini_batch_words = max_tokens;
-    bo.maxi_batch = maxi_batch;
-    for (int prefetch : {0, 8}) {
-      bo.prefetch = prefetch;
-      Batcher batcher(encoded, bo);
-      start = Clock::now();
-      const int64_t planned = batcher.batches_in_epoch(1);
-      const double plan_s = seconds_since(start);
-      const EpochStats s = drain(batcher, min_seconds);
-      fmt::print("batcher prefetch={}: {} batches ({:.1f} sentences/batch) in {:.2f} s: {:.1f} M real tokens/s "
-                 "({:.1f} M padded tokens/s, {:.0f} batches/s) wall; {:.1f} M real tokens per CPU second (all "
-                 "threads); planning an epoch {:.3f} s ({} batches)\n",
-                 prefetch, s.batches, double(s.sentences) / s.batches, s.seconds, s.real / s.seconds / 1e6,
-                 s.padded / s.seconds / 1e6, s.batches / s.seconds, s.real / s.cpu_seconds / 1e6, plan_s, planned);
-      if (prefetch == 0) fmt::print("padding ratio (padded / real tokens, both sides): {:.3f}\n", double(s.padded) / s.real);
-    }
-    bo.prefetch = 0;
-    bo.sort_by_length = false;
-    Batcher unsorted(encoded, bo);
-    const EpochStats u = drain(unsorted, 0);
-    fmt::print("padding ratio without length sorting: {:.3f}\n", double(u.padded) / u.real);
-    encoded.reset();
-    if (own_cache_dir) fs::remove_all(cache_dir);
-  } catch (const lseq::Error& e) {
-    spdlog::error("{}", e.what());
-    return 1;
+// The batcher over the encoded corpus, without and with the prefetch thread, then without length sorting.
+static void time_batchers(const std::shared_ptr<const EncodedCorpus>& encoded, BatcherOptions bo, double min_seconds) {
+  for (int prefetch : {0, 8}) {
+    bo.prefetch = prefetch;
+    Batcher batcher(encoded, bo);
+    const auto start = Clock::now();
+    const int64_t planned = batcher.batches_in_epoch(1);
+    const double plan_s = seconds_since(start);
+    const EpochStats s = drain(batcher, min_seconds);
+    fmt::print("batcher prefetch={}: {} batches ({:.1f} sentences/batch) in {:.2f} s: {:.1f} M real tokens/s "
+               "({:.1f} M padded tokens/s, {:.0f} batches/s) wall; {:.1f} M real tokens per CPU second (all "
+               "threads); planning an epoch {:.3f} s ({} batches)\n",
+               prefetch, s.batches, double(s.sentences) / s.batches, s.seconds, s.real / s.seconds / 1e6,
+               s.padded / s.seconds / 1e6, s.batches / s.seconds, s.real / s.cpu_seconds / 1e6, plan_s, planned);
+    if (prefetch == 0)
+      fmt::print("padding ratio (padded / real tokens, both sides): {:.3f}\n", double(s.padded) / s.real);
   }
+  bo.prefetch = 0;
+  bo.sort_by_length = false;
+  Batcher unsorted(encoded, bo);
+  const EpochStats u = drain(unsorted, 0);
+  fmt::print("padding ratio without length sorting: {:.3f}\n", double(u.padded) / u.real);
+}
+
+static int run(const lseq::Options& options) {
+  const std::vector<std::string> corpus = options.get_strings("train-sets");
+  const std::vector<std::string> vocabs = options.get_strings("vocabs");
+  if (corpus.size() != 2) lseq::fail("bench_data_pipeline needs --train-sets SRC TGT: the corpus to encode");
+  if (vocabs.size() != 1)
+    lseq::fail("bench_data_pipeline needs --vocabs spm.model: one SentencePiece model for both sides (trained on the "
+               "corpus when missing)");
+  const int threads = static_cast<int>(options.get_int("cpu-threads"));
+  const Vocab vocab = load_or_train_vocab(corpus, vocabs[0], lseq::bench::vocab_sizes(options, 8000).src);
+  std::string cache_dir = options.get_string("cache-dir");
+  const bool own_cache_dir = cache_dir.empty();
+  if (own_cache_dir) cache_dir = (fs::temp_directory_path() / fmt::format("lseq-bench-cache-{}", ::getpid())).string();
+
+  CorpusOptions co;
+  co.files = corpus;
+  co.max_length = static_cast<int>(lseq::bench::int_or(options, "max-length", 0));
+  co.cache_dir = cache_dir;
+  co.threads = threads;
+  auto start = Clock::now();
+  double cpu_start = process_cpu_seconds();
+  auto encoded = EncodedCorpus::open_or_build(co, {&vocab, &vocab});
+  const double build_s = seconds_since(start), build_cpu_s = process_cpu_seconds() - cpu_start;
+  const int64_t tokens = encoded->total_tokens(0) + encoded->total_tokens(1);
+  fmt::print("corpus: {} pairs kept of {} lines, {} tokens ({} bytes/token), cache {}\n", encoded->size(),
+             encoded->lines_read(), tokens, encoded->token_bytes(), encoded->cache_path());
+  fmt::print("{}: {:.2f} s, {:.0f} pairs/s, {:.2f} M tokens/s wall ({} encoding threads); {:.0f} pairs per CPU "
+             "second\n",
+             encoded->from_cache() ? "cache read (existing)" : "first-time encoding", build_s,
+             encoded->lines_read() / build_s, tokens / build_s / 1e6,
+             threads > 0 ? threads : int(std::thread::hardware_concurrency()), encoded->lines_read() / build_cpu_s);
+  encoded.reset();
+  start = Clock::now();
+  encoded = EncodedCorpus::open_or_build(co, {&vocab, &vocab});
+  fmt::print("reopen from cache: {:.3f} s (includes hashing the corpus files' identity)\n", seconds_since(start));
+
+  BatcherOptions bo;
+  bo.mini_batch_words = lseq::bench::int_or(options, "mini-batch-words", 4096);
+  bo.maxi_batch = static_cast<int>(options.get_int("maxi-batch"));
+  time_batchers(encoded, bo, options.get_float("min-seconds"));
+  encoded.reset();
+  if (own_cache_dir) fs::remove_all(cache_dir);
   return 0;
 }
+
+int main(int argc, char** argv) { return lseq::app_main(lseq::App::bench, argc, argv, run); }

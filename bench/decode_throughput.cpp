@@ -1,20 +1,21 @@
 // Decoding throughput (issues 4 and 5): sentences/s and target tokens/s of lseq's beam search (beam 1 = greedy)
 // by batch size, over synthetic sources of --src-len tokens (eos included; ids uniform in [4, vocab), seeded).
-// The model: a preset with random weights (--preset configs/transformer-base.yaml, vocabulary --vocab 32000 on both
-// sides, init_params(--seed)), or a trained model directory (--model DIR, or DIR as the only positional argument).
+// The model: a preset with random weights (--preset configs/transformer-base.yaml, vocabulary --dim-vocabs 32000 on
+// both sides, init_params(--seed)), or a trained model directory (--model DIR).
 //
 // Forced output length (--out-len N, default 28; 0 = free decoding): every hypothesis gets exactly N tokens, as
 // Hugging Face's generate with min_new_tokens = max_new_tokens = N (bench/hf_generate.py), so both do N decoder
 // steps per sentence. The search is lseq's own beam_search (what lstranslate runs: the device top-k of
-// step_topk) over a wrapper StepModel that gives eos log-probability -inf for the first N steps; --max-length-factor is set so
-// that beam_search forces eos after N tokens, and that last step (where only eos may be chosen) is answered by
-// the wrapper without running the model. The run checks that every output has exactly N tokens.
+// step_topk) over a wrapper StepModel that gives eos log-probability -inf for the first N steps; the length factor
+// is set so that beam_search forces eos after N tokens, and that last step (where only eos may be chosen) is
+// answered by the wrapper without running the model. The run checks that every output has exactly N tokens.
 //
 // Each case decodes one untimed warm-up batch, then --batches-per-case timed batches of fresh sources. Reports
 // one RESULT line per case (bench_support.h); never asserts.
-// Usage: bench_decode_throughput [--preset configs/transformer-base.yaml | --model DIR] [--cpu] [--threads N]
-//   [--precision fp32|bf16|fp16] [--vocab 32000] [--batch-sizes 32,64,128] [--beams 1,4] [--src-len 28]
-//   [--out-len 28] [--batches-per-case 5] [--seed 1] [--no-graphs: every decoding step op by op]
+// Usage: bench_decode_throughput [--preset configs/transformer-base.yaml | --model DIR] [--cpu] [--cpu-threads N]
+//   [--devices N] [--precision fp32|bf16|fp16 (default bf16, fp32 with --cpu)] [--dim-vocabs 32000]
+//   [--batch-sizes 32 64 128] [--beams 1 4] [--src-len 28] [--out-len 28] [--batches-per-case 5] [--seed 1]
+//   [--no-graphs: every decoding step op by op]    (the benchmarks' options: bench_decode_throughput --help)
 #include <fmt/format.h>
 
 #include <chrono>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "bench_support.h"
+#include "core/cli/app_main.h"
 #include "core/cli/model_loader.h"
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
@@ -105,162 +107,149 @@ void print_status(const std::string& prefix, const char* status, const std::stri
   std::fflush(stdout);
 }
 
+int run(const Options& options) {
+  const std::string model_dir = options.has("model") ? options.get_string("model") : "";
+  const std::string preset_path = options.get_string("preset");
+  const std::string precision = bench::precision(options);
+  const bool cpu = options.get_bool("cpu");
+  const bool graphs = !options.get_bool("no-graphs");
+  const std::vector<int64_t> batch_sizes = bench::ints_or(options, "batch-sizes", {32, 64, 128});
+  const std::vector<int64_t> beams = options.get_ints("beams");
+  const int src_len = static_cast<int>(bench::int_or(options, "src-len", 28));
+  const int out_len = static_cast<int>(bench::int_or(options, "out-len", 28));
+  const int batches_per_case = static_cast<int>(options.get_int("batches-per-case"));
+  const uint64_t seed = static_cast<uint64_t>(options.get_int("seed"));
+  if (src_len < 2 || beams.empty()) fail("need --src-len >= 2 (eos included) and at least one beam size in --beams");
+  const int max_batch = static_cast<int>(*std::max_element(batch_sizes.begin(), batch_sizes.end()));
+  const int max_beam = static_cast<int>(*std::max_element(beams.begin(), beams.end()));
+  // beam_search's length limit: floor(factor * source tokens without eos) = out_len exactly.
+  const double length_factor = out_len > 0 ? (out_len + 0.5) / (src_len - 1) : 3.0;
+  const int max_out = max_output_tokens(src_len - 1, length_factor);
+
+  std::string model_name = model_dir.empty() ? "" : model_dir;
+  // lstranslate's options (a model directory) or the preset's, with the benchmark's backend choice.
+  Options model_options = default_options(App::translate);
+  std::unique_ptr<bench::Preset> preset;
+  if (model_dir.empty()) {
+    preset = std::make_unique<bench::Preset>(bench::load_preset(preset_path, bench::vocab_sizes(options, 32000),
+                                                                std::max({100, src_len, max_out + 1})));
+    model_name = preset->name;
+    model_options = preset->options;
+  }
+  for (char& ch : model_name)
+    if (ch == ' ' || ch == '=') ch = '_';
+  auto prefix_of = [&](int beam, int batch) {
+    return fmt::format(
+        "RESULT bench=decode impl=lseq model={} precision={} beam={} batch={} src_len={} out_len={} graphs={}",
+        model_name, precision, beam, batch, src_len, out_len > 0 ? std::to_string(out_len) : "free",
+        graphs ? "on" : "off");
+  };
+  auto all_cases = [&](const char* status, const std::string& reason) {
+    for (int64_t beam : beams)
+      for (int64_t batch : batch_sizes) print_status(prefix_of(int(beam), int(batch)), status, reason);
+  };
+
+  // Everything the decoder needs lives here, in destruction order (the decoder before the model and backend).
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<EncoderDecoderModel> model;
+  std::unique_ptr<StepModel> decoder;
+  std::unique_ptr<bench::DeviceMemoryProbe> memory;
+  std::string planned = "na";
+  try {
+    if (preset) {
+      memory = std::make_unique<bench::DeviceMemoryProbe>(!cpu, bench::device(options));
+      backend = bench::make_backend(model_options, options, precision);
+      model = std::make_unique<EncoderDecoderModel>(preset->config, *backend, precision_dtype(model_options),
+                                                    ParamUse::inference);  // as lstranslate loads it
+      model->init_params(seed);
+      auto d =
+          std::make_unique<EncoderDecoderStepModel>(*model, max_batch * max_beam, src_len, max_out + 1, max_batch);
+      planned = bench::mib(d->state_bytes() + d->scratch_bytes());
+      decoder = std::move(d);
+      fmt::print("# backend {}; preset {} with random weights: dim {}, {}+{} layers, vocab {}; decoder state+scratch "
+                 "{} MiB\n",
+                 backend->name(), preset_path, preset->config.dim_emb, preset->config.enc_depth,
+                 preset->config.dec_depth, preset->config.tgt_vocab, planned);
+    } else {
+      model_options.set("model", YAML::Node(model_dir));
+      bench::set_backend_options(model_options, options, precision);
+      model_options.set("beam-size", YAML::Node(max_beam));
+      model_options.set("mini-batch", YAML::Node(max_batch));
+      model_options.set("mini-batch-words", YAML::Node(max_batch));
+      model_options.set("max-length", YAML::Node(src_len - 1));
+      model_options.set("max-length-factor", YAML::Node(length_factor));
+      memory = std::make_unique<bench::DeviceMemoryProbe>(!cpu, bench::device(options));
+      decoder = load_step_model(find_model_files(model_dir), model_options);
+      fmt::print("# model {}\n", model_dir);
+    }
+  } catch (const Error& e) {
+    all_cases("not-measured", e.what());
+    return 0;
+  }
+  // --no-graphs: every step op by op, to measure what recording the steps (CUDA graphs) gains.
+  if (auto* transformer = dynamic_cast<EncoderDecoderStepModel*>(decoder.get()))
+    transformer->use_graphs(graphs);
+  ForcedLengthDecoder forced(*decoder, out_len);
+  StepModel& search_over = out_len > 0 ? static_cast<StepModel&>(forced) : *decoder;
+
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> id(4, decoder->vocab_size() - 1);
+  auto make_sources = [&](int sentences) {
+    std::vector<std::vector<int32_t>> sources(sentences, std::vector<int32_t>(src_len - 1));
+    for (auto& s : sources)
+      for (auto& x : s) x = id(rng);
+    return data::make_source_batch(sources, {});  // appends eos: src_len tokens each
+  };
+
+  for (int64_t beam : beams) {
+    for (int64_t batch : batch_sizes) {
+      const std::string prefix = prefix_of(int(beam), int(batch));
+      try {
+        BeamSearchOptions o;
+        o.beam_size = static_cast<int>(beam);
+        o.max_length_factor = length_factor;
+        beam_search(search_over, make_sources(int(batch)), o);  // warm-up
+        if (memory) memory->sample();
+        std::vector<data::Batch> inputs;
+        for (int i = 0; i < batches_per_case; ++i) inputs.push_back(make_sources(int(batch)));
+        int64_t tokens = 0, sentences = 0;
+        bool all_forced = true;
+        forced.start_seconds = forced.step_seconds = forced.select_seconds = 0;
+        const auto begin = std::chrono::steady_clock::now();
+        for (const data::Batch& input : inputs) {
+          for (const NBestList& list : beam_search(search_over, input, o)) {
+            ++sentences;
+            if (list.empty()) {
+              all_forced = false;
+              continue;
+            }
+            // Target tokens: the output's tokens, plus eos in free decoding (forced outputs have none, as HF's).
+            tokens += static_cast<int64_t>(list[0].tokens.size()) + (out_len > 0 ? 0 : 1);
+            if (out_len > 0 && static_cast<int>(list[0].tokens.size()) != out_len) all_forced = false;
+          }
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        if (memory) memory->sample();
+        if (!all_forced) {
+          print_status(prefix, "failed", "an output does not have exactly --out-len tokens (forcing failed)");
+          continue;
+        }
+        const double per_batch = 1e3 / batches_per_case;
+        fmt::print("{} sentences={} sent_s={:.1f} tgt_tok_s={:.0f} ms_batch={:.2f} ms_start={:.2f} ms_steps={:.2f} "
+                   "ms_select={:.2f} "
+                   "peak_mem_mib={} planned_mib={} status=ok\n",
+                   prefix, sentences, sentences / seconds, tokens / seconds, seconds * per_batch,
+                   forced.start_seconds * per_batch, forced.step_seconds * per_batch, forced.select_seconds * per_batch,
+                   memory && memory->valid() ? bench::mib(memory->peak_bytes()) : std::string("na"), planned);
+        std::fflush(stdout);
+      } catch (const Error& e) {
+        print_status(prefix, "failed", e.what());
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    bench::Args args(argc, argv, {"cpu", "help", "no-graphs"},
-                     {"preset", "model", "precision", "threads", "vocab", "batch-sizes", "beams", "src-len", "out-len",
-                      "batches-per-case", "seed"});
-    if (args.flag("help")) {
-      fmt::print("usage: {} [--preset configs/transformer-base.yaml | --model DIR] [--cpu] [--threads N] "
-                 "[--precision bf16] [--vocab 32000] [--batch-sizes 32,64,128] [--beams 1,4] [--src-len 28] "
-                 "[--out-len 28] [--batches-per-case 5] [--seed 1] [--no-graphs]\n",
-                 argv[0]);
-      return 0;
-    }
-    std::string model_dir = args.get("model", "");
-    if (model_dir.empty() && args.positional().size() == 1) model_dir = args.positional()[0];
-    const std::string preset_path = args.get("preset", "configs/transformer-base.yaml");
-    const std::string precision = args.get("precision", args.flag("cpu") ? "fp32" : "bf16");
-    const std::vector<int64_t> batch_sizes = args.get_ints("batch-sizes", {32, 64, 128});
-    const std::vector<int64_t> beams = args.get_ints("beams", {1, 4});
-    const int src_len = static_cast<int>(args.get_int("src-len", 28));
-    const int out_len = static_cast<int>(args.get_int("out-len", 28));
-    const int batches_per_case = static_cast<int>(args.get_int("batches-per-case", 5));
-    const uint64_t seed = static_cast<uint64_t>(args.get_int("seed", 1));
-    if (src_len < 2 || out_len < 0 || batches_per_case < 1 || batch_sizes.empty() || beams.empty())
-      fail("need --src-len >= 2 (eos included), --out-len >= 0, --batches-per-case >= 1 and some batch sizes/beams");
-    const int max_batch = static_cast<int>(*std::max_element(batch_sizes.begin(), batch_sizes.end()));
-    const int max_beam = static_cast<int>(*std::max_element(beams.begin(), beams.end()));
-    // beam_search's length limit: floor(factor * source tokens without eos) = out_len exactly.
-    const double length_factor = out_len > 0 ? (out_len + 0.5) / (src_len - 1) : 3.0;
-    const int max_out = max_output_tokens(src_len - 1, length_factor);
-
-    std::string model_name = model_dir.empty() ? "" : model_dir;
-    Options options = default_options(App::translate);
-    std::unique_ptr<bench::Preset> preset;
-    if (model_dir.empty()) {
-      preset = std::make_unique<bench::Preset>(
-          bench::load_preset(preset_path, args.get_int("vocab", 32000), std::max({100, src_len, max_out + 1})));
-      model_name = preset->name;
-      options = preset->options;
-    }
-    for (char& ch : model_name)
-      if (ch == ' ' || ch == '=') ch = '_';
-    auto prefix_of = [&](int beam, int batch) {
-      return fmt::format(
-          "RESULT bench=decode impl=lseq model={} precision={} beam={} batch={} src_len={} out_len={} graphs={}",
-          model_name, precision, beam, batch, src_len, out_len > 0 ? std::to_string(out_len) : "free",
-          args.flag("no-graphs") ? "off" : "on");
-    };
-    auto all_cases = [&](const char* status, const std::string& reason) {
-      for (int64_t beam : beams)
-        for (int64_t batch : batch_sizes) print_status(prefix_of(int(beam), int(batch)), status, reason);
-    };
-    if (args.flag("threads")) options.set("cpu-threads", YAML::Node(args.get_int("threads", 0)));
-
-    // Everything the decoder needs lives here, in destruction order (the decoder before the model and backend).
-    std::unique_ptr<kernels::Backend> backend;
-    std::unique_ptr<EncoderDecoderModel> model;
-    std::unique_ptr<StepModel> decoder;
-    std::unique_ptr<bench::DeviceMemoryProbe> memory;
-    std::string planned = "na";
-    try {
-      if (preset) {
-        memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
-        backend = bench::make_backend(options, args.flag("cpu"), precision);
-        model = std::make_unique<EncoderDecoderModel>(preset->config, *backend, precision_dtype(options),
-                                              ParamUse::inference);  // as lstranslate loads it
-        model->init_params(seed);
-        auto d = std::make_unique<EncoderDecoderStepModel>(*model, max_batch * max_beam, src_len, max_out + 1, max_batch);
-        planned = bench::mib(d->state_bytes() + d->scratch_bytes());
-        decoder = std::move(d);
-        fmt::print("# backend {}; preset {} with random weights: dim {}, {}+{} layers, vocab {}; decoder state+scratch "
-                   "{} MiB\n",
-                   backend->name(), preset_path, preset->config.dim_emb, preset->config.enc_depth,
-                   preset->config.dec_depth, preset->config.tgt_vocab, planned);
-      } else {
-        options.set("model", YAML::Node(model_dir));
-        options.set("cpu", YAML::Node(args.flag("cpu")));
-        options.set("precision", YAML::Node(precision));
-        options.set("beam-size", YAML::Node(max_beam));
-        options.set("mini-batch", YAML::Node(max_batch));
-        options.set("mini-batch-words", YAML::Node(max_batch));
-        options.set("max-length", YAML::Node(src_len - 1));
-        options.set("max-length-factor", YAML::Node(length_factor));
-        memory = std::make_unique<bench::DeviceMemoryProbe>(!args.flag("cpu"));
-        decoder = load_step_model(find_model_files(model_dir), options);
-        fmt::print("# model {}\n", model_dir);
-      }
-    } catch (const Error& e) {
-      all_cases("not-measured", e.what());
-      return 0;
-    }
-    // --no-graphs: every step op by op, to measure what recording the steps (CUDA graphs) gains.
-    if (auto* transformer = dynamic_cast<EncoderDecoderStepModel*>(decoder.get()))
-      transformer->use_graphs(!args.flag("no-graphs"));
-    ForcedLengthDecoder forced(*decoder, out_len);
-    StepModel& search_over = out_len > 0 ? static_cast<StepModel&>(forced) : *decoder;
-
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int32_t> id(4, decoder->vocab_size() - 1);
-    auto make_sources = [&](int sentences) {
-      std::vector<std::vector<int32_t>> sources(sentences, std::vector<int32_t>(src_len - 1));
-      for (auto& s : sources)
-        for (auto& x : s) x = id(rng);
-      return data::make_source_batch(sources, {});  // appends eos: src_len tokens each
-    };
-
-    for (int64_t beam : beams) {
-      for (int64_t batch : batch_sizes) {
-        const std::string prefix = prefix_of(int(beam), int(batch));
-        try {
-          BeamSearchOptions o;
-          o.beam_size = static_cast<int>(beam);
-          o.max_length_factor = length_factor;
-          beam_search(search_over, make_sources(int(batch)), o);  // warm-up
-          if (memory) memory->sample();
-          std::vector<data::Batch> inputs;
-          for (int i = 0; i < batches_per_case; ++i) inputs.push_back(make_sources(int(batch)));
-          int64_t tokens = 0, sentences = 0;
-          bool all_forced = true;
-          forced.start_seconds = forced.step_seconds = forced.select_seconds = 0;
-          const auto begin = std::chrono::steady_clock::now();
-          for (const data::Batch& input : inputs) {
-            for (const NBestList& list : beam_search(search_over, input, o)) {
-              ++sentences;
-              if (list.empty()) {
-                all_forced = false;
-                continue;
-              }
-              // Target tokens: the output's tokens, plus eos in free decoding (forced outputs have none, as HF's).
-              tokens += static_cast<int64_t>(list[0].tokens.size()) + (out_len > 0 ? 0 : 1);
-              if (out_len > 0 && static_cast<int>(list[0].tokens.size()) != out_len) all_forced = false;
-            }
-          }
-          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-          if (memory) memory->sample();
-          if (!all_forced) {
-            print_status(prefix, "failed", "an output does not have exactly --out-len tokens (forcing failed)");
-            continue;
-          }
-          const double per_batch = 1e3 / batches_per_case;
-          fmt::print("{} sentences={} sent_s={:.1f} tgt_tok_s={:.0f} ms_batch={:.2f} ms_start={:.2f} ms_steps={:.2f} "
-                     "ms_select={:.2f} "
-                     "peak_mem_mib={} planned_mib={} status=ok\n",
-                     prefix, sentences, sentences / seconds, tokens / seconds, seconds * per_batch,
-                     forced.start_seconds * per_batch, forced.step_seconds * per_batch, forced.select_seconds * per_batch,
-                     memory && memory->valid() ? bench::mib(memory->peak_bytes()) : std::string("na"), planned);
-          std::fflush(stdout);
-        } catch (const Error& e) {
-          print_status(prefix, "failed", e.what());
-        }
-      }
-    }
-    return 0;
-  } catch (const lseq::Error& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return lseq::app_main(lseq::App::bench, argc, argv, run); }

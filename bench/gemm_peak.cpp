@@ -2,28 +2,22 @@
 // measured"), beside the datasheet's. A square bf16 GEMM (fp32 accumulation, bf16 result) through the CUDA backend's
 // gemm (cuBLAS), on random inputs, timed in rounds of back-to-back launches between two synchronisations; the
 // median round is reported, so that the card's sustained clock is measured rather than its first burst.
-//   bench_gemm_peak [--device N] [--size 8192] [--rounds 15] [--reps 20]
+//   bench_gemm_peak [--devices N] [--size 8192] [--rounds 15] [--reps 20]   (the benchmarks' options: --help)
 // Output: one RESULT line (bench_support.h's key=value format). Reports only; asserts nothing.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "bench_options.h"
+#include "core/cli/app_main.h"
 #include "kernels/backend.h"
-#include "util/error.h"
 
 using namespace lseq::kernels;
+using lseq::Options;
 
 namespace {
-
-int arg(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
-  return fallback;
-}
 
 // n random bf16 values in [-1, 1) on the device (drawn as fp32 on the host, cast there).
 void* random_bf16(Backend& be, std::size_t n, std::mt19937& rng) {
@@ -39,16 +33,14 @@ void* random_bf16(Backend& be, std::size_t n, std::mt19937& rng) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
+int run(const Options& options) {
   if (!cuda_backend_available()) {
     std::printf("bench_gemm_peak: no CUDA GPU visible (or a build without CUDA); nothing to measure\n");
     return 0;
   }
-  const int n = arg(argc, argv, "--size", 8192), rounds = std::max(1, arg(argc, argv, "--rounds", 15)),
-            reps = std::max(1, arg(argc, argv, "--reps", 20));
-  auto owner = make_cuda_backend(arg(argc, argv, "--device", 0));
+  const int n = static_cast<int>(options.get_int("size")), rounds = static_cast<int>(options.get_int("rounds")),
+            reps = static_cast<int>(options.get_int("reps"));
+  auto owner = make_cuda_backend(lseq::bench::device(options));
   Backend& be = *owner;
   std::mt19937 rng(2026);
   const std::size_t elements = std::size_t(n) * n;
@@ -81,7 +73,8 @@ int main(int argc, char** argv) try {
   be.release(b);
   be.release(c);
   return 0;
-} catch (const lseq::Error& e) {
-  std::fprintf(stderr, "error: %s\n", e.what());
-  return 1;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return lseq::app_main(lseq::App::bench, argc, argv, run); }

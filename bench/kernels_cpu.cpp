@@ -1,20 +1,23 @@
 // Times the CPU backend's ops at the shapes of one transformer-base layer (d=512, ffn 2048, 8 heads) plus the
 // output layer and the optimizer, and reports GEMM throughput (GFLOP/s) against the memory-bound ops (GB/s).
 // Reports only; asserts nothing.
-//   bench_kernels_cpu [--threads N] [--batch B] [--len L] [--vocab V]
+//   bench_kernels_cpu [--cpu-threads N] [--mini-batch 32] [--len 32] [--dim-vocabs 8000]
+// (the benchmarks' options: bench_kernels_cpu --help)
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_options.h"
+#include "core/cli/app_main.h"
 #include "kernels/cpu/cpu_backend.h"
 
 using namespace lseq::kernels;
+using lseq::Options;
 
 namespace {
 
@@ -45,17 +48,12 @@ std::vector<float> random_vector(std::size_t n, unsigned seed) {
   return v;
 }
 
-int arg(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
-  return fallback;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  const int threads = arg(argc, argv, "--threads", 0);
-  const int B = arg(argc, argv, "--batch", 32), L = arg(argc, argv, "--len", 32), V = arg(argc, argv, "--vocab", 8000);
+int run(const Options& options) {
+  const int threads = static_cast<int>(options.get_int("cpu-threads"));
+  const int B = static_cast<int>(lseq::bench::int_or(options, "mini-batch", 32));
+  const int L = static_cast<int>(options.get_int("len"));
+  const int V = lseq::bench::vocab_sizes(options, 8000).tgt;
+  if (B < 1 || V < 1) lseq::fail("--mini-batch and --dim-vocabs must be at least 1");
   const int D = 512, F = 2048, H = 8, HD = D / H, T = B * L;
   const std::size_t params = std::size_t(10) << 20;  // 10M parameters for the optimizer ops
   CpuBackend be(threads);
@@ -185,3 +183,7 @@ int main(int argc, char** argv) {
               layer_gemm, layer_other, 100.0 * layer_other / (layer_gemm + layer_other));
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return lseq::app_main(lseq::App::bench, argc, argv, run); }

@@ -1,23 +1,25 @@
 // Times the CUDA backend's ops at the shapes of one transformer-base layer (d=512, ffn 2048, 8 heads) plus the
-// output layer and the optimizer, in bf16 storage (fp32 with --fp32), and reports GEMM throughput (TFLOP/s)
-// against the memory-bound ops (GB/s of their minimal traffic). Each row is the mean of `reps` back-to-back
-// launches between two stream synchronisations, after a warm-up. Reports only; asserts nothing.
-//   bench_kernels_gpu [--device N] [--batch B] [--len L] [--vocab V] [--reps R] [--ffn-rows R] [--fp32]
+// output layer and the optimizer, in bf16 storage (--precision fp32 or fp16 for those), and reports GEMM
+// throughput (TFLOP/s) against the memory-bound ops (GB/s of their minimal traffic). Each row is the mean of
+// --reps back-to-back launches between two stream synchronisations, after a warm-up. Reports only; asserts nothing.
+//   bench_kernels_gpu [--devices N] [--mini-batch 256] [--len 32] [--dim-vocabs 32000] [--reps 20]
+//     [--ffn-rows 16384] [--precision bf16|fp32|fp16]       (the benchmarks' options: bench_kernels_gpu --help)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_options.h"
+#include "core/cli/app_main.h"
 #include "kernels/backend.h"
 #include "util/error.h"
 
 using namespace lseq::kernels;
+using lseq::Options;
 
 namespace {
 
@@ -26,18 +28,6 @@ struct Result {
   double ms, flops, bytes;
   bool gemm;
 };
-
-int arg(int argc, char** argv, const char* name, int fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
-  return fallback;
-}
-
-bool flag(int argc, char** argv, const char* name) {
-  for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return true;
-  return false;
-}
 
 // Device buffers of one backend, released at the end; filled with random values (never zeros).
 class Buffers {
@@ -83,17 +73,18 @@ class Buffers {
   std::vector<void*> owned_;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) try {
+int run(const Options& options) {
   if (!cuda_backend_available()) {
     std::printf("bench_kernels_gpu: no CUDA GPU visible (or a build without CUDA); nothing to measure\n");
     return 0;
   }
-  const int device = arg(argc, argv, "--device", 0), reps = std::max(1, arg(argc, argv, "--reps", 20));
-  const int B = arg(argc, argv, "--batch", 256), L = arg(argc, argv, "--len", 32),
-            V = arg(argc, argv, "--vocab", 32000);
-  const DType dt = flag(argc, argv, "--fp32") ? DType::f32 : DType::bf16;
+  const int device = lseq::bench::device(options), reps = static_cast<int>(options.get_int("reps"));
+  const int B = static_cast<int>(lseq::bench::int_or(options, "mini-batch", 256));
+  const int L = static_cast<int>(options.get_int("len"));
+  const int V = lseq::bench::vocab_sizes(options, 32000).tgt;
+  if (B < 1 || V < 1) lseq::fail("--mini-batch and --dim-vocabs must be at least 1");
+  const std::string precision = lseq::bench::precision(options);
+  const DType dt = precision == "fp32" ? DType::f32 : precision == "fp16" ? DType::f16 : DType::bf16;
   const int D = 512, F = 2048, H = 8, HD = D / H, T = B * L;
   const std::size_t params = std::size_t(60) << 20;  // ~transformer-base
   auto be_owner = make_cuda_backend(device);
@@ -281,7 +272,7 @@ int main(int argc, char** argv) try {
   // paths, left out): the unfused path recomputes a = relu(h + b) and takes relu' from h + b; the fused one reads
   // relu' off the saved a. Rows count 2*rows*D*F flops.
   {
-    const int R = arg(argc, argv, "--ffn-rows", 16384);
+    const int R = static_cast<int>(options.get_int("ffn-rows"));
     const std::size_t RF = std::size_t(R) * F;
     void* fx = buf.random(dt, std::size_t(R) * D);
     void* fdo = buf.random(dt, std::size_t(R) * D);
@@ -331,7 +322,8 @@ int main(int argc, char** argv) try {
   }
   std::printf("sum of the rows above: gemm %.2f ms, other ops %.2f ms\n", gemm_ms, other_ms);
   return 0;
-} catch (const lseq::Error& e) {
-  std::fprintf(stderr, "bench_kernels_gpu: %s\n", e.what());
-  return 1;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return lseq::app_main(lseq::App::bench, argc, argv, run); }

@@ -17,6 +17,7 @@
 #   bash bench/run-gpu-bench.sh                  # BUILD=build-gpu: configured if new, the three targets built
 #   SKIP_BUILD=1 bash bench/run-gpu-bench.sh     # use the binaries in $BUILD as they are
 #   BUILD=build-gpu OUT=/tmp/out PRECISION=bf16 STEPS=32 WARMUP=16 COMPILE_CASES="base:16384 big:16384" ...
+#   TOKENS="4096 16384" bash bench/run-gpu-bench.sh   # the training cases' budgets (space- or comma-separated)
 #   PASS=main bash bench/run-gpu-bench.sh        # everything but torch.compile (about 250 s on an H100)
 #   PASS=compile BUDGET_S=540 OUT=/tmp/out2 bash bench/run-gpu-bench.sh  # torch.compile alone with the budget,
 #                                                # between two lseq runs of its case; on a fresh machine its warm-up
@@ -39,7 +40,10 @@ case $pass in
   all | main | compile) ;;
   *) echo "PASS=$pass: use all, main or compile" >&2 && exit 2 ;;
 esac
-tokens=${TOKENS:-4096,8192,16384}
+# The budgets as a list: the benchmarks take lstrain's space-separated lists, the Python peers comma lists.
+token_text=${TOKENS:-4096 8192 16384}
+read -ra tokens <<<"${token_text//,/ }"
+tokens_csv=$(IFS=, && echo "${tokens[*]}")
 mkdir -p "$out"
 rm -f "$out"/*.log "$out/results.txt"  # a reused OUT must not show an earlier run's results
 
@@ -83,9 +87,11 @@ part() {
 }
 
 shapes=$out/batch-shapes.txt
-"$train_bin" --dump-only --dump-batches "$shapes" --tokens "$tokens" || echo "could not write the batch shapes"
+"$train_bin" --dump-only --dump-batches "$shapes" --tokens "${tokens[@]}" || echo "could not write the batch shapes"
 
-common=(--precision "$precision" --warmup "$warmup" --steps "$steps" --tokens "$tokens")
+common=(--precision "$precision" --warmup "$warmup" --steps "$steps")
+lseq_common=("${common[@]}" --tokens "${tokens[@]}")
+peer_common=("${common[@]}" --tokens "$tokens_csv")
 # The GPU's measured bf16 GEMM peak, the denominator of the issue's MFU (the datasheet's 989 TFLOP/s is the other).
 part gemm-peak 30 "$build/bench/bench_gemm_peak" --size 8192
 compile_case() {  # compile_case MODEL TOKENS LIMIT
@@ -104,7 +110,7 @@ if [ "$pass" = compile ]; then
     part "lseq-train-$m-$t-after-compile" 60 "${lseq_case[@]}"
   done
 else
-  part lseq-train-base 90 "$train_bin" --preset configs/transformer-base.yaml "${common[@]}"
+  part lseq-train-base 90 "$train_bin" --preset configs/transformer-base.yaml "${lseq_common[@]}"
   # torch.compile next (PASS=all): its warm-up took from 164 s to more than 320 s on an H100 (the most on a fresh
   # machine, whose compile caches are empty), so it gets its full limit while the budget is whole; the cheaper parts
   # fill what is left. (lseq's base run goes before it, not in the minute after a 300 s compile job.)
@@ -112,16 +118,17 @@ else
     for c in $compile_cases; do compile_case "${c%%:*}" "${c##*:}" 320; done
   fi
   part torch-eager-base 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-base.yaml \
-    --modes eager "${common[@]}"
-  part lseq-train-big 150 "$train_bin" --preset configs/transformer-big.yaml "${common[@]}"
+    --modes eager "${peer_common[@]}"
+  part lseq-train-big 150 "$train_bin" --preset configs/transformer-big.yaml "${lseq_common[@]}"
   part torch-eager-big 100 python3 bench/pytorch_train.py --shapes "$shapes" --preset configs/transformer-big.yaml \
-    --modes eager "${common[@]}"
+    --modes eager "${peer_common[@]}"
   part lseq-decode 60 "$decode_bin" --preset configs/transformer-base.yaml --precision "$precision" \
-    --batch-sizes 32,64,128 --beams 1,4 --src-len 28 --out-len 28 --batches-per-case 10
+    --batch-sizes 32 64 128 --beams 1 4 --src-len 28 --out-len 28 --batches-per-case 10
   part hf-generate 90 python3 bench/hf_generate.py --precision "$precision" --batch-sizes 32,64,128 --beams 1,4 \
     --src-len 28 --out-len 28
   # lstrain --recompute-ffn (the memory target's case): big only, whose activations are what the option trims.
-  part lseq-train-big-recompute-ffn 150 "$train_bin" --preset configs/transformer-big.yaml --recompute-ffn "${common[@]}"
+  part lseq-train-big-recompute-ffn 150 "$train_bin" --preset configs/transformer-big.yaml --recompute-ffn \
+    "${lseq_common[@]}"
 fi
 echo "total benchmark time: $(($(date +%s) - start)) s"
 

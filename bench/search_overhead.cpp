@@ -1,9 +1,10 @@
 // Host-side cost of search itself (top-k over vocab-sized rows, bookkeeping, select), without a model: a
 // StepModel that returns precomputed random log-softmax rows. Reports time per step and per hypothesis-step
-// for beam 1 and 4 over a range of batch sizes, vocab 8000 and 32000, twice: once through step() (the host top-k
+// for each beam size and batch size, vocab 8000 and 32000, twice: once through step() (the host top-k
 // over whole rows, what the CPU backend's search does) and once through step_topk() answered from each row's
 // precomputed top-k (what a GPU step hands the search: only the search's own bookkeeping is left, the part that
 // the GPU waits for between steps). Reports; never asserts.
+// Usage: bench_search_overhead [--beams 1 4] [--batch-sizes 1 16 64 128]   (the benchmarks' options: --help)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <random>
 #include <vector>
 
+#include "bench_options.h"
+#include "core/cli/app_main.h"
 #include "core/search/beam_search.h"
 #include "core/search/step_model.h"
 #include "data/translation_input.h"
@@ -92,17 +95,18 @@ class TableDecoder : public lseq::StepModel {
   std::vector<uint32_t> state_;
 };
 
-}  // namespace
-
-int main() {
+int run(const lseq::Options& options) {
+  const std::vector<int64_t> beams = options.get_ints("beams");
+  const std::vector<int64_t> batch_sizes = lseq::bench::ints_or(options, "batch-sizes", {1, 16, 64, 128});
   fmt::print("{:>10} {:>6} {:>5} {:>6} {:>10} {:>12} {:>14} {:>16}\n", "top-k", "vocab", "beam", "batch", "sent/s",
              "steps/batch", "us/step", "ns/hyp-step");
   for (bool device_topk : {false, true})
   for (int vocab : {8000, 32000}) {
     TableDecoder decoder(vocab, 257);
     decoder.device_topk = device_topk;
-    for (int beam : {1, 4}) {
-      for (int batch : {1, 16, 64, 128}) {
+    for (int64_t beam64 : beams) {
+      for (int64_t batch64 : batch_sizes) {
+        const int beam = static_cast<int>(beam64), batch = static_cast<int>(batch64);
         std::vector<std::vector<int32_t>> sources(batch, std::vector<int32_t>(20, 5));
         lseq::data::Batch b = lseq::data::make_source_batch(sources, {});
         lseq::BeamSearchOptions o;
@@ -120,4 +124,9 @@ int main() {
     }
   }
   fmt::print("(host rows include the table decoder's row copy; the search's own share is the rest)\n");
+  return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return lseq::app_main(lseq::App::bench, argc, argv, run); }

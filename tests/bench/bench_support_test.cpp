@@ -1,11 +1,16 @@
 // The benchmark's own arithmetic (bench/wmt_batches.h, bench/bench_support.h): batches respect their budget and
 // the documented length distribution, their rows are built as lstrain builds them, and the FLOPs per token that
-// MFU divides by match a count from the model's shape written out independently.
+// MFU divides by match a count from the model's shape written out independently. And their options
+// (bench/bench_options.h): read through the programs' one parser as App::bench, each benchmark's own defaults.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "../../bench/bench_options.h"
 #include "../../bench/bench_support.h"
 #include "../../bench/wmt_batches.h"
 #include "core/model/encoder_decoder_model.h"
@@ -111,6 +116,101 @@ TEST(BenchFlops, MatchACountFromTheShape) {
   ModelConfig base;
   base.src_vocab = base.tgt_vocab = 32000;
   EXPECT_NEAR(flops_from_shape(base) / 1e9, 0.3625, 0.002);
+}
+
+// parse_options(App::bench, ...) on `args`; the error line, if any, in `err`.
+ParsedOptions parse_bench(const std::vector<std::string>& args, std::string* err = nullptr) {
+  std::vector<const char*> argv{"bench_test"};
+  for (const auto& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out, errors;
+  ParsedOptions parsed = parse_options(App::bench, static_cast<int>(argv.size()), argv.data(), out, errors);
+  if (err) *err = errors.str();
+  return parsed;
+}
+
+TEST(BenchOptions, ListsAreSpaceSeparatedAndTyposAreErrors) {
+  ParsedOptions parsed = parse_bench({"--tokens", "4096", "8192", "--cpu-threads", "2", "--recompute-ffn"});
+  ASSERT_FALSE(parsed.exit_now);
+  EXPECT_EQ(parsed.options.get_ints("tokens"), (std::vector<int64_t>{4096, 8192}));
+  EXPECT_EQ(parsed.options.get_int("cpu-threads"), 2);
+  EXPECT_TRUE(parsed.options.get_bool("recompute-ffn"));
+  EXPECT_EQ(parse_bench({}).options.get_ints("tokens"), (std::vector<int64_t>{4096, 8192, 16384}));
+
+  std::string err;
+  parsed = parse_bench({"--tokns", "1"}, &err);
+  EXPECT_TRUE(parsed.exit_now);
+  EXPECT_EQ(parsed.exit_code, 1);
+  EXPECT_NE(err.find("did you mean '--tokens'"), std::string::npos) << err;
+  // The old spellings are gone: a comma list, the hand-made parsers' --threads, a positional size.
+  EXPECT_EQ(parse_bench({"--tokens", "4096,8192"}, &err).exit_code, 1);
+  EXPECT_NE(err.find("'--tokens'"), std::string::npos) << err;
+  EXPECT_EQ(parse_bench({"--threads", "2"}, &err).exit_code, 1);
+  EXPECT_NE(err.find("did you mean '--cpu-threads'"), std::string::npos) << err;
+  EXPECT_EQ(parse_bench({"256"}, &err).exit_code, 1);
+  // Options of the products that mean nothing to a benchmark are refused.
+  EXPECT_EQ(parse_bench({"--learn-rate", "0.1"}, &err).exit_code, 1);
+  EXPECT_NE(err.find("not accepted by"), std::string::npos) << err;
+}
+
+TEST(BenchOptions, ABenchmarkNeedsNoModelDirectory) {
+  ParsedOptions parsed = parse_bench({});
+  ASSERT_FALSE(parsed.exit_now);
+  EXPECT_FALSE(parsed.options.has("model"));
+  EXPECT_EQ(parsed.options.get_int("seed"), 1);  // lstrain's is 1234
+}
+
+TEST(BenchOptions, EachBenchmarkKeepsItsOwnDefaults) {
+  const Options defaults = parse_bench({}).options;
+  EXPECT_EQ(bench::int_or(defaults, "steps", 32), 32);
+  EXPECT_EQ(bench::int_or(defaults, "steps", 5), 5);
+  EXPECT_EQ(bench::ints_or(defaults, "batch-sizes", {32, 64}), (std::vector<int64_t>{32, 64}));
+  const Options given = parse_bench({"--steps", "7", "--batch-sizes", "3", "9"}).options;
+  EXPECT_EQ(bench::int_or(given, "steps", 32), 7);
+  EXPECT_EQ(bench::ints_or(given, "batch-sizes", {32, 64}), (std::vector<int64_t>{3, 9}));
+}
+
+TEST(BenchOptions, PrecisionDevicesAndVocabularySizes) {
+  EXPECT_EQ(bench::precision(parse_bench({}).options), "bf16");
+  EXPECT_EQ(bench::precision(parse_bench({"--cpu"}).options), "fp32");
+  EXPECT_EQ(bench::precision(parse_bench({"--cpu", "--precision", "bfloat16"}).options), "bf16");
+  EXPECT_EQ(bench::device(parse_bench({}).options), 0);
+  EXPECT_EQ(bench::device(parse_bench({"--devices", "3", "1"}).options), 3);
+
+  const bench::VocabSizes fallback = bench::vocab_sizes(parse_bench({}).options, 8000);
+  EXPECT_EQ(fallback.src, 8000);
+  EXPECT_EQ(fallback.tgt, 8000);
+  const bench::VocabSizes one = bench::vocab_sizes(parse_bench({"--dim-vocabs", "1000"}).options, 8000);
+  EXPECT_EQ(one.src, 1000);
+  EXPECT_EQ(one.tgt, 1000);
+  const bench::VocabSizes two = bench::vocab_sizes(parse_bench({"--dim-vocabs", "1000", "1200"}).options, 8000);
+  EXPECT_EQ(two.src, 1000);
+  EXPECT_EQ(two.tgt, 1200);
+  EXPECT_THROW(bench::vocab_sizes(parse_bench({"--dim-vocabs", "1", "2", "3"}).options, 8000), Error);
+}
+
+TEST(BenchOptions, BackendOptionsReachTheModelsOptions) {
+  const Options bench_options = parse_bench({"--cpu", "--cpu-threads", "3", "--devices", "2", "1"}).options;
+  Options model_options = default_options(App::translate);
+  bench::set_backend_options(model_options, bench_options, "fp32");
+  EXPECT_TRUE(model_options.get_bool("cpu"));
+  EXPECT_EQ(model_options.get_int("cpu-threads"), 3);
+  EXPECT_EQ(model_options.get_ints("devices"), (std::vector<int64_t>{2}));  // one device: the first
+  EXPECT_EQ(model_options.get_string("precision"), "fp32");
+  auto backend = bench::make_backend(model_options, bench_options, "fp32");
+  EXPECT_NE(backend->name().find("cpu"), std::string::npos);
+}
+
+TEST(BenchOptions, TheSmallModelOfTheStepBenchmarks) {
+  const ModelConfig c = bench::model_config(parse_bench({"--dec-depth", "2", "--dim-vocabs", "500"}).options, 40);
+  EXPECT_EQ(c.dim_emb, 256);
+  EXPECT_EQ(c.enc_depth, 3);
+  EXPECT_EQ(c.dec_depth, 2);
+  EXPECT_EQ(c.heads, 4);
+  EXPECT_EQ(c.dim_ffn, 1024);
+  EXPECT_EQ(c.src_vocab, 500);
+  EXPECT_EQ(c.tgt_vocab, 500);
+  EXPECT_EQ(c.max_length, 40);
+  EXPECT_THROW(bench::model_config(parse_bench({"--transformer-heads", "3"}).options, 40), Error);
 }
 
 }  // namespace

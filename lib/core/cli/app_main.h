@@ -1,6 +1,7 @@
 #pragma once
-// The body shared by the three mains: parse the options, set up logging, log the version and command line, run
-// the app, and turn any exception into one "error: ..." line on stderr with exit code 1.
+// The body shared by the programs' mains (lstrain, lstranslate, lsscore, lseval, the benchmarks): parse the options,
+// set up logging, log the version and command line, run the app, and turn any exception into one "error: ..." line
+// on stderr with exit code 1.
 #include "core/cli/options.h"
 
 namespace lseq {

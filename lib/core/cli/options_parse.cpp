@@ -220,7 +220,10 @@ YAML::Node load_config_file(App app, const std::string& path) {
     const OptionSpec* spec = find_option(name);
     if (!spec || !spec->accepted_by(app) || spec->command_line_only) reject_option(app, name, where);
     if (!seen.insert(name).second) fail("option '{}' is set twice in {} (again at line {})", name, path, where.line);
-    values[name] = value_from_yaml(*spec, entry.second, where);
+    // An empty value leaves an option that has no default for this app unset, whatever its type (--dump-config
+    // writes such an option as null).
+    bool unset = entry.second.IsNull() && !spec->default_for(app);
+    values[name] = unset ? YAML::Node() : value_from_yaml(*spec, entry.second, where);
   }
   return values;
 }

@@ -19,6 +19,12 @@ OptionGroup OptionSpec::group_for(App app) const {
   return group;
 }
 
+const std::string& OptionSpec::help_for(App app) const {
+  for (const auto& o : overrides)
+    if (o.app == app && o.help) return *o.help;
+  return help;
+}
+
 namespace {
 
 using T = OptionType;
@@ -66,9 +72,14 @@ class Opt {
   Opt& words() { return spec_.split_words = true, *this; }
   Opt& implicit(std::string value) { return spec_.implicit_value = std::move(value), *this; }
   Opt& default_in(App app, DefaultTokens value) {
-    return spec_.overrides.push_back({app, std::move(value), std::nullopt}), *this;
+    return spec_.overrides.push_back({app, std::move(value), std::nullopt, std::nullopt}), *this;
   }
-  Opt& group_in(App app, G group) { return spec_.overrides.push_back({app, std::nullopt, group}), *this; }
+  Opt& group_in(App app, G group) {
+    return spec_.overrides.push_back({app, std::nullopt, group, std::nullopt}), *this;
+  }
+  Opt& help_in(App app, std::string help) {
+    return spec_.overrides.push_back({app, std::nullopt, std::nullopt, std::move(help)}), *this;
+  }
   OptionSpec take() { return std::move(spec_); }
 
  private:
@@ -95,24 +106,36 @@ std::vector<OptionSpec> build_registry() {
         Opt("dump-config", T::boolean, G::general, EVERY, def("false"),
             "Print the merged options as YAML and exit")
             .cli_only(),
-        Opt("model", T::string, G::general, TXS, none(),
+        Opt("model", T::string, G::general, TXS | kBench, none(),
             "Model directory (written by lstrain, read by lstranslate and lsscore); required")
-            .flag('m'),
+            .flag('m')
+            .help_in(App::bench, "bench_decode_throughput: a model directory written by lstrain, decoded instead of "
+                                 "--preset's random weights"),
         Opt("log", T::string, G::general, EVERY, none(), "Also write the log to this file"),
         Opt("quiet", T::boolean, G::general, EVERY, def("false"), "Show only warnings and errors on the terminal")
             .default_in(App::eval, def("true")),
-        Opt("seed", T::integer, G::general, TXS, def("1234"), "Seed for all random number generators")
-            .at_least(0),
-        Opt("devices", T::ints, G::general, TXS, defs({"0"}), "GPU device ids to use").flag('d').at_least(0),
-        Opt("cpu", T::boolean, G::general, TXS, def("false"), "Run on the CPU backend instead of GPUs"),
-        Opt("cpu-threads", T::integer, G::general, TXS, def("0"), "CPU threads; 0 uses all cores")
-            .in(0, kMaxCpuThreads),
-        Opt("precision", T::string, G::general, TXS, def("fp32"),
+        Opt("seed", T::integer, G::general, TXS | kBench, def("1234"), "Seed for all random number generators")
+            .at_least(0)
+            .default_in(App::bench, def("1"))
+            .help_in(App::bench, "Seed of the random weights and inputs"),
+        Opt("devices", T::ints, G::general, TXS | kBench, defs({"0"}), "GPU device ids to use")
+            .flag('d')
+            .at_least(0)
+            .help_in(App::bench, "GPU device id to run on (a benchmark uses one: the first)"),
+        Opt("cpu", T::boolean, G::general, TXS | kBench, def("false"), "Run on the CPU backend instead of GPUs")
+            .help_in(App::bench, "bench_train_throughput, bench_decode_throughput: run on the CPU backend"),
+        Opt("cpu-threads", T::integer, G::general, TXS | kBench, def("0"), "CPU threads; 0 uses all cores")
+            .in(0, kMaxCpuThreads)
+            .help_in(App::bench, "CPU threads; 0 uses all cores (bench_data_pipeline: threads encoding the corpus)"),
+        // The benchmarks' default depends on --cpu (bench/bench_options.h).
+        Opt("precision", T::string, G::general, TXS | kBench, def("fp32"),
             "Compute precision: fp32, bf16 or fp16 (Marian's float32, bfloat16, float16 also accepted)")
             .one_of({"fp32", "bf16", "fp16"})
             .alias("float32", "fp32")
             .alias("bfloat16", "bf16")
-            .alias("float16", "fp16"),
+            .alias("float16", "fp16")
+            .default_in(App::bench, none())
+            .help_in(App::bench, "Compute precision: fp32, bf16 or fp16 (default: bf16, fp32 with --cpu)"),
         Opt("workspace", T::integer, G::general, TXS, def("0"),
             "Initial device workspace in MiB; it grows to what the batches need (0: start empty)")
             .flag('w')
@@ -127,16 +150,36 @@ std::vector<OptionSpec> build_registry() {
         Opt("type", T::string, G::model, kTrain, def("transformer"),
             "Model type: transformer (encoder-decoder) or lm-transformer (decoder-only)")
             .one_of({"transformer", "lm-transformer"}),
-        Opt("dim-vocabs", T::ints, G::model, kTrain, defs({"8000", "8000"}),
+        // Benchmarks: their own default each (bench/bench_options.h).
+        Opt("dim-vocabs", T::ints, G::model, kTrain | kBench, defs({"8000", "8000"}),
             "Vocabulary sizes (source, target); also the SentencePiece size when lstrain creates the vocabularies")
-            .in(0, kMaxVocab),
-        Opt("dim-emb", T::integer, G::model, kTrain, def("512"), "Embedding and model dimension").in(1, kMaxModelDim),
-        Opt("enc-depth", T::integer, G::model, kTrain, def("6"), "Number of encoder layers").in(0, kMaxDepth),
-        Opt("dec-depth", T::integer, G::model, kTrain, def("6"), "Number of decoder layers").in(1, kMaxDepth),
-        Opt("transformer-heads", T::integer, G::model, kTrain, def("8"), "Attention heads (divide dim-emb)")
-            .in(1, kMaxHeads),
-        Opt("transformer-dim-ffn", T::integer, G::model, kTrain, def("2048"), "Inner size of the feed-forward blocks")
-            .in(1, kMaxFfnDim),
+            .in(0, kMaxVocab)
+            .default_in(App::bench, empty_list())
+            .help_in(App::bench, "Vocabulary size, one for both sides or source and target (default: 32000 in "
+                                 "bench_train_throughput, bench_decode_throughput and bench_kernels_gpu, where 0 "
+                                 "keeps --preset's, and 8000 in the others)"),
+        // bench_decode_step and bench_model_step build their model from these (defaults: a small model).
+        Opt("dim-emb", T::integer, G::model, kTrain | kBench, def("512"), "Embedding and model dimension")
+            .in(1, kMaxModelDim)
+            .default_in(App::bench, def("256"))
+            .help_in(App::bench, "bench_decode_step, bench_model_step: embedding and model dimension"),
+        Opt("enc-depth", T::integer, G::model, kTrain | kBench, def("6"), "Number of encoder layers")
+            .in(0, kMaxDepth)
+            .default_in(App::bench, def("3"))
+            .help_in(App::bench, "bench_decode_step, bench_model_step: encoder layers"),
+        Opt("dec-depth", T::integer, G::model, kTrain | kBench, def("6"), "Number of decoder layers")
+            .in(1, kMaxDepth)
+            .default_in(App::bench, def("3"))
+            .help_in(App::bench, "bench_decode_step, bench_model_step: decoder layers"),
+        Opt("transformer-heads", T::integer, G::model, kTrain | kBench, def("8"), "Attention heads (divide dim-emb)")
+            .in(1, kMaxHeads)
+            .default_in(App::bench, def("4"))
+            .help_in(App::bench, "bench_decode_step, bench_model_step: attention heads (divide dim-emb)"),
+        Opt("transformer-dim-ffn", T::integer, G::model, kTrain | kBench, def("2048"),
+            "Inner size of the feed-forward blocks")
+            .in(1, kMaxFfnDim)
+            .default_in(App::bench, def("1024"))
+            .help_in(App::bench, "bench_decode_step, bench_model_step: inner size of the feed-forward blocks"),
         Opt("transformer-ffn-activation", T::string, G::model, kTrain, def("relu"),
             "Feed-forward activation: relu, gelu or swish")
             .one_of({"relu", "gelu", "swish"}),
@@ -168,13 +211,16 @@ std::vector<OptionSpec> build_registry() {
             "Tie source and target embeddings and the output layer (needs one shared vocabulary)"),
         Opt("label-smoothing", T::floating, G::model, kTrain, def("0.1"), "Label smoothing of the training loss")
             .in_half_open(0, 1),
-        Opt("max-length", T::integer, G::model, TXS, def("100"),
+        Opt("max-length", T::integer, G::model, TXS | kBench, def("100"),
             "Longest sentence in tokens; longer ones are skipped (or cropped, see max-length-crop)")
             .in(1, kMaxLength)
             .default_in(App::translate, def("1000"))
             .default_in(App::score, def("1000"))
             .group_in(App::translate, G::translation)
-            .group_in(App::score, G::translation),
+            .group_in(App::score, G::translation)
+            .default_in(App::bench, none())
+            .group_in(App::bench, G::training)
+            .help_in(App::bench, "bench_data_pipeline: skip pairs with a side longer than this (default: no limit)"),
         Opt("max-length-crop", T::boolean, G::model, TXS, def("false"),
             "Crop sentences longer than max-length instead of skipping them")
             .group_in(App::translate, G::translation)
@@ -186,38 +232,52 @@ std::vector<OptionSpec> build_registry() {
   // ---- Data and training (lstrain; corpus and batching options also for lsscore/lstranslate) ----
   {
     Opt o[] = {
-        Opt("train-sets", T::strings, G::training, kTrain | kScore, empty_list(),
+        Opt("train-sets", T::strings, G::training, kTrain | kScore | kBench, empty_list(),
             "Parallel corpus files (source target); plain text or .gz")
             .flag('t')
-            .group_in(App::score, G::translation),
-        Opt("vocabs", T::strings, G::training, kTrain, empty_list(),
+            .group_in(App::score, G::translation)
+            .help_in(App::bench, "bench_data_pipeline: the parallel corpus files (source target); required"),
+        Opt("vocabs", T::strings, G::training, kTrain | kBench, empty_list(),
             "SentencePiece models (source target); created by lstrain when missing")
-            .flag('v'),
+            .flag('v')
+            .help_in(App::bench, "bench_data_pipeline: the SentencePiece model of both sides (one path), trained on "
+                                 "the corpus when missing; required"),
         Opt("sentencepiece-max-lines", T::integer, G::training, kTrain, def("2000000"),
             "Lines sampled to train a new SentencePiece model")
             .at_least(0),
         Opt("sentencepiece-options", T::string, G::training, kTrain, def(""),
             "Extra SentencePiece trainer options, e.g. '--character_coverage=1.0'"),
-        Opt("cache-dir", T::string, G::training, kTrain, def(""),
-            "Directory for the binary corpus cache; empty keeps it next to the model"),
-        Opt("mini-batch-words", T::integer, G::training, TXS, def("4096"),
+        Opt("cache-dir", T::string, G::training, kTrain | kBench, def(""),
+            "Directory for the binary corpus cache; empty keeps it next to the model")
+            .help_in(App::bench, "bench_data_pipeline: directory for the corpus cache; empty: a fresh temporary one, "
+                                 "removed at the end (so that encoding is timed)"),
+        Opt("mini-batch-words", T::integer, G::training, TXS | kBench, def("4096"),
             "Target tokens per batch (0: use mini-batch)")
             .in(0, kMaxBatchTokens)
             .default_in(App::translate, def("0"))
             .default_in(App::score, def("0"))
             .group_in(App::translate, G::translation)
-            .group_in(App::score, G::translation),
-        Opt("mini-batch", T::integer, G::training, TXS, def("0"), "Sentences per batch (0: use mini-batch-words)")
+            .group_in(App::score, G::translation)
+            .default_in(App::bench, none())
+            .help_in(App::bench, "Tokens per batch: bench_data_pipeline (default: 4096), bench_model_step (both "
+                                 "sides; default: 2048)"),
+        Opt("mini-batch", T::integer, G::training, TXS | kBench, def("0"),
+            "Sentences per batch (0: use mini-batch-words)")
             .in(0, kMaxBatchSentences)
             .default_in(App::translate, def("16"))
             .default_in(App::score, def("16"))
             .group_in(App::translate, G::translation)
-            .group_in(App::score, G::translation),
-        Opt("maxi-batch", T::integer, G::training, TXS, def("100"),
+            .group_in(App::score, G::translation)
+            .default_in(App::bench, none())
+            .help_in(App::bench, "Sentences per batch: bench_decode_step (default: 16), bench_kernels_cpu (default: "
+                                 "32), bench_kernels_gpu (default: 256; the kernels' op shapes are mini-batch x len "
+                                 "tokens)"),
+        Opt("maxi-batch", T::integer, G::training, TXS | kBench, def("100"),
             "Batches read ahead and sorted by length together")
             .in(1, kMaxMaxiBatch)
             .group_in(App::translate, G::translation)
-            .group_in(App::score, G::translation),
+            .group_in(App::score, G::translation)
+            .help_in(App::bench, "bench_data_pipeline: batches read ahead and sorted by length together"),
         Opt("shuffle", T::string, G::training, kTrain, def("data"),
             "Shuffle the corpus each epoch (data) or not (none)")
             .one_of({"data", "none"}),
@@ -263,10 +323,12 @@ std::vector<OptionSpec> build_registry() {
             "Stop after this many consecutive non-finite losses or gradients (those updates are skipped; fp16 overflows "
             "count only once the loss scale is below 1)")
             .at_least(0),
-        Opt("recompute-ffn", T::boolean, G::training, kTrain, def("false"),
+        Opt("recompute-ffn", T::boolean, G::training, kTrain | kBench, def("false"),
             "Keep no feed-forward hidden activations for backward and recompute them there: batch tokens x "
             "transformer-dim-ffn values less per layer (about 0.75 GiB for transformer-big at 8192 tokens in bf16) "
-            "for one more matrix product per layer (about 5% slower); the gradients are the same"),
+            "for one more matrix product per layer (about 5% slower); the gradients are the same")
+            .help_in(App::bench, "bench_train_throughput: lstrain's --recompute-ffn (impl=lseq-recompute-ffn in the "
+                                 "RESULT lines)"),
         Opt("overwrite", T::boolean, G::training, kTrain, def("false"),
             "Start anew: discard the model directory's checkpoint, weights and the vocabularies lstrain created there"),
         Opt("no-restore-corpus", T::boolean, G::training, kTrain, def("false"),
@@ -311,10 +373,11 @@ std::vector<OptionSpec> build_registry() {
             .group_in(App::eval, G::evaluation),
         Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
             .flag('o'),
-        Opt("beam-size", T::integer, G::translation, kTranslate | kTrain, def("4"),
+        Opt("beam-size", T::integer, G::translation, kTranslate | kTrain | kBench, def("4"),
             "Beam size; 1 is greedy search (lstrain: for the bleu/chrf validation metrics)")
             .flag('b')
-            .in(1, kMaxBeamSize),
+            .in(1, kMaxBeamSize)
+            .help_in(App::bench, "bench_decode_step: hypotheses per sentence"),
         Opt("normalize", T::floating, G::translation, TXS, def("0.6"),
             "Divide scores by length^N (length normalisation); --normalize alone means 1")
             .flag('n')
@@ -353,6 +416,80 @@ std::vector<OptionSpec> build_registry() {
             "Metrics to compute, as sacreBLEU does: bleu and/or chrf")
             .flag('m')
             .one_of({"bleu", "chrf"}),
+    };
+    for (auto& x : o) add(x);
+  }
+
+  // ---- Benchmarks (bench/, App::bench) ----
+  // Every benchmark accepts all of them and reads those it uses. An option used by benchmarks with different
+  // defaults has none here: its help names each benchmark's (bench/bench_options.h).
+  {
+    Opt o[] = {
+        Opt("preset", T::string, G::benchmark, kBench, def("configs/transformer-base.yaml"),
+            "bench_train_throughput, bench_decode_throughput: the model (an lstrain config), with random weights"),
+        Opt("tokens", T::ints, G::benchmark, kBench, defs({"4096", "8192", "16384"}),
+            "bench_train_throughput: target-token budgets of the batches, one case each")
+            .at_least(1),
+        Opt("warmup", T::integer, G::benchmark, kBench, def("10"),
+            "bench_train_throughput: untimed steps before the timed ones")
+            .at_least(0),
+        Opt("steps", T::integer, G::benchmark, kBench, none(),
+            "Timed training steps: bench_train_throughput (default: 32), bench_model_step (default: 5)")
+            .at_least(1),
+        Opt("pool", T::integer, G::benchmark, kBench, def("16"),
+            "bench_train_throughput: distinct batches per case, cycled by the steps")
+            .at_least(1),
+        Opt("peak-flops", T::floating, G::benchmark, kBench, def("989e12"),
+            "bench_train_throughput: the device's peak FLOP/s that MFU divides by (H100/H200 bf16 dense)")
+            .at_least(1),
+        Opt("plan", T::string, G::benchmark, kBench, def("lstrain"),
+            "bench_train_throughput: the workspace grows to what the batches need, as in lstrain (lstrain), or holds "
+            "lstrain's startup plan for the longest sentences throughout (worst)")
+            .one_of({"lstrain", "worst"}),
+        Opt("plan-only", T::boolean, G::benchmark, kBench, def("false"),
+            "bench_train_throughput: print each case's workspace plan and the model and optimizer state; run no step"),
+        Opt("dump-batches", T::string, G::benchmark, kBench, def(""),
+            "bench_train_throughput: write every case's batch shapes to this file (for bench/pytorch_train.py)"),
+        Opt("dump-only", T::boolean, G::benchmark, kBench, def("false"),
+            "bench_train_throughput: stop after --dump-batches (needs no device)"),
+        Opt("batch-sizes", T::ints, G::benchmark, kBench, empty_list(),
+            "Sentences per batch, one case each: bench_decode_throughput (default: 32 64 128), "
+            "bench_search_overhead (default: 1 16 64 128)")
+            .at_least(1),
+        Opt("beams", T::ints, G::benchmark, kBench, defs({"1", "4"}),
+            "bench_decode_throughput, bench_search_overhead: beam sizes, one case each (1: greedy)")
+            .at_least(1),
+        Opt("src-len", T::integer, G::benchmark, kBench, none(),
+            "Source tokens per sentence: bench_decode_throughput (eos included; default: 28), bench_decode_step "
+            "(default: 32)")
+            .at_least(1),
+        Opt("out-len", T::integer, G::benchmark, kBench, none(),
+            "Output tokens per sentence: bench_decode_throughput (forced; 0: free decoding; default: 28), "
+            "bench_decode_step (its decoding steps; default: 32)")
+            .at_least(0),
+        Opt("batches-per-case", T::integer, G::benchmark, kBench, def("5"),
+            "bench_decode_throughput: timed batches per case, after one untimed")
+            .at_least(1),
+        Opt("no-graphs", T::boolean, G::benchmark, kBench, def("false"),
+            "bench_decode_throughput: run every decoding step op by op instead of replaying CUDA graphs"),
+        Opt("min-seconds", T::floating, G::benchmark, kBench, def("3"),
+            "bench_data_pipeline: read batches for at least this long (and at least one epoch)")
+            .at_least(0),
+        Opt("size", T::integer, G::benchmark, kBench, def("8192"), "bench_gemm_peak: M = N = K of the square GEMM")
+            .at_least(1),
+        Opt("rounds", T::integer, G::benchmark, kBench, def("15"),
+            "bench_gemm_peak: timed rounds (the median round is reported)")
+            .at_least(1),
+        Opt("reps", T::integer, G::benchmark, kBench, def("20"),
+            "bench_gemm_peak, bench_kernels_gpu: back-to-back launches timed together")
+            .at_least(1),
+        Opt("len", T::integer, G::benchmark, kBench, def("32"),
+            "Tokens per sentence: bench_kernels_cpu and bench_kernels_gpu (the op shapes), bench_model_step (both "
+            "sides)")
+            .at_least(1),
+        Opt("ffn-rows", T::integer, G::benchmark, kBench, def("16384"),
+            "bench_kernels_gpu: rows of the feed-forward block timed fused against unfused")
+            .at_least(1),
     };
     for (auto& x : o) add(x);
   }

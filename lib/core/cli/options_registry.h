@@ -1,6 +1,7 @@
 #pragma once
-// The registry: every option of lstrain, lstranslate and lsscore, declared once with its type, default, help
-// text, checks and the apps that accept it. Parsing, --help, --dump-config and the typed accessors all read it.
+// The registry: every option of lstrain, lstranslate, lsscore, lseval and the benchmarks, declared once with its
+// type, default, help text, checks and the apps that accept it. Parsing, --help, --dump-config and the typed
+// accessors all read it.
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,17 +48,20 @@ struct OptionSpec {
   bool split_words = false;          // list of strings: "topk 10" counts as two elements "topk", "10"
   std::optional<std::string> implicit_value;  // command line: value of "--opt" given without one
 
-  // Where one app differs: its own default, or the --help group it is listed in.
+  // Where one app differs: its own default, the --help group it is listed in, or its help text (the benchmarks
+  // give some product options a meaning of their own, e.g. --model).
   struct AppOverride {
     App app;
     std::optional<DefaultTokens> default_value;
     std::optional<OptionGroup> group;
+    std::optional<std::string> help;
   };
   std::vector<AppOverride> overrides;
 
   bool accepted_by(App app) const { return (apps & app_bit(app)) != 0; }
   DefaultTokens default_for(App app) const;
   OptionGroup group_for(App app) const;
+  const std::string& help_for(App app) const;
   bool is_list() const {
     return type == OptionType::strings || type == OptionType::ints || type == OptionType::floats;
   }

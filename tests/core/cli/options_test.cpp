@@ -144,6 +144,26 @@ TEST(Options, DumpConfigRoundTrips) {
   }
 }
 
+// The benchmarks leave options unset whose default depends on the benchmark (--steps, --precision ...): dumped as
+// null, read back as unset, whatever their type.
+TEST(Options, DumpConfigRoundTripsUnsetOptions) {
+  TempDir dir("dump_bench");
+  auto first = run_parse(App::bench, {"--dump-config", "--beams", "2", "--seed", "5"});
+  ASSERT_EQ(first.parsed.exit_code, 0) << first.err;
+  for (const char* unset : {"steps: ~", "precision: ~", "mini-batch: ~", "model: ~"})
+    EXPECT_NE(first.out.find(unset), std::string::npos) << unset;
+  auto second = run_parse(App::bench, {"-c", dir.write("bench.yaml", first.out), "--dump-config"});
+  ASSERT_EQ(second.parsed.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  EXPECT_FALSE(second.parsed.options.has("steps"));
+  EXPECT_FALSE(second.parsed.options.has("precision"));
+  EXPECT_EQ(second.parsed.options.get_ints("beams"), (std::vector<int64_t>{2}));
+  // An option that has a default for this app still refuses an empty value of the wrong type.
+  auto empty_int = run_parse(App::bench, {"-c", dir.write("empty.yaml", "pool:\n")});
+  EXPECT_EQ(empty_int.parsed.exit_code, 1);
+  EXPECT_NE(empty_int.err.find("option 'pool'"), std::string::npos) << empty_int.err;
+}
+
 TEST(Options, DumpRoundTripsAwkwardStrings) {
   TempDir dir("awkward");
   for (std::string text : {"--character_coverage=1.0 --model_type=bpe", "a: b", "#x", "x #y", "[x]", "{a}", "'q'",
@@ -194,6 +214,9 @@ TEST(Options, HelpAndVersion) {
   EXPECT_EQ(translate_help.out.find("--dim-emb"), std::string::npos);
   auto score_help = run_parse(App::score, {"--help"});
   EXPECT_NE(score_help.out.find("(default: 0)"), std::string::npos);
+  auto eval_help = run_parse(App::eval, {"--help"});
+  for (const char* part : {"Evaluation options:", "-r, --references", "-m, --metrics", "(default: bleu chrf)"})
+    EXPECT_NE(eval_help.out.find(part), std::string::npos) << part;
 
   auto version = run_parse(App::score, {"--version"});
   EXPECT_TRUE(version.parsed.exit_now);
