@@ -91,9 +91,9 @@ int run_train(const Options& options) {
                model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
 
   // The workspace follows the batches: it starts at --workspace MiB and grows to what each new batch shape needs
-  // (EncoderDecoderModel::step_bytes), as a caching allocator would. The largest batch the batcher can produce is planned
-  // here and allocated once, so that a configuration that cannot fit fails now with a clear message rather than
-  // hours later when its longest batch arrives.
+  // (EncoderDecoderModel::step_bytes), as a caching allocator would. The largest batch the batcher can produce is
+  // planned here and allocated once, so that a configuration that cannot fit fails now with a clear message rather
+  // than hours later when its longest batch arrives.
   const int max_len = config.max_length + 1;  // + eos / bos
   const int64_t words = options.get_int("mini-batch-words");
   const int sentences = static_cast<int>(options.get_int("mini-batch"));

@@ -21,8 +21,9 @@ enum class App { train, translate, score, eval, bench };
 const char* app_name(App app);  // "lstrain", "lstranslate", "lsscore", "lseval", "lseq's benchmarks"
 bool needs_model(App app);      // train, translate and score
 
-// Parses a count in training units (core/train/frequency.h); `allowed_units` lists the unit letters accepted (e.g. "ut"); throws lseq::Error naming
-// `what` (e.g. "option 'after' in x.yaml line 3") when the text is not such a count.
+// Parses a count in training units (core/train/frequency.h); `allowed_units` lists the unit letters accepted
+// (e.g. "ut"); throws lseq::Error naming `what` (e.g. "option 'after' in x.yaml line 3") when the text is not such
+// a count.
 Schedule parse_schedule(const std::string& text, const std::string& allowed_units = "uet",
                         const std::string& what = "value");
 

@@ -13,8 +13,8 @@
 
 namespace lseq {
 
-EncoderDecoderModel::EncoderDecoderModel(const ModelConfig& config, kernels::Backend& backend, kernels::DType compute_dt,
-                         ParamUse use)
+EncoderDecoderModel::EncoderDecoderModel(const ModelConfig& config, kernels::Backend& backend,
+                                         kernels::DType compute_dt, ParamUse use)
     : config_(config), backend_(backend) {
   config_.validate();
   const int dim = config_.dim_emb;
@@ -94,9 +94,9 @@ bool EncoderDecoderModel::packs_source(const data::Batch& b, bool training) cons
   return false;  // no padding: nothing to skip
 }
 
-StepLoss EncoderDecoderModel::run(const data::Batch& b, kernels::Backend& backend, kernels::Workspace* ws, const Run& how,
-                          Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured,
-                          std::vector<float>* logits) const {
+StepLoss EncoderDecoderModel::run(const data::Batch& b, kernels::Backend& backend, kernels::Workspace* ws,
+                                  const Run& how, Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured,
+                                  std::vector<float>* logits) const {
   const int batch = b.size, src_len = b.src_len, tgt_len = b.tgt_len;
   const int padded_src_rows = batch * src_len, tgt_rows = batch * tgt_len;
   const std::size_t dim = static_cast<std::size_t>(config_.dim_emb);

@@ -135,7 +135,8 @@ const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, Ste
   return out.logits;
 }
 
-void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of) {
+void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents,
+                                          const std::vector<int32_t>& sentence_of) {
   // One upload, packed for the current count n (slice i = j*heads + h):
   // [n] parents | [n*heads] sentence slices | [n] source lengths.
   const int n = static_cast<int>(sentence_of.size());

@@ -6,7 +6,8 @@
 //  - optionally a region at the very top for the step's parameter gradients (reserve_top), taken from its end
 //    down (claim_top) as backward reaches the tensors; temporaries then come from below the taken part.
 // Without a workspace it only counts (planning): the largest sum of the three seen at any point is then exactly
-// what the same step needs, because planning runs the same code (over the planning backend, kernels/planning/planning_backend.h).
+// what the same step needs, because planning runs the same code (over the planning backend,
+// kernels/planning/planning_backend.h).
 #include <cstddef>
 
 #include "kernels/workspace.h"

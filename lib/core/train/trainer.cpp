@@ -26,8 +26,8 @@ bool all_finite(const std::vector<float>& values) {
 
 }  // namespace
 
-Trainer::Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& optimizer, kernels::Workspace& workspace,
-                 ModelDir model_dir, Validator* validator, TrainerOptions options)
+Trainer::Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& optimizer,
+                 kernels::Workspace& workspace, ModelDir model_dir, Validator* validator, TrainerOptions options)
     : model_(model), batcher_(batcher), optimizer_(optimizer), workspace_(workspace),
       model_dir_(std::move(model_dir)), validator_(validator), options_(std::move(options)),
       scaler_(options_.precision == kernels::DType::f16) {}

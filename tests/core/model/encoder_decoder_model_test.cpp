@@ -280,8 +280,8 @@ TEST(ModelPackedSource, OnlyBatchesWithSourcePaddingAndNoAttentionDropoutPack) {
   data::Batch b = test::random_batch(rng, 5, 2, 12, 11);
   const EncoderDecoderModel plain(tiny_config(NormPlacement::post, TiedEmbeddings::none), *backend);
   EXPECT_TRUE(plain.packs_source(b, true));
-  EXPECT_FALSE(EncoderDecoderModel(tiny_config(NormPlacement::post, TiedEmbeddings::none, 0.1f), *backend).packs_source(b, true))
-      << "attention dropout needs the composed core";
+  EncoderDecoderModel with_dropout(tiny_config(NormPlacement::post, TiedEmbeddings::none, 0.1f), *backend);
+  EXPECT_FALSE(with_dropout.packs_source(b, true)) << "attention dropout needs the composed core";
   b.src_lengths.assign(b.size, b.src_len);
   EXPECT_FALSE(plain.packs_source(b, true)) << "no padding to skip";
 }

@@ -99,13 +99,14 @@ inline Hypothesis trace_back(const std::vector<TraceNode>& trace, const Finished
 
 }  // namespace full_search_detail
 
-inline std::vector<NBestList> full_distribution_beam_search(StepModel& decoder, const data::Batch& batch, const BeamSearchOptions& options) {
+inline std::vector<NBestList> full_distribution_beam_search(StepModel& model, const data::Batch& batch,
+                                                            const BeamSearchOptions& options) {
   if (options.beam_size < 1) fail("--beam-size must be at least 1 (it is {})", options.beam_size);
   const int sentences = batch.size;
   std::vector<NBestList> results(sentences);
   if (sentences == 0) return results;
-  decoder.start(batch.src, batch.src_lengths, sentences, batch.src_len);
-  const int vocab = decoder.vocab_size();
+  model.start(batch.src, batch.src_lengths, sentences, batch.src_len);
+  const int vocab = model.vocab_size();
   const int32_t eos = data::kEosId;
 
   std::vector<int> limit(sentences);
@@ -121,7 +122,7 @@ inline std::vector<NBestList> full_distribution_beam_search(StepModel& decoder, 
   full_search_detail::TopCandidates top;
 
   while (!live.empty()) {
-    decoder.step(tokens, log_probs);
+    model.step(tokens, log_probs);
     next_live.clear();
     next_tokens.clear();
     parents.clear();
@@ -177,7 +178,7 @@ inline std::vector<NBestList> full_distribution_beam_search(StepModel& decoder, 
       begin = end;
     }
     if (next_live.empty()) break;
-    if (!keeps_all(parents, static_cast<int>(live.size()))) decoder.select(parents, sentence_of);
+    if (!keeps_all(parents, static_cast<int>(live.size()))) model.select(parents, sentence_of);
     live.swap(next_live);
     tokens.swap(next_tokens);
   }
