@@ -126,7 +126,8 @@ class EncoderDecoderStepModel : public StepModel {
   std::vector<int32_t> src_lengths_, sentence_of_;
 };
 
-// What the apps call (lstranslate, lsscore): a EncoderDecoderStepModel with these limits.
+// An EncoderDecoderStepModel with these limits (tests and benchmarks; the programs load theirs with
+// load_step_model, core/cli/model_loader.h).
 std::unique_ptr<StepModel> make_encoder_decoder_step_model(const EncoderDecoderModel& model, int max_hypotheses,
                                                            int max_src_len, int max_tgt_len, int max_sentences = 0);
 
