@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Issue 23's benchmark: lstranslate as users run it, beside the kernel-level decoding benchmark and Hugging Face
+# generate on the same weights, on the GPU machine.
+#
+#  1. A transformer-base model trained here by lstrain (bf16, joint 8k SentencePiece vocabulary) on a real corpus
+#     (DATA: train.de/train.en/test.de/test.en; default .bench-data/ding-de-en, copied from shared/data), for
+#     TRAIN_UPDATES updates, so that outputs have realistic lengths (nothing is forced). MODEL reuses a model.
+#  2. lstranslate on the whole test file (2,000 lines) for each case (beam 4 at 32, 64, 128 sentences a batch;
+#     greedy at 128), bf16, --normalize 1: the wall clock of the whole program, and its own summary line (model
+#     load apart, target tokens/s over the translation).
+#  3. bench_decode_throughput on the same model directory at the same batch and beam, sources and outputs forced to
+#     the test set's mean lengths: the kernel-level figure per target token.
+#  4. Hugging Face generate (bench/hf_translate.py) on the same weights converted to MarianMT
+#     (tools/marian/lseq_to_marianmt.py), the same sentences, beam, length normalisation, maximum length and
+#     precision, when the converter is there.
+# Prints a table last: per case lstranslate's target tokens/s (whole program and translation alone), the kernel
+# benchmark's, Hugging Face's, and the ratios.
+#
+#   bash bench/run-translate-bench.sh                      # BUILD=build-gpu OUT=/tmp/lseq-translate-bench
+#   MODEL=/tmp/model CASES="4:32 4:128 1:128" TRAIN_UPDATES=3000 bash bench/run-translate-bench.sh
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+build=${BUILD:-build-gpu}
+out=${OUT:-/tmp/lseq-translate-bench}/translate
+data=${DATA:-.bench-data/ding-de-en}
+model=${MODEL:-$out/model}
+cases=${CASES:-4:32 4:64 4:128 1:128}
+updates=${TRAIN_UPDATES:-2000}
+precision=${PRECISION:-bf16}
+normalize=${NORMALIZE:-1}
+mkdir -p "$out"
+bin=$build/apps
+echo "device: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
+
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  { [ -f "$build/build.ninja" ] ||
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DLSEQ_CUDA=ON; } \
+    >"$out/build.log" 2>&1 &&
+    cmake --build "$build" --target lstrain lstranslate bench_decode_throughput -j "${JOBS:-16}" >>"$out/build.log" 2>&1 ||
+    { echo "build FAILED (see $out/build.log)"; tail -n 20 "$out/build.log"; exit 1; }
+fi
+
+# ---- 1. the model ----
+if [ ! -f "$model/model.safetensors" ]; then
+  t0=$(date +%s)
+  "$bin/train/lstrain" -c configs/transformer-base.yaml -m "$model" --precision "$precision" \
+    -t "$data/train.de" "$data/train.en" --dim-vocabs 8000 8000 --mini-batch-words 16384 --maxi-batch 100 \
+    --lr-warmup 1000u --lr-decay-inv-sqrt 1000u --learn-rate 0.0007 --after "${updates}u" --save-freq 0 \
+    --valid-freq 0 --valid-metrics cross-entropy --disp-freq 500u --exponential-smoothing 0 >"$out/train.log" 2>&1 ||
+    { echo "lstrain FAILED:"; tail -n 20 "$out/train.log"; exit 1; }
+  echo "trained $model: $updates updates in $(($(date +%s) - t0)) s (log: $out/train.log)"
+  grep -E "Ep\.|updates|tokens/s" "$out/train.log" | tail -n 2
+fi
+test_src=$data/test.de
+lines=$(wc -l <"$test_src")
+
+results=$out/results.txt
+: >"$results"
+for c in $cases; do
+  beam=${c%%:*} batch=${c##*:}
+  name="beam${beam}-batch${batch}"
+  # ---- 2. lstranslate, whole program ----
+  t0=$(date +%s.%N)
+  "$bin/translate/lstranslate" -m "$model" -i "$test_src" -o "$out/$name.out" --precision "$precision" \
+    --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100 2>"$out/$name.log"
+  rc=$?
+  wall=$(echo "$(date +%s.%N) - $t0" | bc)
+  summary=$(grep -E "target tokens/s" "$out/$name.log" | tail -n 1)
+  tokens=$(sed -n 's/.* \([0-9]*\) target tokens.*/\1/p' <<<"$summary")
+  load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
+  translate_s=$(sed -n 's/.* in \([0-9.]*\) s .*/\1/p' <<<"$summary")
+  echo "RESULT bench=translate impl=lstranslate case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.out") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} translate_s=${translate_s:-nan}" |
+    tee -a "$results"
+  # ---- 3. the kernel-level benchmark at the same batch ----
+  src_len=$(awk '{ n += NF } END { printf "%d", n / NR * 1.4 + 1 }' "$test_src")  # ~ SentencePiece tokens + eos
+  out_len=$(awk -v t="${tokens:-0}" -v l="$lines" 'BEGIN { printf "%d", (t > 0 ? t / l : 20) }')
+  "$build/bench/bench_decode_throughput" --model "$model" --precision "$precision" --batch-sizes "$batch" \
+    --beams "$beam" --src-len "$src_len" --out-len "$out_len" --batches-per-case 10 2>"$out/$name.kernel.log" |
+    grep '^RESULT' | sed "s/^RESULT bench=decode/RESULT bench=decode case=$name/" | tee -a "$results"
+done
+
+# ---- 4. Hugging Face generate on the same weights ----
+if [ -f tools/marian/lseq_to_marianmt.py ]; then
+  if python3 tools/marian/lseq_to_marianmt.py "$model" "$out/marianmt" >"$out/convert.log" 2>&1; then
+    for c in $cases; do
+      beam=${c%%:*} batch=${c##*:}
+      python3 bench/hf_translate.py --model "$out/marianmt" --input "$test_src" --output "$out/beam${beam}-batch${batch}.hf" \
+        --beam "$beam" --batch "$batch" --length-penalty "$normalize" --precision "$precision" \
+        --case "beam${beam}-batch${batch}" 2>"$out/hf-$beam-$batch.log" | tee -a "$results"
+    done
+  else
+    echo "conversion to MarianMT FAILED (see $out/convert.log); no Hugging Face figures"
+  fi
+else
+  echo "tools/marian/lseq_to_marianmt.py not found: no Hugging Face figures"
+fi
+
+echo
+python3 - "$results" <<'PY'
+import sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+    rows.setdefault(f.get("case"), {})[f.get("impl", f.get("bench"))] = f
+print(f"{'case':18} {'lstranslate wall':>17} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
+      f"{'kernel/lstr':>11} {'lstr/HF':>8}")
+for case, r in rows.items():
+    t = r.get("lstranslate", {})
+    tokens = float(t.get("tokens", 0) or 0)
+    def rate(seconds):
+        try:
+            return tokens / float(seconds)
+        except (TypeError, ValueError, ZeroDivisionError):
+            return float("nan")
+    wall = rate(t.get("wall_s"))
+    only = rate(t.get("translate_s"))
+    kernel = float(r.get("lseq", {}).get("tgt_tok_s", "nan"))
+    hf = float(r.get("hf-generate", {}).get("tgt_tok_s", "nan"))
+    print(f"{case:18} {wall:17.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {wall / hf:8.2f}")
+PY
