@@ -1,0 +1,455 @@
+// The communicator on NVIDIA GPUs: NCCL in non-blocking mode on a stream of its own beside the CUDA backend's.
+// Each collective first waits (on the device) for the backend's stream, so that it reads what the ops issued before
+// it wrote, and runs while the backend goes on (the overlap of gradient buckets with backward); wait() makes the
+// backend's stream wait for it in turn, recording two events around that wait to measure how long the backend
+// stood idle for communication.
+// Nothing may block for ever: every NCCL call in non-blocking mode returns at once (ncclInProgress while it sets
+// up), and a watchdog thread checks the communicator's asynchronous error state and the age of the oldest
+// unfinished collective every 100 ms; on an error or a collective older than the time-out it aborts the communicator
+// (ncclCommAbort stops NCCL's kernels, so the streams drain) and every later call throws the reason. The rank-failure
+// monitor of the process group calls abort() the same way when another rank dies.
+// Ranges: equal contiguous ranges use NCCL's in-place ncclReduceScatter / ncclAllGather; uneven ones (a bucket that
+// crosses a shard boundary) a group of ncclReduce / ncclBroadcast, one per non-empty range, which NCCL runs as one
+// operation.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kernels/communicator.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "util/error.h"
+
+namespace lseq::kernels {
+
+namespace {
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+ncclDataType_t nccl_type(DType dt) {
+  switch (dt) {
+    case DType::f32: return ncclFloat32;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+  }
+  return ncclFloat32;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(CudaBackend& backend, const std::string& id, int rank, int ranks, const NcclOptions& options);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return name_; }
+  void all_reduce(DType dt, void* data, std::size_t count) override;
+  void reduce_scatter(DType dt, void* data, const std::vector<std::size_t>& offsets) override;
+  void all_gather(DType dt, void* data, const std::vector<std::size_t>& offsets) override;
+  void broadcast(DType dt, void* data, std::size_t count, int root) override;
+  void wait() override;
+  void sum_host(std::vector<double>& values) override;
+  double waited_seconds() override;
+  void abort(const std::string& reason) override;
+
+ private:
+  using Lock = std::unique_lock<std::mutex>;
+  // Throws the abort reason, or the failure of `result` naming `what`, after aborting.
+  void check(Lock& lock, ncclResult_t result, const char* what);
+  // Non-blocking mode: polls the communicator until the last call has been taken (not ncclInProgress), releasing
+  // the lock between polls so that abort() can get in.
+  void settle(Lock& lock, const char* what);
+  Lock begin();           // checks for an abort; the comm stream waits for the backend's stream
+  void issued(Lock& lock);  // an event after the collective, watched for its age
+  void abort_locked(const std::string& reason);
+  void watch();
+  void harvest_waits(bool block);
+  void check_offsets(const std::vector<std::size_t>& offsets) const;
+  // Blocks the host until the comm stream is done, bounded by the time-out.
+  void sync_stream(Lock& lock, const char* what);
+
+  CudaBackend& backend_;
+  int rank_, size_, device_;
+  NcclOptions options_;
+  std::string name_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  double* device_values_ = nullptr;  // sum_host's buffer
+  std::size_t device_values_capacity_ = 0;
+
+  std::mutex mutex_;  // every use of comm_, the pending list and the abort reason
+  std::string aborted_;
+  std::deque<std::pair<cudaEvent_t, double>> pending_;  // collectives not yet seen finished, oldest first
+  std::vector<cudaEvent_t> spare_events_;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> wait_marks_, spare_marks_;  // around each wait()
+  double waited_ = 0;
+  bool stop_ = false;
+  std::condition_variable stop_changed_;
+  std::thread watchdog_;
+};
+
+NcclCommunicator::NcclCommunicator(CudaBackend& backend, const std::string& id, int rank, int ranks,
+                                   const NcclOptions& options)
+    : backend_(backend), rank_(rank), size_(ranks), device_(backend.device()), options_(options) {
+  if (id.size() != sizeof(ncclUniqueId)) fail("internal error: an NCCL id of {} bytes", id.size());
+  int version = 0;
+  ncclGetVersion(&version);
+  name_ = fmt::format("nccl {}.{}.{}", version / 10000, version / 100 % 100, version % 100);
+  LSEQ_CUDA_CHECK(cudaSetDevice(device_));
+  LSEQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  ncclUniqueId unique;
+  std::memcpy(&unique, id.data(), sizeof unique);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  Lock lock(mutex_);
+  const ncclResult_t made = ncclCommInitRankConfig(&comm_, ranks, unique, rank, &config);
+  if (made != ncclSuccess && made != ncclInProgress) {
+    fail("rank {}: NCCL could not create its communicator on GPU {}: {} ({})", rank, device_,
+         ncclGetErrorString(made), comm_ ? ncclGetLastError(comm_) : "");
+  }
+  settle(lock, "creating the NCCL communicator (every rank must reach this point)");
+  lock.unlock();
+  watchdog_ = std::thread([this] { watch(); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  stop_changed_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  cudaSetDevice(device_);
+  {
+    Lock lock(mutex_);
+    if (comm_ != nullptr) {
+      bool clean = std::uncaught_exceptions() == 0;
+      if (clean) {
+        // Flush and release in step with the other ranks; an abort if that does not finish in time.
+        try {
+          check(lock, ncclCommFinalize(comm_), "ncclCommFinalize");
+          settle(lock, "closing the NCCL communicator");
+        } catch (const std::exception&) {
+          clean = false;
+        }
+      }
+      if (comm_ != nullptr) {
+        if (clean) {
+          ncclCommDestroy(comm_);
+        } else {
+          ncclCommAbort(comm_);
+        }
+        comm_ = nullptr;
+      }
+    }
+  }
+  for (auto& e : pending_) cudaEventDestroy(e.first);
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
+  for (auto& m : wait_marks_) cudaEventDestroy(m.first), cudaEventDestroy(m.second);
+  for (auto& m : spare_marks_) cudaEventDestroy(m.first), cudaEventDestroy(m.second);
+  if (device_values_) cudaFree(device_values_);
+  if (ready_) cudaEventDestroy(ready_);
+  if (done_) cudaEventDestroy(done_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void NcclCommunicator::abort_locked(const std::string& reason) {
+  if (!aborted_.empty()) return;
+  aborted_ = reason;
+  if (comm_ != nullptr) {
+    cudaSetDevice(device_);
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+}
+
+void NcclCommunicator::abort(const std::string& reason) {
+  Lock lock(mutex_);
+  abort_locked(reason);
+}
+
+void NcclCommunicator::check(Lock& lock, ncclResult_t result, const char* what) {
+  if (!aborted_.empty()) throw Error(aborted_);
+  if (result == ncclSuccess || result == ncclInProgress) return;
+  const std::string reason = fmt::format("rank {}: {} failed: {} ({})", rank_, what, ncclGetErrorString(result),
+                                         comm_ ? ncclGetLastError(comm_) : "");
+  abort_locked(reason);
+  (void)lock;
+  throw Error(reason);
+}
+
+void NcclCommunicator::settle(Lock& lock, const char* what) {
+  const double start = now_seconds();
+  for (int polls = 0;; ++polls) {
+    if (!aborted_.empty()) throw Error(aborted_);
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
+    if (queried != ncclSuccess) check(lock, queried, what);
+    if (state != ncclInProgress) {
+      check(lock, state, what);
+      return;
+    }
+    if (now_seconds() - start > options_.timeout_seconds) {
+      const std::string reason = fmt::format("rank {}: {} did not finish within {:.0f} s (--dist-timeout): a rank "
+                                             "hangs, stopped or cannot be reached", rank_, what,
+                                             options_.timeout_seconds);
+      abort_locked(reason);
+      throw Error(reason);
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(polls < 100 ? 10 : 1000));
+    lock.lock();
+  }
+}
+
+NcclCommunicator::Lock NcclCommunicator::begin() {
+  Lock lock(mutex_);
+  if (!aborted_.empty()) throw Error(aborted_);
+  LSEQ_CUDA_CHECK(cudaSetDevice(device_));
+  LSEQ_CUDA_CHECK(cudaEventRecord(ready_, backend_.stream()));
+  LSEQ_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+  return lock;
+}
+
+void NcclCommunicator::issued(Lock& lock) {
+  (void)lock;
+  cudaEvent_t e;
+  if (spare_events_.empty()) {
+    LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  } else {
+    e = spare_events_.back();
+    spare_events_.pop_back();
+  }
+  LSEQ_CUDA_CHECK(cudaEventRecord(e, stream_));
+  pending_.emplace_back(e, now_seconds());
+}
+
+void NcclCommunicator::check_offsets(const std::vector<std::size_t>& offsets) const {
+  if (static_cast<int>(offsets.size()) != size_ + 1) {
+    fail("internal error: a collective's ranges need {} offsets", size_ + 1);
+  }
+  for (int r = 0; r < size_; ++r)
+    if (offsets[r] > offsets[r + 1]) fail("internal error: a collective's ranges are not ascending");
+}
+
+void NcclCommunicator::all_reduce(DType dt, void* data, std::size_t count) {
+  if (count == 0) return;
+  Lock lock = begin();
+  check(lock, ncclAllReduce(data, data, count, nccl_type(dt), ncclSum, comm_, stream_), "ncclAllReduce");
+  settle(lock, "ncclAllReduce");
+  issued(lock);
+}
+
+void NcclCommunicator::reduce_scatter(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+  check_offsets(offsets);
+  const std::size_t es = dtype_size(dt);
+  char* base = static_cast<char*>(data);
+  const std::size_t first = offsets[1] - offsets[0];
+  bool equal = first > 0;
+  for (int r = 1; r < size_ && equal; ++r) equal = offsets[r + 1] - offsets[r] == first;
+  Lock lock = begin();
+  if (equal) {
+    // In place: rank r's result lands at send + r * count.
+    check(lock, ncclReduceScatter(base + offsets[0] * es, base + offsets[rank_] * es, first, nccl_type(dt), ncclSum,
+                                  comm_, stream_), "ncclReduceScatter");
+  } else {
+    check(lock, ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size_; ++r) {
+      const std::size_t n = offsets[r + 1] - offsets[r];
+      if (n == 0) continue;
+      char* p = base + offsets[r] * es;
+      check(lock, ncclReduce(p, p, n, nccl_type(dt), ncclSum, r, comm_, stream_), "ncclReduce");
+    }
+    check(lock, ncclGroupEnd(), "ncclGroupEnd (reduce)");
+  }
+  settle(lock, "the gradients' reduce-scatter");
+  issued(lock);
+}
+
+void NcclCommunicator::all_gather(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+  check_offsets(offsets);
+  const std::size_t es = dtype_size(dt);
+  char* base = static_cast<char*>(data);
+  const std::size_t first = offsets[1] - offsets[0];
+  bool equal = first > 0;
+  for (int r = 1; r < size_ && equal; ++r) equal = offsets[r + 1] - offsets[r] == first;
+  Lock lock = begin();
+  if (equal) {
+    check(lock, ncclAllGather(base + offsets[rank_] * es, base + offsets[0] * es, first, nccl_type(dt), comm_,
+                              stream_), "ncclAllGather");
+  } else {
+    check(lock, ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < size_; ++r) {
+      const std::size_t n = offsets[r + 1] - offsets[r];
+      if (n == 0) continue;
+      char* p = base + offsets[r] * es;
+      check(lock, ncclBroadcast(p, p, n, nccl_type(dt), r, comm_, stream_), "ncclBroadcast");
+    }
+    check(lock, ncclGroupEnd(), "ncclGroupEnd (broadcast)");
+  }
+  settle(lock, "the weights' all-gather");
+  issued(lock);
+}
+
+void NcclCommunicator::broadcast(DType dt, void* data, std::size_t count, int root) {
+  if (count == 0) return;
+  Lock lock = begin();
+  check(lock, ncclBroadcast(data, data, count, nccl_type(dt), root, comm_, stream_), "ncclBroadcast");
+  settle(lock, "ncclBroadcast");
+  issued(lock);
+}
+
+void NcclCommunicator::wait() {
+  Lock lock(mutex_);
+  if (!aborted_.empty()) throw Error(aborted_);
+  LSEQ_CUDA_CHECK(cudaSetDevice(device_));
+  std::pair<cudaEvent_t, cudaEvent_t> marks;
+  if (spare_marks_.empty()) {
+    LSEQ_CUDA_CHECK(cudaEventCreate(&marks.first));
+    LSEQ_CUDA_CHECK(cudaEventCreate(&marks.second));
+  } else {
+    marks = spare_marks_.back();
+    spare_marks_.pop_back();
+  }
+  LSEQ_CUDA_CHECK(cudaEventRecord(marks.first, backend_.stream()));
+  LSEQ_CUDA_CHECK(cudaEventRecord(done_, stream_));
+  LSEQ_CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(), done_, 0));
+  LSEQ_CUDA_CHECK(cudaEventRecord(marks.second, backend_.stream()));
+  wait_marks_.push_back(marks);
+  lock.unlock();
+  harvest_waits(false);
+}
+
+void NcclCommunicator::harvest_waits(bool block) {
+  Lock lock(mutex_);
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> still;
+  for (auto& m : wait_marks_) {
+    if (block) {
+      // Bounded: the watchdog aborts a collective that takes too long, and the streams then drain.
+      while (cudaEventQuery(m.second) == cudaErrorNotReady) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        lock.lock();
+      }
+    }
+    if (cudaEventQuery(m.second) == cudaSuccess) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, m.first, m.second) == cudaSuccess) waited_ += ms / 1000.0;
+      spare_marks_.push_back(m);
+    } else {
+      cudaGetLastError();  // cudaErrorNotReady is not an error to keep
+      still.push_back(m);
+    }
+  }
+  wait_marks_ = std::move(still);
+}
+
+double NcclCommunicator::waited_seconds() {
+  harvest_waits(true);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waited_;
+}
+
+void NcclCommunicator::sync_stream(Lock& lock, const char* what) {
+  const double start = now_seconds();
+  for (;;) {
+    if (!aborted_.empty()) throw Error(aborted_);
+    const cudaError_t state = cudaStreamQuery(stream_);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) check_cuda(state, what);
+    if (now_seconds() - start > options_.timeout_seconds) {
+      const std::string reason = fmt::format("rank {}: {} did not finish within {:.0f} s (--dist-timeout): a rank "
+                                             "hangs or stopped", rank_, what, options_.timeout_seconds);
+      abort_locked(reason);
+      throw Error(reason);
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    lock.lock();
+  }
+}
+
+void NcclCommunicator::sum_host(std::vector<double>& values) {
+  Lock lock(mutex_);
+  if (!aborted_.empty()) throw Error(aborted_);
+  LSEQ_CUDA_CHECK(cudaSetDevice(device_));
+  if (values.empty()) {
+    sync_stream(lock, "waiting for the collectives");
+    return;
+  }
+  if (values.size() > device_values_capacity_) {
+    if (device_values_) LSEQ_CUDA_CHECK(cudaFree(device_values_));
+    device_values_ = nullptr;
+    device_values_capacity_ = std::max<std::size_t>(64, values.size());
+    LSEQ_CUDA_CHECK(cudaMalloc(&device_values_, device_values_capacity_ * sizeof(double)));
+  }
+  const std::size_t bytes = values.size() * sizeof(double);
+  LSEQ_CUDA_CHECK(cudaMemcpyAsync(device_values_, values.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  check(lock, ncclAllReduce(device_values_, device_values_, values.size(), ncclFloat64, ncclSum, comm_, stream_),
+        "ncclAllReduce (the losses and token counts)");
+  settle(lock, "the losses' all-reduce");
+  LSEQ_CUDA_CHECK(cudaMemcpyAsync(values.data(), device_values_, bytes, cudaMemcpyDeviceToHost, stream_));
+  sync_stream(lock, "the losses' all-reduce");
+}
+
+void NcclCommunicator::watch() {
+  cudaSetDevice(device_);
+  Lock lock(mutex_);
+  while (!stop_) {
+    stop_changed_.wait_for(lock, std::chrono::milliseconds(100));
+    if (stop_ || !aborted_.empty() || comm_ == nullptr) continue;
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &state);
+    if (state != ncclSuccess && state != ncclInProgress) {
+      abort_locked(fmt::format("rank {}: NCCL reported an error during a collective: {} ({}); a rank or a link "
+                               "failed", rank_, ncclGetErrorString(state), ncclGetLastError(comm_)));
+      continue;
+    }
+    while (!pending_.empty() && cudaEventQuery(pending_.front().first) == cudaSuccess) {
+      spare_events_.push_back(pending_.front().first);
+      pending_.pop_front();
+    }
+    cudaGetLastError();
+    if (!pending_.empty() && now_seconds() - pending_.front().second > options_.timeout_seconds) {
+      abort_locked(fmt::format("rank {}: a collective issued {:.0f} s ago has not finished (--dist-timeout {:.0f} "
+                               "s): another rank hangs or stopped", rank_, now_seconds() - pending_.front().second,
+                               options_.timeout_seconds));
+    }
+  }
+}
+
+}  // namespace
+
+std::string nccl_unique_id() {
+  ncclUniqueId id;
+  const ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) {
+    fail("rank 0: NCCL could not make the job's id: {} (check the network interfaces; NCCL_SOCKET_IFNAME selects one)",
+         ncclGetErrorString(r));
+  }
+  return std::string(reinterpret_cast<const char*>(&id), sizeof id);
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(Backend& backend, const std::string& unique_id, int rank,
+                                                     int ranks, const NcclOptions& options) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda == nullptr) fail("internal error: NCCL needs the CUDA backend");
+  return std::make_unique<NcclCommunicator>(*cuda, unique_id, rank, ranks, options);
+}
+
+}  // namespace lseq::kernels
