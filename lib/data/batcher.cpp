@@ -37,7 +37,7 @@ struct Plan {
     uint64_t start;
     uint32_t count;
   };
-  std::vector<Span> batches;  // in hand-out order; the count is a multiple of world_size
+  std::vector<Span> batches;  // in hand-out order; the same for every world size
 };
 
 struct Item {
@@ -90,21 +90,10 @@ const Plan& Batcher::Impl::plan_for(int64_t epoch) const {
   for (uint64_t begin = 0; begin < n; begin += static_cast<uint64_t>(window))
     cut_window(p, begin, std::min(n, begin + static_cast<uint64_t>(window)));
 
-  // Split the largest batches until every rank gets the same number (halves of a sorted span stay sorted).
-  const auto world = static_cast<std::size_t>(options.world_size);
-  while (p.batches.size() % world != 0) {
-    std::size_t largest = 0;
-    for (std::size_t i = 1; i < p.batches.size(); ++i)
-      if (p.batches[i].count > p.batches[largest].count) largest = i;
-    const Plan::Span s = p.batches[largest];
-    if (s.count < 2)
-      fail("the corpus has only {} sentence pairs, too few to give each of the {} ranks a batch; use a larger "
-           "corpus or fewer devices", n, world);
-    const uint32_t half = s.count / 2;
-    p.batches[largest].count = half;
-    p.batches.insert(p.batches.begin() + static_cast<std::ptrdiff_t>(largest) + 1,
-                     Plan::Span{s.start + half, s.count - half});
-  }
+  // A round of the ranks takes world_size consecutive batches and may reach into the next epoch, but not past it.
+  if (p.batches.size() < static_cast<std::size_t>(options.world_size))
+    fail("the corpus gives only {} batches an epoch ({} sentence pairs), too few for one batch on each of the {} "
+         "ranks; use a larger corpus, smaller batches or fewer devices", p.batches.size(), n, options.world_size);
   if (options.shuffle) {
     SplitMix64 rng(mix_seed(options.seed, static_cast<uint64_t>(epoch), 2));
     shuffle_in_place(p.batches.data(), p.batches.size(), rng);
@@ -205,23 +194,35 @@ void Batcher::Impl::fill(const Plan::Span& span, Batch& b) const {
   }
 }
 
+// One round of the ranks: the world_size global batches from the cursor on (continuing into the next epoch where
+// this one ends); this rank takes the rank-th. Every rank moves its cursor past the whole round, so all ranks keep
+// the same state, and a world of W sees the global stream of one rank with --optimizer-delay W.
 Item Batcher::Impl::produce() {
-  const Plan* p = &plan_for(cursor.epoch);
-  auto total = static_cast<int64_t>(p->batches.size());
+  int64_t total = static_cast<int64_t>(plan_for(cursor.epoch).batches.size());
   if (cursor.batch_in_epoch >= total) {
     ++cursor.epoch;
     cursor.batch_in_epoch = 0;
-    p = &plan_for(cursor.epoch);
-    total = static_cast<int64_t>(p->batches.size());
+    total = static_cast<int64_t>(plan_for(cursor.epoch).batches.size());
   }
   const int64_t world = options.world_size;
-  const int64_t pos = cursor.batch_in_epoch;
-  const int64_t g = pos + ((options.rank - pos % world) % world + world) % world;  // this rank's next batch
+  const int64_t mine = cursor.batch_in_epoch + options.rank;
   Item item;
-  fill(p->batches[static_cast<std::size_t>(g)], item.batch);
-  cursor.batch_in_epoch = std::min(total, (g / world + 1) * world);
+  item.epoch_end = cursor.batch_in_epoch + world >= total;  // the round takes this epoch's last batch
+  if (mine < total) {
+    fill(plan_for(cursor.epoch).batches[static_cast<std::size_t>(mine)], item.batch);
+  } else {
+    const Plan& next = plan_for(cursor.epoch + 1);
+    if (mine - total >= static_cast<int64_t>(next.batches.size()))
+      fail("internal error: a round of {} ranks reaches past the next epoch", world);
+    fill(next.batches[static_cast<std::size_t>(mine - total)], item.batch);
+  }
+  if (cursor.batch_in_epoch + world > total) {  // the round ends inside the next epoch
+    cursor.batch_in_epoch = cursor.batch_in_epoch + world - total;
+    ++cursor.epoch;
+  } else {
+    cursor.batch_in_epoch += world;  // may end exactly at the epoch's end: the next round moves on
+  }
   item.state = cursor;
-  item.epoch_end = cursor.batch_in_epoch >= total;
   return item;
 }
 

@@ -18,10 +18,11 @@ struct BatcherOptions {
   bool shuffle = true;              // shuffle sentences and batch order per epoch (false: corpus order)
   bool sort_by_length = true;       // sort each maxi-batch window by length (false: only to measure padding)
   uint64_t seed = 1234;
-  int rank = 0, world_size = 1;     // this rank's disjoint share: global batch i goes to rank i % world_size.
-                                    // When an epoch's batch count does not divide by world_size, its largest
-                                    // batches are split in two until it does, so every rank gets the same number
-                                    // of batches, ranks stay in step, and every pair appears exactly once.
+  int rank = 0, world_size = 1;     // data parallelism: the global stream of batches (the same for every world
+                                    // size) is handed out in rounds of world_size consecutive batches, rank r
+                                    // taking the r-th of each round; a round may reach into the next epoch. So a
+                                    // world of W with batch B trains on what one rank with --optimizer-delay W
+                                    // does, and every rank makes the same number of steps.
   int prefetch = 8;                 // batches prepared ahead by the background thread (0: none)
 };
 
@@ -29,7 +30,9 @@ struct BatcherOptions {
 struct BatcherState {
   int64_t epoch = 1;          // 1-based, as Marian reports it
   int64_t batch_in_epoch = 0; // global batches of this epoch already handed out (all ranks); the same on every
-                              // rank after the same number of next() calls
+                              // rank after the same number of next() calls. A position in the global stream, so
+                              // it means the same for any world size: a run resumed on another number of devices
+                              // continues with the next global batch, none skipped and none repeated.
 };
 
 class EncodedCorpus;  // corpus_cache.h
@@ -45,7 +48,7 @@ class Batcher {
   BatcherState state() const;          // the state after the last batch returned by next()
   void restore(const BatcherState& s); // the next call to next() continues from s
 
-  bool epoch_finished() const;  // true right after next() handed out the last batch of an epoch
+  bool epoch_finished() const;  // true right after the round of next() took the last batch of an epoch (on every rank)
   // Global batches (all ranks) in the given epoch; plans the epoch (cheap: a sort of lengths) if needed.
   int64_t batches_in_epoch(int64_t epoch) const;
 

@@ -192,29 +192,90 @@ TEST(Batcher, RestoreContinuesExactlyMidEpochAndAcrossTheEpochBoundary) {
   }
 }
 
-TEST(Batcher, RanksAreDisjointCompleteAndInStep) {
-  auto corpus = sample_corpus();
+// The global stream of one rank: `count` batches and the state after each.
+std::vector<std::pair<Batch, BatcherState>> global_stream(int64_t count, int prefetch = 0) {
+  Batcher single(sample_corpus(), small_batches(prefetch));
+  std::vector<std::pair<Batch, BatcherState>> stream;
+  for (int64_t i = 0; i < count; ++i) {
+    Batch b = single.next();
+    stream.emplace_back(std::move(b), single.state());
+  }
+  return stream;
+}
+
+TEST(Batcher, RanksTakeRoundsOfTheOneRankStreamAndStayInStep) {
+  // Rank r's i-th batch is global batch i * world + r of the one-rank stream (what --optimizer-delay world
+  // consumes in one update), across epoch ends; every rank's state after its i-th batch is the one-rank state
+  // after the round, and all ranks see the epoch end in the same round.
+  Batcher probe(sample_corpus(), small_batches());
+  const int64_t per_epoch = probe.batches_in_epoch(1);
+  ASSERT_GT(per_epoch, 10);
+  const auto stream = global_stream(3 * per_epoch + 7);
   for (int world : {2, 3}) {
-    std::vector<int64_t> all_lines;
-    std::vector<std::vector<std::pair<int64_t, int64_t>>> states(world);  // (epoch, batch_in_epoch) per step
+    const int64_t rounds = static_cast<int64_t>(stream.size()) / world;
+    std::vector<std::vector<bool>> epoch_ends(static_cast<std::size_t>(world));
     for (int rank = 0; rank < world; ++rank) {
       auto o = small_batches(rank % 2 ? 2 : 0);
       o.world_size = world;
       o.rank = rank;
-      Batcher b(corpus, o);
-      std::vector<Batch> batches;
-      do {
-        batches.push_back(b.next());
-        states[rank].emplace_back(b.state().epoch, b.state().batch_in_epoch);
-      } while (!b.epoch_finished());
-      for (const auto& batch : batches) EXPECT_GT(batch.size, 0);
-      const auto lines = lines_of(batches);
-      all_lines.insert(all_lines.end(), lines.begin(), lines.end());
-      EXPECT_EQ(b.batches_in_epoch(1) % world, 0);
-      EXPECT_EQ(int64_t(batches.size()), b.batches_in_epoch(1) / world);
+      Batcher b(sample_corpus(), o);
+      for (int64_t i = 0; i < rounds; ++i) {
+        const Batch got = b.next();
+        const auto& expected = stream[static_cast<std::size_t>(i * world + rank)].first;
+        ASSERT_EQ(got.line_ids, expected.line_ids) << "world " << world << " rank " << rank << " round " << i;
+        ASSERT_EQ(got.src, expected.src);
+        const BatcherState after_round = stream[static_cast<std::size_t>((i + 1) * world - 1)].second;
+        // Where a round ends exactly at an epoch's end the one-rank state says (e, total) as the ranks do.
+        ASSERT_EQ(b.state().epoch, after_round.epoch) << "world " << world << " round " << i;
+        ASSERT_EQ(b.state().batch_in_epoch, after_round.batch_in_epoch) << "world " << world << " round " << i;
+        epoch_ends[static_cast<std::size_t>(rank)].push_back(b.epoch_finished());
+      }
     }
-    for (int rank = 1; rank < world; ++rank) EXPECT_EQ(states[rank], states[0]) << "world " << world;
-    expect_each_pair_once(all_lines, *corpus);
+    for (int rank = 1; rank < world; ++rank) EXPECT_EQ(epoch_ends[static_cast<std::size_t>(rank)], epoch_ends[0]);
+    EXPECT_GE(std::count(epoch_ends[0].begin(), epoch_ends[0].end(), true), 3) << "world " << world;
+  }
+}
+
+TEST(Batcher, ResumingOnAnotherWorldSizeContinuesTheGlobalStream) {
+  const auto stream = global_stream(200);
+  // Two ranks take 13 rounds (26 global batches) and save; three ranks resume from that state.
+  auto o = small_batches();
+  o.world_size = 2;
+  Batcher two(sample_corpus(), o);
+  for (int i = 0; i < 13; ++i) two.next();
+  const BatcherState saved = two.state();
+  for (int rank = 0; rank < 3; ++rank) {
+    auto o3 = small_batches(rank == 1 ? 3 : 0);
+    o3.world_size = 3;
+    o3.rank = rank;
+    Batcher three(sample_corpus(), o3);
+    three.restore(saved);
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ(three.next().line_ids, stream[static_cast<std::size_t>(26 + 3 * i + rank)].first.line_ids)
+          << "rank " << rank << " round " << i;
+    }
+  }
+}
+
+TEST(Batcher, OneEpochOfRoundsCoversEveryPairOnce) {
+  auto corpus = sample_corpus();
+  Batcher probe(corpus, small_batches());
+  const int64_t per_epoch = probe.batches_in_epoch(1);
+  for (int world : {2, 3}) {
+    // The rounds of epoch 1 end in the round that takes its last batch; batches past it belong to epoch 2.
+    std::vector<int64_t> lines;
+    for (int rank = 0; rank < world; ++rank) {
+      auto o = small_batches();
+      o.world_size = world;
+      o.rank = rank;
+      Batcher b(corpus, o);
+      for (int64_t i = 0;; ++i) {
+        const Batch got = b.next();
+        if (i * world + rank < per_epoch) lines.insert(lines.end(), got.line_ids.begin(), got.line_ids.end());
+        if (b.epoch_finished()) break;
+      }
+    }
+    expect_each_pair_once(lines, *corpus);
   }
 }
 
@@ -283,7 +344,7 @@ TEST(Batcher, ErrorsInThePrefetchThreadReachNext) {
   co.use_cache = false;
   auto corpus = EncodedCorpus::open_or_build(co, {&vocabs().joint, &vocabs().joint});
   auto o = small_batches(4);
-  o.world_size = 3;  // two pairs cannot feed three ranks
+  o.world_size = 3;  // two pairs (one batch an epoch) cannot feed three ranks
   Batcher b(corpus, o);
   EXPECT_THROW(b.next(), Error);
   EXPECT_THROW(b.next(), Error);
