@@ -154,6 +154,11 @@ StepLoss EncoderDecoderModel::run(const data::Batch& b, kernels::Backend& backen
     gradients.emplace(backend, memory, *store_, ws == nullptr);
     ctx.gradients = &*gradients;
   }
+  std::optional<GradientReadiness> ready;
+  if (how.backward && how.ready) {
+    ready.emplace(GradientReadiness{*how.ready});
+    ctx.ready = &*ready;
+  }
 
   const void* encoded =
       encoder_->forward(ctx, src, src_lengths, batch, src_len, positions_, tape.encoder, src_packing);
@@ -183,6 +188,7 @@ StepLoss EncoderDecoderModel::run(const data::Batch& b, kernels::Backend& backen
     decoder_->backward(ctx, tape.decoder, d_decoded, spare_tgt, d_encoded);
     encoder_->backward(ctx, tape.encoder, d_encoded, spare_src);
     if (gradients) gradients->finish();
+    if (ready) ready->finish();
   }
 
   // The one place where results come back to the host.
@@ -288,6 +294,7 @@ StepLoss EncoderDecoderModel::forward_backward(const data::Batch& batch, uint64_
   how.train = how.backward = true;
   how.seed = seed, how.step = step;
   how.grad_scale = grad_scale;
+  if (gradients_ready_) how.ready = &gradients_ready_;
   ws.reset();
   ws.ensure(step_bytes(batch, true));
   return run(batch, backend_, &ws, how, tape_, nullptr, nullptr);

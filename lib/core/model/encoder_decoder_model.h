@@ -2,6 +2,7 @@
 // The encoder-decoder Transformer over the kernel API: one flat parameter buffer, explicit forward and backward,
 // activations from a workspace planned once. The trainer, validator and scorer call only this class.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -55,6 +56,7 @@ class EncoderDecoderModel {
   const OutputLayer& output_layer() const { return *output_; }
 
   void init_params(uint64_t seed) { store_->init(seed); }
+  std::vector<float> initial_params(uint64_t seed) const { return store_->initial_values(seed); }
   // Master weights from host values (the ParamTable layout), working copy refreshed: loading a checkpoint.
   void load_params(const std::vector<float>& host) { store_->upload(host); }
   void zero_grads() { store_->zero_grads(); }
@@ -80,6 +82,15 @@ class EncoderDecoderModel {
   // off (the default) keeps a gradient buffer of the model's own. Forgets the measured step sizes.
   void set_gradients_in_step_memory(bool on);
   bool gradients_in_step_memory() const { return store_->grads_in_step_memory(); }
+
+  // Data parallelism: during forward_backward's backward, `ready(first)` is called each time the gradients of every
+  // tensor from table offset `first` to the end of the flat buffer are final for this batch: at the start of each
+  // residual block's backward for the blocks above (decreasing offsets), and last with 0 once the embeddings are
+  // done (they get gradients out of order: tied output weights), so that reducing them can start while backward
+  // goes on. The kernels that wrote them have been issued, not necessarily run: the callee orders its work after
+  // the backend's stream (a Communicator does). An empty function turns the calls off.
+  using GradientsReady = std::function<void(std::size_t first)>;
+  void set_gradients_ready(GradientsReady ready) { gradients_ready_ = std::move(ready); }
 
   // Workspace bytes for batches of up to max_tokens padded tokens per side (batch * padded length) and sentences
   // of up to max_len tokens (bos/eos included), training included. Measured by running the step's own code over
@@ -113,6 +124,7 @@ class EncoderDecoderModel {
     bool train = false, backward = false;
     uint64_t seed = 0, step = 0;
     float grad_scale = 1.0f;
+    const GradientsReady* ready = nullptr;  // forward_backward's hook, if any
   };
   StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
                std::vector<double>* sentence_nll, std::size_t* measured, std::vector<float>* logits = nullptr) const;
@@ -133,6 +145,7 @@ class EncoderDecoderModel {
   mutable std::vector<int32_t> staging_;  // host ids and lengths, uploaded with one copy
   bool recompute_ffn_ = false;
   bool pack_source_ = true;
+  GradientsReady gradients_ready_;
   mutable std::map<std::tuple<int, int, int, bool>, std::size_t> step_bytes_;  // (sentences, src, tgt, training)
 };
 

@@ -117,7 +117,15 @@ void ParamStore::zero_grads() {
   if (own_grads_) backend_.fill(kernels::DType::f32, own_grads_, table_.size(), 0.0f);
 }
 
-void ParamStore::init(uint64_t seed) {
+void ParamStore::init(uint64_t seed) { upload(initial_values(seed)); }
+
+void ParamStore::release_master() {
+  if (!training_ || working_ == nullptr) fail("internal error: only a 16-bit training store can give its master away");
+  if (master_) backend_.release(master_);
+  master_ = nullptr;
+}
+
+std::vector<float> ParamStore::initial_values(uint64_t seed) const {
   std::vector<float> host(table_.size(), 0.0f);
   std::mt19937_64 rng(seed);
   for (const ParamInfo& p : table_.list()) {
@@ -144,7 +152,7 @@ void ParamStore::init(uint64_t seed) {
       }
     }
   }
-  upload(host);
+  return host;
 }
 
 }  // namespace lseq

@@ -70,7 +70,7 @@ class ParamStore {
   const ParamTable& table() const { return table_; }
   std::size_t size() const { return table_.size(); }
   bool trainable() const { return training_; }
-  float* master() const { return master_; }  // null in a 16-bit inference store
+  float* master() const { return master_; }  // null in a 16-bit inference store and after release_master
   // The flat gradients: the store's own buffer, or with gradients in step memory the last training step's (valid
   // until the workspace is used again). Null in an inference store.
   float* grads() const { return grads_; }
@@ -92,6 +92,11 @@ class ParamStore {
 
   // Deterministic initialisation from `seed` on the host (std::mt19937_64), copied to the device once.
   void init(uint64_t seed);
+  std::vector<float> initial_values(uint64_t seed) const;  // what init uploads
+  // Sharded 16-bit training (Optimizer with own_master): the optimizer keeps each rank's shard of the fp32 master,
+  // so the store frees its own; master() is then null, upload() writes the working copy, refresh_working() does
+  // nothing.
+  void release_master();
   // The master from host values (ParamTable layout, size() floats), working copy refreshed (loading weights).
   void upload(const std::vector<float>& host);
   // working = cast(master); a no-op in fp32 (and without a master). Call after writing the master other than

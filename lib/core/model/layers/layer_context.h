@@ -2,7 +2,9 @@
 // What every layer call gets: the backend, the step's memory, the parameter views, the compute dtype and the
 // dropout state of the step. Dropout sites are numbered so that every call site has its own key
 // (kernels::dropout_key(seed, step, site)), which makes masks reproducible at any step and equal on any backend.
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "core/model/params.h"
 #include "core/model/step_gradients.h"
@@ -28,6 +30,20 @@ inline uint64_t dropout_site(Stack stack, int layer, DropoutKind kind) {
   return static_cast<uint64_t>(stack) << 16 | static_cast<uint64_t>(layer) << 8 | static_cast<uint64_t>(kind);
 }
 
+// Data parallelism's hook (EncoderDecoderModel::set_gradients_ready): told where each block's backward starts
+// (LayerContext::gradients_from, in decreasing table offsets), it reports the tensors from the previous start up as
+// final, since the blocks above are done; the last report, 0, comes after the embeddings.
+struct GradientReadiness {
+  const std::function<void(std::size_t first)>& hook;
+  std::size_t started = SIZE_MAX;
+  void block_starts(std::size_t first) {
+    if (first >= started) return;
+    if (started != SIZE_MAX) hook(started);
+    started = first;
+  }
+  void finish() { hook(0); }
+};
+
 struct LayerContext {
   kernels::Backend& backend;
   StepMemory& memory;
@@ -40,6 +56,8 @@ struct LayerContext {
   bool recompute_ffn = false;
   // Gradients in step memory (training steps with EncoderDecoderModel::set_gradients_in_step_memory), else null.
   StepGradients* gradients = nullptr;
+  // The gradients-ready hook of a training step, else null.
+  GradientReadiness* ready = nullptr;
 
   kernels::Dropout dropout(float p, uint64_t site) const {
     kernels::Dropout d;
@@ -54,9 +72,11 @@ struct LayerContext {
   void* temp(std::size_t elements) const { return memory.temp(bytes(elements)); }
   const void* w(std::size_t offset) const { return params.weight(offset); }
   float* g(std::size_t offset) const { return params.grad(offset); }
-  // Backward is about to write the gradients of the tensors from table offset `first` up (StepGradients).
+  // Backward is about to write the gradients of the tensors from table offset `first` up (StepGradients); those
+  // above are final (GradientReadiness).
   void gradients_from(std::size_t first) const {
     if (gradients) gradients->claim_from(first);
+    if (ready) ready->block_starts(first);
   }
   kernels::DType wdt() const { return params.working_dtype(); }
 };
