@@ -1,0 +1,65 @@
+#include "core/train/data_parallel.h"
+
+#include "util/error.h"
+
+namespace lseq {
+
+DataParallel::DataParallel(EncoderDecoderModel& model, kernels::Communicator* comm, GradientSyncOptions sync)
+    : model_(model), comm_(comm) {
+  if (comm_ && comm_->size() > 1) {
+    sync_ = std::make_unique<GradientSync>(model.backend(), *comm_, model.num_params(), std::move(sync));
+  }
+}
+
+DataParallel::~DataParallel() { model_.set_gradients_ready(nullptr); }
+
+void DataParallel::arm() {
+  if (!sync_) return;
+  GradientSync* sync = sync_.get();
+  EncoderDecoderModel* model = &model_;
+  model_.set_gradients_ready([sync, model](std::size_t first) { sync->ready(model->grads(), first); });
+}
+
+void DataParallel::finish() {
+  if (!sync_) return;
+  model_.set_gradients_ready(nullptr);
+  sync_->finish(model_.grads());
+}
+
+DataParallel::Totals DataParallel::sum(const Totals& mine) {
+  if (!comm_) return mine;
+  std::vector<double> v = {mine.loss_sum, mine.nll_sum, mine.target_tokens, mine.sentences, mine.stop ? 1.0 : 0.0};
+  comm_->sum_host(v);
+  Totals t;
+  t.loss_sum = v[0];
+  t.nll_sum = v[1];
+  t.target_tokens = v[2];
+  t.sentences = v[3];
+  t.stop = v[4] > 0;
+  return t;
+}
+
+std::map<std::string, double> DataParallel::from_rank0(const std::map<std::string, double>& values) {
+  if (!comm_) return values;
+  std::vector<double> v;
+  for (const auto& kv : values) v.push_back(comm_->rank() == 0 ? kv.second : 0.0);
+  comm_->sum_host(v);
+  std::map<std::string, double> out;
+  std::size_t i = 0;
+  for (const auto& kv : values) out[kv.first] = v[i++];
+  return out;
+}
+
+void DataParallel::check_same(double value, const std::string& what) {
+  if (!comm_) return;
+  std::vector<double> v = {comm_->rank() == 0 ? value : 0.0};
+  comm_->sum_host(v);
+  if (v[0] != value) {
+    fail("rank {} has {} {} but rank 0 has {}: on several machines the model directory, --vocabs and --cache-dir "
+         "must be on a filesystem every machine sees", comm_->rank(), what, value, v[0]);
+  }
+}
+
+double DataParallel::comm_wait_seconds() const { return comm_ ? comm_->waited_seconds() : 0.0; }
+
+}  // namespace lseq
