@@ -66,60 +66,6 @@ std::string config_difference(const ModelConfig& stored, const ModelConfig& want
 
 }  // namespace
 
-// ---------------------------------------------------------------- progress.yml
-
-std::string TrainingProgress::to_yaml() const {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  out << YAML::Key << "updates" << YAML::Value << updates;
-  out << YAML::Key << "epochs-done" << YAML::Value << epochs_done;
-  out << YAML::Key << "target-tokens" << YAML::Value << target_tokens;
- out << YAML::Key << "batches" << YAML::Value << batches;
-  out << YAML::Key << "optimizer-steps" << YAML::Value << optimizer_steps;
-  out << YAML::Key << "batcher-epoch" << YAML::Value << batcher_epoch;
-  out << YAML::Key << "batcher-batch" << YAML::Value << batcher_batch;
-  out << YAML::Key << "stalled" << YAML::Value << stalled;
-  out << YAML::Key << "seconds" << YAML::Value << seconds;
-  if (loss_scale > 0) {
-    out << YAML::Key << "loss-scale" << YAML::Value << loss_scale;
-    out << YAML::Key << "loss-scale-good-steps" << YAML::Value << loss_scale_good_steps;
-  }
-  out << YAML::Key << "best" << YAML::Value << YAML::BeginMap;
-  for (const auto& [metric, value] : best) out << YAML::Key << metric << YAML::Value << value;
-  out << YAML::EndMap;
-  out << YAML::Key << "last" << YAML::Value << YAML::BeginMap;
-  for (const auto& [metric, value] : last) out << YAML::Key << metric << YAML::Value << value;
-  out << YAML::EndMap;
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
-}
-
-TrainingProgress TrainingProgress::from_yaml(const std::string& text, const std::string& path) {
-  TrainingProgress p;
-  try {
-    const YAML::Node node = YAML::Load(text);
-    if (!node.IsMap()) fail("progress file '{}' is corrupt: not a YAML map", path);
-    p.updates = node["updates"].as<int64_t>();
-    p.epochs_done = node["epochs-done"].as<int64_t>();
-    p.target_tokens = node["target-tokens"].as<int64_t>();
-    p.batches = node["batches"].as<int64_t>();
-    p.optimizer_steps = node["optimizer-steps"].as<int64_t>();
-    p.batcher_epoch = node["batcher-epoch"].as<int64_t>();
-    p.batcher_batch = node["batcher-batch"].as<int64_t>();
-    p.stalled = node["stalled"].as<int64_t>();
-    p.seconds = node["seconds"].as<double>();
-    if (node["loss-scale"]) {  // absent in fp32/bf16 runs and in older files
-      p.loss_scale = node["loss-scale"].as<double>();
-      p.loss_scale_good_steps = node["loss-scale-good-steps"].as<int64_t>(0);
-    }
-    for (const auto& e : node["best"]) p.best[e.first.as<std::string>()] = e.second.as<double>();
-    for (const auto& e : node["last"]) p.last[e.first.as<std::string>()] = e.second.as<double>();
-  } catch (const YAML::Exception& e) {
-    fail("progress file '{}' is corrupt: {}", path, e.what());
-  }
-  return p;
-}
-
 // ---------------------------------------------------------------- weights files
 
 void save_weights(const std::string& path, const ParamTable& table, const ModelConfig& config,

@@ -17,32 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/training_progress.h"
 #include "core/model/model_config.h"
 #include "core/model/params.h"
 
 namespace lseq {
-
-// progress.yml: where training stands, enough to continue exactly.
-struct TrainingProgress {
-  int64_t updates = 0;
-  int64_t epochs_done = 0;
-  int64_t target_tokens = 0;       // trained on so far
-  int64_t batches = 0;             // micro-batches consumed (keys the dropout masks)
-  int64_t optimizer_steps = 0;     // Adam's step count (bias correction)
-  int64_t batcher_epoch = 1;       // data::BatcherState
-  int64_t batcher_batch = 0;
-  std::map<std::string, double> best;  // best validation value per metric
-  std::map<std::string, double> last;  // last validation value per metric
-  int64_t stalled = 0;             // validations without improvement of the first metric (--early-stopping)
-  double seconds = 0;              // training time so far
-  // fp16 dynamic loss scaling (LossScaler): the scale and the good updates since it last changed. 0 = none saved
-  // (fp32/bf16 runs and progress files older than the field); written only when positive.
-  double loss_scale = 0;
-  int64_t loss_scale_good_steps = 0;
-
-  std::string to_yaml() const;
-  static TrainingProgress from_yaml(const std::string& text, const std::string& path);
-};
 
 // Host copies of everything a checkpoint holds besides the progress.
 struct CheckpointTensors {
