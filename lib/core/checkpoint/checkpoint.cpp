@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/checkpoint/safetensors.h"
@@ -18,8 +19,6 @@ namespace fs = std::filesystem;
 namespace lseq {
 
 namespace {
-
-constexpr const char* kConfigKey = "lseq.model_config";
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -51,6 +50,7 @@ void read_flat(const SafetensorsFile& file, const char* name, std::size_t size, 
   const auto& tensor = file.require(name, "F32", {static_cast<int64_t>(size)});
   flat.resize(size);
   std::memcpy(flat.data(), tensor.data, tensor.bytes);
+  require_finite(file.path(), name, flat.data(), size);
 }
 
 // The first option whose value differs between two model configs, as "key: stored vs wanted".
@@ -65,43 +65,6 @@ std::string config_difference(const ModelConfig& stored, const ModelConfig& want
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------- weights files
-
-void save_weights(const std::string& path, const ParamTable& table, const ModelConfig& config,
-                  const std::vector<float>& flat, int64_t updates) {
-  if (flat.size() != table.size()) fail("internal: {} parameters for a table of {}", flat.size(), table.size());
-  std::vector<SafetensorsInput> tensors;
-  tensors.reserve(table.list().size());
-  for (const ParamInfo& p : table.list()) tensors.push_back({p.name, "F32", p.shape, flat.data() + p.offset});
-  std::map<std::string, std::string> metadata;
-  metadata[kConfigKey] = YAML::Dump(config.to_yaml());
-  metadata["lseq.updates"] = std::to_string(updates);
-  metadata["lseq.format"] = "1";
-  write_safetensors(path, tensors, metadata);
-}
-
-void load_weights(const std::string& path, const ParamTable& table, std::vector<float>& flat) {
-  const SafetensorsFile file = SafetensorsFile::open(path);
-  flat.assign(table.size(), 0.0f);
-  for (const ParamInfo& p : table.list()) {
-    const auto& tensor = file.require(p.name, "F32", p.shape);
-    std::memcpy(flat.data() + p.offset, tensor.data, tensor.bytes);
-  }
-}
-
-ModelConfig read_model_config(const std::string& weights_path) {
-  const SafetensorsFile file = SafetensorsFile::open(weights_path);
-  const auto it = file.metadata().find(kConfigKey);
-  if (it == file.metadata().end()) {
-    fail("'{}' holds no model config (metadata key {}); it was not written by lstrain", weights_path, kConfigKey);
-  }
-  try {
-    return ModelConfig::from_yaml(YAML::Load(it->second));
-  } catch (const YAML::Exception& e) {
-    fail("the model config in '{}' is corrupt: {}", weights_path, e.what());
-  }
-}
 
 // ---------------------------------------------------------------- the model directory
 
@@ -193,6 +156,14 @@ void ModelDir::load_checkpoint(const ParamTable& table, const ModelConfig& confi
   }
   progress = TrainingProgress::from_yaml(read_text(dir + "/progress.yml"), dir + "/progress.yml");
   const SafetensorsFile state = SafetensorsFile::open(dir + "/optimizer.safetensors");
+  const std::set<std::string> known = {"params", "adam.m", "adam.v", "smoothed"};
+  for (const std::string& tensor : state.names()) {
+    if (known.count(tensor) == 0) {
+      fail("optimizer state '{}' holds tensor '{}', which lstrain does not write (only params, adam.m, adam.v, "
+           "smoothed); the checkpoint is damaged: restore it from a backup, or start afresh with --overwrite",
+           state.path(), tensor);
+    }
+  }
   read_flat(state, "params", table.size(), tensors.params);
   read_flat(state, "adam.m", table.size(), tensors.adam_m);
   read_flat(state, "adam.v", table.size(), tensors.adam_v);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/checkpoint/training_progress.h"
+#include "core/checkpoint/weights_file.h"
 #include "core/model/model_config.h"
 #include "core/model/params.h"
 
@@ -44,22 +45,14 @@ class ModelDir {
   // `smoothed` when present, else `params`.
   void save_checkpoint(const ParamTable& table, const ModelConfig& config, const CheckpointTensors& tensors,
                        const TrainingProgress& progress) const;
-  // Reads the latest checkpoint; every tensor's shape is checked against the table and the config stored in
-  // the weights against `config` (a different model -> lseq::Error naming the option that differs).
+  // Reads the latest checkpoint; the config stored in the weights is checked against `config` (a different model
+  // -> lseq::Error naming the option that differs), and the weights and optimizer state must hold exactly the
+  // expected tensors, in the table's shapes, with finite values (else lseq::Error naming the file and the tensor).
   void load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
                        TrainingProgress& progress) const;
 
  private:
   std::string path_;
 };
-
-// Weights files (model.safetensors and the best-* copies): one tensor per parameter, named as in the table,
-// with the model config as YAML under the metadata key "lseq.model_config".
-void save_weights(const std::string& path, const ParamTable& table, const ModelConfig& config,
-                  const std::vector<float>& flat, int64_t updates);
-// Fills flat (sized to the table) from a weights file; shapes must match the table exactly.
-void load_weights(const std::string& path, const ParamTable& table, std::vector<float>& flat);
-// The model config stored in a weights file.
-ModelConfig read_model_config(const std::string& weights_path);
 
 }  // namespace lseq
