@@ -4,13 +4,15 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/checkpoint/safetensors.h"
+#include "core/checkpoint/text_excerpt.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -20,12 +22,28 @@ namespace lseq {
 
 namespace {
 
-std::string read_text(const std::string& path) {
+constexpr const char* kCheckpointFiles[] = {"model.safetensors", "optimizer.safetensors", "progress.yml"};
+
+// At most max_bytes of a file (a damaged file may be anything, also huge).
+std::string read_text(const std::string& path, std::size_t max_bytes = std::size_t(1) << 20) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read '{}': {}", path, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text(max_bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(max_bytes));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+// The name in checkpoint/latest without its newline; "" when it is missing or not a readable file.
+std::string read_pointer(const std::string& pointer) {
+  std::error_code ec;
+  if (!fs::is_regular_file(pointer, ec)) return {};
+  std::ifstream in(pointer, std::ios::binary);
+  std::string name(256, '\0');
+  in.read(name.data(), static_cast<std::streamsize>(name.size()));
+  name.resize(static_cast<std::size_t>(in.gcount()));
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  return name;
 }
 
 // Makes a rename or a new directory entry durable.
@@ -40,6 +58,22 @@ std::string checkpoint_name(int64_t updates) {
   char name[32];
   std::snprintf(name, sizeof name, "u%09lld", static_cast<long long>(updates));
   return name;
+}
+
+// "u<digits>" -> the update count; -1 for any other name (partial directories included).
+int64_t updates_of(const std::string& name) {
+  if (name.size() < 2 || name.size() > 19 || name[0] != 'u') return -1;
+  if (!std::all_of(name.begin() + 1, name.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
+  return std::stoll(name.substr(1));
+}
+
+// The directories lstrain makes in checkpoint/: u<digits> and u<digits>.partial.
+bool is_checkpoint_entry(const std::string& name) {
+  const std::string suffix = ".partial";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return updates_of(name.substr(0, name.size() - suffix.size())) >= 0;
+  }
+  return updates_of(name) >= 0;
 }
 
 void write_flat(std::vector<SafetensorsInput>& out, const char* name, const std::vector<float>& flat) {
@@ -66,8 +100,6 @@ std::string config_difference(const ModelConfig& stored, const ModelConfig& want
 
 }  // namespace
 
-// ---------------------------------------------------------------- the model directory
-
 ModelDir::ModelDir(std::string path) : path_(std::move(path)) {
   while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
 }
@@ -77,24 +109,55 @@ void ModelDir::create() const {
   if (fs::exists(path_, ec) && !fs::is_directory(path_, ec)) {
     fail("--model '{}' is a file; lseq's model is a directory: give a new or existing directory", path_);
   }
-  fs::create_directories(file("checkpoint"), ec);
+  fs::create_directories(path_, ec);
   if (ec) fail("cannot create model directory '{}': {}", path_, ec.message());
 }
 
-bool ModelDir::has_checkpoint() const { return fs::exists(file("checkpoint/latest")); }
+bool ModelDir::has_checkpoint() const {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(file("checkpoint/latest"), ec));
+}
+
+std::vector<std::string> ModelDir::complete_checkpoints() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(file("checkpoint"), ec)) {
+    const std::string name = entry.path().filename().string();
+    const int64_t updates = updates_of(name);
+    if (updates < 0 || !entry.is_directory(ec)) continue;
+    const bool complete = std::all_of(std::begin(kCheckpointFiles), std::end(kCheckpointFiles), [&](const char* f) {
+      return fs::is_regular_file(entry.path() / f, ec);
+    });
+    if (complete) found.emplace_back(updates, name);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> names;
+  for (const auto& [updates, name] : found) names.push_back(name);
+  return names;
+}
+
+std::string ModelDir::latest_name() const {
+  const std::string pointer = file("checkpoint/latest");
+  if (!has_checkpoint()) return {};
+  const std::string name = read_pointer(pointer);
+  const std::vector<std::string> complete = complete_checkpoints();
+  if (std::find(complete.begin(), complete.end(), name) == complete.end()) {
+    std::string found = "no complete checkpoint is left: start afresh with --overwrite";
+    if (!complete.empty()) {
+      found = "complete checkpoints found: ";
+      for (std::size_t i = 0; i < complete.size(); ++i) found += (i ? ", " : "") + complete[i];
+      found += "; write one of their names into it to resume from it, or start afresh with --overwrite";
+    }
+    fail("checkpoint pointer '{}' is damaged: it holds {}, which is not the name of a complete checkpoint; {}",
+         pointer, quoted_excerpt(name), found);
+  }
+  return name;
+}
 
 std::string ModelDir::latest_checkpoint() const {
-  const std::string pointer = file("checkpoint/latest");
-  if (!fs::exists(pointer)) fail("no checkpoint in '{}' (missing {})", path_, pointer);
-  std::string name = read_text(pointer);
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  const std::string dir = file("checkpoint/" + name);
-  if (name.empty() || name.find('/') != std::string::npos || !fs::is_directory(dir)) {
-    fail("checkpoint pointer '{}' names '{}', which is not a checkpoint directory; the model directory is "
-         "damaged: remove it or train with --overwrite",
-         pointer, name);
-  }
-  return dir;
+  const std::string name = latest_name();
+  if (name.empty()) fail("no checkpoint in '{}' (missing {})", path_, file("checkpoint/latest"));
+  return checkpoint_dir(name);
 }
 
 void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& config,
@@ -118,7 +181,8 @@ void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& confi
   write_file_atomic(partial + "/progress.yml", progress.to_yaml());
   sync_directory(partial);
 
-  // Complete: give it its final name, then make it the latest (the commit point).
+  // Complete: give it its final name, then make it the latest (the commit point). A directory of that name is a
+  // complete checkpoint that `latest` does not name (a crash came before the commit): it is replaced.
   fs::remove_all(final_dir, ec);
   fs::rename(partial, final_dir, ec);
   if (ec) fail("cannot rename checkpoint '{}' to '{}': {}", partial, final_dir, ec.message());
@@ -137,24 +201,35 @@ void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& confi
   if (ec) fail("cannot update '{}': {}", file("model.safetensors"), ec.message());
   sync_directory(path_);
 
-  // Older checkpoints (and partial ones a crash left behind) go only now.
+  // Older checkpoints (and partial ones a crash left behind) go only now; nothing else in checkpoint/ is touched.
   for (const auto& entry : fs::directory_iterator(root)) {
     const std::string entry_name = entry.path().filename().string();
-    if (entry.is_directory() && entry_name != name) fs::remove_all(entry.path(), ec);
+    if (entry.is_directory() && entry_name != name && is_checkpoint_entry(entry_name)) fs::remove_all(entry.path(), ec);
   }
 }
 
-void ModelDir::load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
-                               TrainingProgress& progress) const {
-  const std::string dir = latest_checkpoint();
-  const std::string weights = dir + "/model.safetensors";
-  const std::string difference = config_difference(read_model_config(weights), config);
+TrainingProgress ModelDir::check_checkpoint(const std::string& name, const ModelConfig& config) const {
+  const std::string dir = checkpoint_dir(name);
+  const std::string difference = config_difference(read_model_config(dir + "/model.safetensors"), config);
   if (!difference.empty()) {
     fail("the checkpoint in '{}' is of a different model ({}); train with --overwrite to start anew, or use "
          "another --model",
          path_, difference);
   }
-  progress = TrainingProgress::from_yaml(read_text(dir + "/progress.yml"), dir + "/progress.yml");
+  const std::string progress_path = dir + "/progress.yml";
+  const TrainingProgress progress = TrainingProgress::from_yaml(read_text(progress_path), progress_path);
+  if (progress.updates != updates_of(name)) {
+    fail("progress file '{}' is damaged: field 'updates' is {} but the checkpoint is {}; restore the checkpoint "
+         "from a backup, or start afresh with --overwrite",
+         progress_path, progress.updates, name);
+  }
+  return progress;
+}
+
+void ModelDir::load_checkpoint(const std::string& name, const ParamTable& table, const ModelConfig& config,
+                               CheckpointTensors& tensors, TrainingProgress& progress) const {
+  const std::string dir = checkpoint_dir(name);
+  progress = check_checkpoint(name, config);
   const SafetensorsFile state = SafetensorsFile::open(dir + "/optimizer.safetensors");
   const std::set<std::string> known = {"params", "adam.m", "adam.v", "smoothed"};
   for (const std::string& tensor : state.names()) {
@@ -174,7 +249,14 @@ void ModelDir::load_checkpoint(const ParamTable& table, const ModelConfig& confi
   }
   // The weights file must agree with the table too (catches a damaged or foreign file early).
   std::vector<float> check;
-  load_weights(weights, table, check);
+  load_weights(dir + "/model.safetensors", table, check);
+}
+
+void ModelDir::load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
+                               TrainingProgress& progress) const {
+  const std::string name = latest_name();
+  if (name.empty()) fail("no checkpoint in '{}' (missing {})", path_, file("checkpoint/latest"));
+  load_checkpoint(name, table, config, tensors, progress);
 }
 
 }  // namespace lseq

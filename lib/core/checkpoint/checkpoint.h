@@ -11,9 +11,9 @@
 //
 // A checkpoint is written into a fresh u<updates>.partial directory, renamed when complete, and only then named
 // in `latest` (an atomic file replacement); older checkpoints are removed after that. A crash at any instant
-// therefore leaves `latest` naming a complete checkpoint. docs/checkpoints.md documents the files.
+// therefore leaves `latest` naming a complete checkpoint; only a crash in the very first save, between the rename
+// and `latest`, leaves a complete checkpoint that no `latest` names yet. docs/checkpoints.md documents the files.
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -36,20 +36,33 @@ class ModelDir {
   explicit ModelDir(std::string path);
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
+  std::string checkpoint_dir(const std::string& name) const { return file("checkpoint/" + name); }
 
-  void create() const;  // mkdir -p; a path that is a file -> lseq::Error
-  bool has_checkpoint() const;
-  std::string latest_checkpoint() const;  // its directory; lseq::Error when there is none
+  void create() const;  // mkdir -p of the directory (checkpoint/ comes with the first save); a file -> lseq::Error
+  bool has_checkpoint() const;  // checkpoint/latest exists
+  // The checkpoint named by checkpoint/latest ("u000000040"), or "" when there is no `latest`. A `latest` that does
+  // not name a complete checkpoint -> lseq::Error naming the file, a short excerpt of it and the complete
+  // checkpoints found.
+  std::string latest_name() const;
+  std::string latest_checkpoint() const;  // the latest's directory; lseq::Error when there is none
+  // The complete checkpoints in checkpoint/ (u<updates> directories holding all three files), oldest first.
+  std::vector<std::string> complete_checkpoints() const;
 
   // Writes one checkpoint atomically (see above) and points model.safetensors at its weights, which are
   // `smoothed` when present, else `params`.
   void save_checkpoint(const ParamTable& table, const ModelConfig& config, const CheckpointTensors& tensors,
                        const TrainingProgress& progress) const;
-  // Reads the latest checkpoint; the config stored in the weights is checked against `config` (a different model
-  // -> lseq::Error naming the option that differs), and the weights and optimizer state must hold exactly the
-  // expected tensors, in the table's shapes, with finite values (else lseq::Error naming the file and the tensor).
+  // The progress of a checkpoint, after the cheap checks (no tensor is read): the model config stored in its
+  // weights equals `config` (else lseq::Error naming the option that differs) and its progress.yml is sound
+  // (TrainingProgress::from_yaml; its updates must match the checkpoint's name).
+  TrainingProgress check_checkpoint(const std::string& name, const ModelConfig& config) const;
+  // Reads a checkpoint after check_checkpoint: its weights and optimizer state must hold exactly the expected
+  // tensors (those of the table; params, adam.m, adam.v and optionally smoothed), in the table's shapes, and only
+  // finite values (lseq::Error naming the file and the first offending tensor).
+  void load_checkpoint(const std::string& name, const ParamTable& table, const ModelConfig& config,
+                       CheckpointTensors& tensors, TrainingProgress& progress) const;
   void load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
-                       TrainingProgress& progress) const;
+                       TrainingProgress& progress) const;  // the latest
 
  private:
   std::string path_;

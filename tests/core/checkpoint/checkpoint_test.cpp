@@ -1,5 +1,5 @@
 // The model directory's checkpoints: round trip, the atomic commit point, and the errors for damaged or foreign
-// checkpoints and weights (non-finite values, tensors that do not match the config).
+// checkpoints and weights (non-finite values, tensors that do not match the config, a damaged `latest`).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -264,6 +264,56 @@ TEST_F(CheckpointTest, WeightsMustHoldExactlyTheTensorsOfTheirConfig) {
   save_weights(weights, table(), model_->config(), random_params(table(), 12), 1);
   error = error_of([&] { load_weights(weights, two_table, loaded); });
   EXPECT_NE(error.find("has no tensor '" + extra + "'"), std::string::npos) << error;
+}
+
+TEST_F(CheckpointTest, ProgressMustMatchItsCheckpointAndKeepsTheVocabularies) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  TrainingProgress saved = progress(10);
+  saved.vocabs = {"fnv1a64:1", "fnv1a64:2"};
+  dir.save_checkpoint(table(), model_->config(), random_state(13), saved);
+  EXPECT_EQ(dir.check_checkpoint("u000000010", model_->config()).vocabs, saved.vocabs);
+
+  // A progress file of another update count in this checkpoint is damaged.
+  const fs::path progress_file = dir_ / "checkpoint" / "u000000010" / "progress.yml";
+  std::ofstream(progress_file) << progress(12).to_yaml();
+  const std::string error = error_of([&] { dir.check_checkpoint("u000000010", model_->config()); });
+  EXPECT_NE(error.find("field 'updates' is 12 but the checkpoint is u000000010"), std::string::npos) << error;
+}
+
+TEST_F(CheckpointTest, ADamagedLatestIsQuotedShortAndNamesTheCompleteCheckpoints) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  dir.save_checkpoint(table(), model_->config(), random_state(14), progress(10));
+  // Incomplete checkpoints do not count.
+  fs::create_directories(dir_ / "checkpoint" / "u000000030");
+  fs::create_directories(dir_ / "checkpoint" / "u000000040.partial");
+  EXPECT_EQ(dir.complete_checkpoints(), std::vector<std::string>{"u000000010"});
+
+  std::string garbage = "\x01\x02";
+  for (int i = 0; i < 100; ++i) garbage += "garbage ";
+  std::ofstream(dir_ / "checkpoint" / "latest", std::ios::trunc) << garbage;
+  const std::string error = error_of([&] { dir.latest_name(); });
+  EXPECT_NE(error.find("checkpoint/latest' is damaged"), std::string::npos) << error;
+  EXPECT_NE(error.find("'??garbage"), std::string::npos) << error;
+  EXPECT_NE(error.find("complete checkpoints found: u000000010"), std::string::npos) << error;
+  EXPECT_LT(error.size(), 400u) << error;
+  EXPECT_EQ(error.find('\x01'), std::string::npos);
+
+  // A name that would escape the checkpoint directory is no checkpoint either.
+  std::ofstream(dir_ / "checkpoint" / "latest", std::ios::trunc) << "../../u000000010\n";
+  EXPECT_NE(error_of([&] { dir.latest_name(); }).find("is damaged"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, OnlyCheckpointsAreCleanedUp) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  dir.save_checkpoint(table(), model_->config(), random_state(15), progress(10));
+  fs::create_directories(dir_ / "checkpoint" / "notes");  // not lstrain's: stays
+  dir.save_checkpoint(table(), model_->config(), random_state(17), progress(20));
+  EXPECT_EQ(dir.latest_name(), "u000000020");
+  EXPECT_FALSE(fs::exists(dir_ / "checkpoint" / "u000000010"));
+  EXPECT_TRUE(fs::exists(dir_ / "checkpoint" / "notes"));
 }
 
 TEST_F(CheckpointTest, AModelPathThatIsAFileIsRejected) {
