@@ -8,6 +8,7 @@
 //   model/model.best-<metric>.safetensors  weights of the best validation score per metric (--keep-best)
 //   model/checkpoint/latest             name of the latest complete checkpoint, replaced atomically
 //   model/checkpoint/u<updates>/        one checkpoint: model.safetensors, optimizer.safetensors, progress.yml
+//   model/.lock                         the pid of the lstrain that trains into it (model_dir_lock.h)
 //
 // A checkpoint is written into a fresh u<updates>.partial directory, renamed when complete, and only then named
 // in `latest` (an atomic file replacement); older checkpoints are removed after that. A crash at any instant
