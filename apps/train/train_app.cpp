@@ -181,7 +181,7 @@ int run_train(const Options& options) {
 
   Optimizer optimizer(*backend, model.num_params(), optimizer_options(options));
   Trainer trainer(model, batcher, optimizer, workspace, dir, validator.get(), trainer_options(options));
-  trainer.start(!options.get_bool("no-restore-corpus"));
+  trainer.start(dir.latest_name(), !options.get_bool("no-restore-corpus"));
   const TrainResult result = trainer.run();
   spdlog::info("model written to {} (workspace peak {:.1f} MiB)", dir.file("model.safetensors"),
                workspace.peak() / 1048576.0);

@@ -166,6 +166,9 @@ void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& confi
   const std::string name = checkpoint_name(progress.updates);
   const std::string partial = root + "/" + name + ".partial", final_dir = root + "/" + name;
   std::error_code ec;
+  if (read_pointer(root + "/latest") == name) {
+    fail("internal: checkpoint {} in '{}' is the latest; it is not saved again", name, path_);
+  }
   fs::remove_all(partial, ec);
   fs::create_directories(partial, ec);
   if (ec) fail("cannot create checkpoint directory '{}': {}", partial, ec.message());

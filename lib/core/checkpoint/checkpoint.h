@@ -50,7 +50,8 @@ class ModelDir {
   std::vector<std::string> complete_checkpoints() const;
 
   // Writes one checkpoint atomically (see above) and points model.safetensors at its weights, which are
-  // `smoothed` when present, else `params`.
+  // `smoothed` when present, else `params`. The latest checkpoint is never replaced by one of the same name (that
+  // would leave `latest` naming a missing directory for a moment): saving the same update twice is an error.
   void save_checkpoint(const ParamTable& table, const ModelConfig& config, const CheckpointTensors& tensors,
                        const TrainingProgress& progress) const;
   // The progress of a checkpoint, after the cheap checks (no tensor is read): the model config stored in its

@@ -305,11 +305,20 @@ TEST_F(CheckpointTest, ADamagedLatestIsQuotedShortAndNamesTheCompleteCheckpoints
   EXPECT_NE(error_of([&] { dir.latest_name(); }).find("is damaged"), std::string::npos);
 }
 
-TEST_F(CheckpointTest, OnlyCheckpointsAreCleanedUp) {
+TEST_F(CheckpointTest, TheLatestIsNeverReplacedAndOnlyCheckpointsAreCleanedUp) {
   ModelDir dir(dir_.string());
   dir.create();
-  dir.save_checkpoint(table(), model_->config(), random_state(15), progress(10));
+  const CheckpointTensors first = random_state(15);
+  dir.save_checkpoint(table(), model_->config(), first, progress(10));
   fs::create_directories(dir_ / "checkpoint" / "notes");  // not lstrain's: stays
+  const std::string error =
+      error_of([&] { dir.save_checkpoint(table(), model_->config(), random_state(16), progress(10)); });
+  EXPECT_NE(error.find("u000000010"), std::string::npos) << error;
+  CheckpointTensors loaded;
+  TrainingProgress p;
+  dir.load_checkpoint(table(), model_->config(), loaded, p);
+  EXPECT_EQ(loaded.params, first.params);
+
   dir.save_checkpoint(table(), model_->config(), random_state(17), progress(20));
   EXPECT_EQ(dir.latest_name(), "u000000020");
   EXPECT_FALSE(fs::exists(dir_ / "checkpoint" / "u000000010"));
