@@ -67,8 +67,11 @@ int run_train(const Options& options) {
   write_file_atomic(dir.file("config.yml"), options.dump());
   write_decoder_config(dir, options);
 
-  const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets);
+  const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets, !options.get_bool("overwrite"));
   const ModelConfig config = model_config_from(options, vocabs);
+  const std::string resume_from = dir.latest_name();
+  if (!resume_from.empty()) check_checkpoint_vocabularies(vocabs, dir.check_checkpoint(resume_from, config), dir);
+  write_vocabulary_copies(vocabs, dir);
 
   data::CorpusOptions corpus_options;
   corpus_options.files = train_sets;
@@ -180,8 +183,10 @@ int run_train(const Options& options) {
   data::Batcher batcher(corpus, batcher_options);
 
   Optimizer optimizer(*backend, model.num_params(), optimizer_options(options));
-  Trainer trainer(model, batcher, optimizer, workspace, dir, validator.get(), trainer_options(options));
-  trainer.start(dir.latest_name(), !options.get_bool("no-restore-corpus"));
+  TrainerOptions trainer_settings = trainer_options(options);
+  trainer_settings.vocabs = vocabs.identities();
+  Trainer trainer(model, batcher, optimizer, workspace, dir, validator.get(), trainer_settings);
+  trainer.start(resume_from, !options.get_bool("no-restore-corpus"));
   const TrainResult result = trainer.run();
   spdlog::info("model written to {} (workspace peak {:.1f} MiB)", dir.file("model.safetensors"),
                workspace.peak() / 1048576.0);
