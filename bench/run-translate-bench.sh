@@ -68,9 +68,10 @@ for c in $cases; do
   rc=$?
   wall=$(echo "$(date +%s.%N) - $t0" | bc)
   summary=$(grep -E "target tokens/s" "$out/$name.log" | tail -n 1)
-  tokens=$(sed -n 's/.* \([0-9]*\) target tokens.*/\1/p' <<<"$summary")
+  # "Translated 2000 lines (30124 target tokens) in 3.21 s: 623.1 lines/s, 9384 target tokens/s; model load 1.05 s"
+  tokens=$(sed -n 's/.*(\([0-9]*\) target tokens).*/\1/p' <<<"$summary")
   load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
-  translate_s=$(sed -n 's/.* in \([0-9.]*\) s .*/\1/p' <<<"$summary")
+  translate_s=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
   echo "RESULT bench=translate impl=lstranslate case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.out") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} translate_s=${translate_s:-nan}" |
     tee -a "$results"
   # ---- 3. the kernel-level benchmark at the same batch ----
