@@ -74,6 +74,17 @@ for c in $cases; do
   translate_s=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
   echo "RESULT bench=translate impl=lstranslate case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.out") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} translate_s=${translate_s:-nan}" |
     tee -a "$results"
+  # ---- 2b. an older lstranslate (BASE_LSTRANSLATE) on the same input: its wall clock, and whether it translates
+  # the same (the speed-ups must not change a translation) ----
+  if [ -n "${BASE_LSTRANSLATE:-}" ]; then
+    t0=$(date +%s.%N)
+    "$BASE_LSTRANSLATE" -m "$model" -i "$test_src" -o "$out/$name.base.out" --precision "$precision" \
+      --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100 2>"$out/$name.base.log"
+    base_wall=$(echo "$(date +%s.%N) - $t0" | bc)
+    same=$(cmp -s "$out/$name.out" "$out/$name.base.out" && echo yes || echo "no:$(diff "$out/$name.out" \
+      "$out/$name.base.out" | grep -c '^<')_lines_differ")
+    echo "RESULT bench=translate impl=lstranslate-base case=$name wall_s=$base_wall same_output=$same" | tee -a "$results"
+  fi
   # ---- 3. the kernel-level benchmark at the same batch ----
   src_len=$(awk '{ n += NF } END { printf "%d", n / NR * 1.4 + 1 }' "$test_src")  # ~ SentencePiece tokens + eos
   out_len=$(awk -v t="${tokens:-0}" -v l="$lines" 'BEGIN { printf "%d", (t > 0 ? t / l : 20) }')
@@ -106,7 +117,7 @@ for line in open(sys.argv[1]):
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     rows.setdefault(f.get("case"), {})[f.get("impl", f.get("bench"))] = f
 print(f"{'case':18} {'lstranslate wall':>17} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
-      f"{'kernel/lstr':>11} {'lstr/HF':>8}")
+      f"{'kernel/lstr':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5}")
 for case, r in rows.items():
     t = r.get("lstranslate", {})
     tokens = float(t.get("tokens", 0) or 0)
@@ -119,5 +130,7 @@ for case, r in rows.items():
     only = rate(t.get("translate_s"))
     kernel = float(r.get("lseq", {}).get("tgt_tok_s", "nan"))
     hf = float(r.get("hf-generate", {}).get("tgt_tok_s", "nan"))
-    print(f"{case:18} {wall:17.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {wall / hf:8.2f}")
+    base = r.get("lstranslate-base", {})
+    print(f"{case:18} {wall:17.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {wall / hf:8.2f} "
+          f"{rate(base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5}")
 PY
