@@ -27,7 +27,7 @@ out=${OUT:-/tmp/lseq-translate-bench}/translate
 data=${DATA:-.bench-data/ding-de-en}
 model=${MODEL:-$out/model}
 cases=${CASES:-4:32 4:64 4:128 1:128}
-updates=${TRAIN_UPDATES:-2000}
+updates=${TRAIN_UPDATES:-4000}
 precision=${PRECISION:-bf16}
 normalize=${NORMALIZE:-1}
 mkdir -p "$out"
@@ -47,7 +47,7 @@ if [ ! -f "$model/model.safetensors" ]; then
   t0=$(date +%s)
   "$bin/train/lstrain" -c configs/transformer-base.yaml -m "$model" --precision "$precision" \
     -t "$data/train.de" "$data/train.en" --dim-vocabs 8000 8000 --mini-batch-words 16384 --maxi-batch 100 \
-    --lr-warmup 1000u --lr-decay-inv-sqrt 1000u --learn-rate 0.0007 --after "${updates}u" --save-freq 0 \
+    --lr-warmup 2000u --lr-decay-inv-sqrt 2000u --learn-rate 0.0003 --after "${updates}u" --save-freq 0 \
     --valid-freq 0 --valid-metrics cross-entropy --disp-freq 500u --exponential-smoothing 0 >"$out/train.log" 2>&1 ||
     { echo "lstrain FAILED:"; tail -n 20 "$out/train.log"; exit 1; }
   echo "trained $model: $updates updates in $(($(date +%s) - t0)) s (log: $out/train.log)"
@@ -66,19 +66,37 @@ for c in $cases; do
   "$bin/translate/lstranslate" -m "$model" -i "$test_src" -o "$out/$name.out" --precision "$precision" \
     --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100 2>"$out/$name.log"
   rc=$?
-  wall=$(echo "$(date +%s.%N) - $t0" | bc)
+  wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
   summary=$(grep -E "target tokens/s" "$out/$name.log" | tail -n 1)
-  tokens=$(sed -n 's/.* \([0-9]*\) target tokens.*/\1/p' <<<"$summary")
+  # "Translated 2000 lines (30124 target tokens) in 3.21 s: 623.1 lines/s, 9384 target tokens/s; model load 1.05 s"
+  tokens=$(sed -n 's/.*(\([0-9]*\) target tokens).*/\1/p' <<<"$summary")
   load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
-  translate_s=$(sed -n 's/.* in \([0-9.]*\) s .*/\1/p' <<<"$summary")
+  translate_s=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
   echo "RESULT bench=translate impl=lstranslate case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.out") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} translate_s=${translate_s:-nan}" |
     tee -a "$results"
+  # ---- 2b. an older lstranslate (BASE_LSTRANSLATE) on the same input: its wall clock, and whether it translates
+  # the same (the speed-ups must not change a translation) ----
+  if [ -n "${BASE_LSTRANSLATE:-}" ]; then
+    t0=$(date +%s.%N)
+    "$BASE_LSTRANSLATE" -m "$model" -i "$test_src" -o "$out/$name.base.out" --precision "$precision" \
+      --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100 2>"$out/$name.base.log"
+    base_wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+    same=$(cmp -s "$out/$name.out" "$out/$name.base.out" && echo yes || echo "no:$(diff "$out/$name.out" \
+      "$out/$name.base.out" | grep -c '^<')_lines_differ")
+    echo "RESULT bench=translate impl=lstranslate-base case=$name wall_s=$base_wall same_output=$same" | tee -a "$results"
+  fi
   # ---- 3. the kernel-level benchmark at the same batch ----
   src_len=$(awk '{ n += NF } END { printf "%d", n / NR * 1.4 + 1 }' "$test_src")  # ~ SentencePiece tokens + eos
   out_len=$(awk -v t="${tokens:-0}" -v l="$lines" 'BEGIN { printf "%d", (t > 0 ? t / l : 20) }')
   "$build/bench/bench_decode_throughput" --model "$model" --precision "$precision" --batch-sizes "$batch" \
     --beams "$beam" --src-len "$src_len" --out-len "$out_len" --batches-per-case 10 2>"$out/$name.kernel.log" |
     grep '^RESULT' | sed "s/^RESULT bench=decode/RESULT bench=decode case=$name/" | tee -a "$results"
+  # ... and with free decoding (--out-len 0: hypotheses end when the model says, sentences leave the batch), which
+  # separates what the search's changing shapes cost from what the program around it costs.
+  "$build/bench/bench_decode_throughput" --model "$model" --precision "$precision" --batch-sizes "$batch" \
+    --beams "$beam" --src-len "$src_len" --out-len 0 --batches-per-case 10 2>"$out/$name.kernel-free.log" |
+    grep '^RESULT' | sed "s/^RESULT bench=decode impl=lseq/RESULT bench=decode case=$name impl=lseq-free/" |
+    tee -a "$results"
 done
 
 # ---- 4. Hugging Face generate on the same weights ----
@@ -105,7 +123,7 @@ for line in open(sys.argv[1]):
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     rows.setdefault(f.get("case"), {})[f.get("impl", f.get("bench"))] = f
 print(f"{'case':18} {'lstranslate wall':>17} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
-      f"{'kernel/lstr':>11} {'lstr/HF':>8}")
+      f"{'kernel/lstr':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'kernel free':>11}")
 for case, r in rows.items():
     t = r.get("lstranslate", {})
     tokens = float(t.get("tokens", 0) or 0)
@@ -118,5 +136,8 @@ for case, r in rows.items():
     only = rate(t.get("translate_s"))
     kernel = float(r.get("lseq", {}).get("tgt_tok_s", "nan"))
     hf = float(r.get("hf-generate", {}).get("tgt_tok_s", "nan"))
-    print(f"{case:18} {wall:17.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {wall / hf:8.2f}")
+    free = float(r.get("lseq-free", {}).get("tgt_tok_s", "nan"))
+    base = r.get("lstranslate-base", {})
+    print(f"{case:18} {wall:17.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {wall / hf:8.2f} "
+          f"{rate(base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5} {free:11.0f}")
 PY

@@ -1,4 +1,6 @@
 // lstrain: turns the options into vocabularies, an encoded corpus, a model, an optimizer and a trainer, and runs.
+// Every check comes before anything in the model directory is written (a new directory may be created and locked,
+// and the corpus cache goes beside the model): a refused run leaves an existing model as it was.
 #include "train_app.h"
 
 #include <spdlog/spdlog.h>
@@ -6,10 +8,13 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "model_dir_plan.h"
+#include "output_paths.h"
 #include "training_options.h"
 #include "vocabularies.h"
 
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/model_dir_lock.h"
 #include "core/cli/backend_select.h"
 #include "core/train/stop_signal.h"
 #include "core/train/trainer.h"
@@ -41,34 +46,151 @@ void write_decoder_config(const ModelDir& dir, const Options& options) {
   write_file_atomic(dir.file("decoder.yml"), std::string(out.c_str()) + "\n");
 }
 
-void clear_training_state(const ModelDir& dir) {
+// The options that can be checked alone: counts of files, batch sizes, metrics and the files lstrain writes.
+void check_options(const Options& options) {
+  if (!options.has("model")) fail("lstrain needs --model DIR: the directory to write the model to");
+  const std::vector<std::string> train_sets = options.get_strings("train-sets");
+  if (train_sets.size() != 2) fail("--train-sets needs two files (source target), got {}", train_sets.size());
+  if (options.get_int("mini-batch-words") <= 0 && options.get_int("mini-batch") <= 0) {
+    fail("set --mini-batch-words or --mini-batch to a positive number");
+  }
+  const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
+  if (!valid_sets.empty() && valid_sets.size() != 2) {
+    fail("--valid-sets needs two files (source target), got {}", valid_sets.size());
+  }
+  const std::vector<std::string> metrics = options.get_strings("valid-metrics");
+  if (!valid_sets.empty()) Validator::check_metrics(metrics);
+  if (options.has("valid-translation-output")) {
+    if (std::none_of(metrics.begin(), metrics.end(), Validator::needs_translation)) {
+      fail("--valid-translation-output needs a translation metric: add bleu or chrf to --valid-metrics");
+    }
+    check_output_file(options.get_string("valid-translation-output"), "--valid-translation-output");
+  }
+}
+
+// The model directory exists (created when new) and lstrain can write into it.
+void prepare_model_directory(const ModelDir& dir) {
+  dir.create();
+  check_writable_directory(dir.path(), "the model directory");
   std::error_code ec;
-  fs::remove_all(dir.file("checkpoint"), ec);
-  for (const char* name : {"model.safetensors", "config.yml", "decoder.yml", "vocab.spm", "vocab.src.spm", "vocab.tgt.spm"}) {
-    fs::remove(dir.file(name), ec);
+  if (fs::is_directory(dir.file("checkpoint"), ec)) {
+    check_writable_directory(dir.file("checkpoint"), "the checkpoint directory");
   }
-  for (const auto& entry : fs::directory_iterator(dir.path(), ec)) {
-    if (entry.path().filename().string().rfind("model.best-", 0) == 0) fs::remove(entry.path(), ec);
+}
+
+// The workspace follows the batches: it starts at --workspace MiB and grows to what each new batch shape needs
+// (EncoderDecoderModel::step_bytes), as a caching allocator would. The largest batch the batcher can produce is
+// planned here and allocated once, so that a configuration that cannot fit fails now with a clear message rather
+// than hours later when its longest batch arrives.
+std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, EncoderDecoderModel& model,
+                                                      kernels::Backend& backend, int64_t max_tokens, int max_len) {
+  const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
+  const std::size_t initial = static_cast<std::size_t>(options.get_int("workspace")) << 20;
+  // Parameters and Adam's moments (fp32), gradients (fp32; with gradients in step memory only the embedding
+  // tables' side buffer lives here), the working copy in 16-bit precisions, and the smoothed weights with a
+  // temporary for --exponential-smoothing.
+  const double bytes_per_param = 12.0 + (model.compute_dtype() == kernels::DType::f32 ? 0.0 : 2.0) +
+                                 (options.get_float("exponential-smoothing") > 0 ? 8.0 : 0.0);
+  const std::size_t persistent_grads =
+      model.gradients_in_step_memory() ? model.param_store().side_end() : model.num_params();
+  const double state_mib =
+      (static_cast<double>(model.num_params()) * bytes_per_param + 4.0 * persistent_grads) / 1048576.0;
+  try {
+    kernels::Workspace probe(backend, std::max(worst_case, initial), "");
+  } catch (const Error& e) {
+    fail("the activations of batches of {} tokens per side and sentences of {} tokens need {:.1f} MiB beside "
+         "{:.1f} MiB of parameters and optimizer state, which do not fit: lower --mini-batch-words or --max-length{} "
+         "({})",
+         max_tokens, max_len, std::max(worst_case, initial) / 1048576.0, state_mib,
+         model.recompute_ffn() ? "" : ", or set --recompute-ffn", e.what());
   }
+  auto workspace = std::make_unique<kernels::Workspace>(
+      backend, initial, "lower --mini-batch-words or --max-length, or free device memory");
+  spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state; the workspace ({} "
+               "activations{}) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
+               "tokens per sentence (checked to fit)",
+               state_mib, kernels::dtype_name(model.compute_dtype()),
+               model.gradients_in_step_memory() ? " and the step's gradients" : "", worst_case / 1048576.0,
+               max_tokens, max_len);
+  if (model.recompute_ffn()) {
+    spdlog::info("feed-forward hidden activations are recomputed in backward (--recompute-ffn)");
+  }
+  return workspace;
+}
+
+// The validator of --valid-sets (encoded in memory), or null without them.
+std::unique_ptr<Validator> make_validator(const Options& options, const Vocabularies& vocabs,
+                                          const ModelConfig& config, int64_t max_tokens) {
+  const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
+  if (valid_sets.empty()) return nullptr;
+  data::CorpusOptions valid_options;
+  valid_options.files = valid_sets;
+  valid_options.max_length =
+      static_cast<int>(std::min<int64_t>(options.get_int("valid-max-length"), config.max_length));
+  valid_options.crop = true;
+  valid_options.use_cache = false;
+  auto valid = data::EncodedCorpus::open_or_build(valid_options, {vocabs.src.get(), &vocabs.target()});
+  if (valid->size() == 0) fail("the validation set {} {} has no usable sentence pairs", valid_sets[0], valid_sets[1]);
+  if (valid->cropped() > 0) {
+    spdlog::warn("validation: {} sentences longer than {} tokens were cropped (--max-length)", valid->cropped(),
+                 valid_options.max_length);
+  }
+  const std::vector<std::string> metrics = options.get_strings("valid-metrics");
+  TranslationValidation translation;
+  if (std::any_of(metrics.begin(), metrics.end(), Validator::needs_translation)) {
+    data::InputLineReader reader({valid_sets[1]}, "--valid-sets");
+    for (std::string line; reader.next(line);) translation.references.push_back(line);
+    translation.target_vocab = &vocabs.target();
+    translation.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
+    translation.beam.normalize = options.get_float("normalize");
+    translation.beam.word_penalty = options.get_float("word-penalty");
+    translation.beam.max_length_factor = options.get_float("max-length-factor");
+    translation.mini_batch = static_cast<int>(options.get_int("valid-mini-batch"));
+    if (options.has("valid-translation-output")) {
+      translation.output_path = options.get_string("valid-translation-output");
+    }
+  }
+  return std::make_unique<Validator>(valid, metrics, max_tokens, static_cast<int>(options.get_int("valid-mini-batch")),
+                                     std::move(translation));
 }
 
 }  // namespace
 
 int run_train(const Options& options) {
   install_stop_signal_handlers();
-  if (!options.has("model")) fail("lstrain needs --model DIR: the directory to write the model to");
-  const ModelDir dir(options.get_string("model"));
+  check_options(options);
   const std::vector<std::string> train_sets = options.get_strings("train-sets");
-  if (train_sets.size() != 2) {
-    fail("--train-sets needs two files (source target), got {}", train_sets.size());
-  }
-  if (options.get_bool("overwrite") && fs::exists(dir.path())) clear_training_state(dir);
-  dir.create();
-  write_file_atomic(dir.file("config.yml"), options.dump());
-  write_decoder_config(dir, options);
+  TrainerOptions trainer_settings = trainer_options(options);
+  const OptimizerOptions optimizer_settings = optimizer_options(options);
 
-  const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets);
+  // The model directory: created when new, locked for the run; what it holds decides resume, fresh start or refusal.
+  const ModelDir dir(options.get_string("model"));
+  prepare_model_directory(dir);
+  const ModelDirLock lock(dir.path());
+  const bool overwrite = options.get_bool("overwrite");
+  const ModelDirPlan plan = plan_model_dir(dir, overwrite, paths_named_by_options(options));
+
+  const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets, !overwrite);
   const ModelConfig config = model_config_from(options, vocabs);
+  if (!plan.resume_from.empty()) {
+    check_checkpoint_vocabularies(vocabs, dir.check_checkpoint(plan.resume_from, config), dir);
+  }
+  trainer_settings.vocabs = vocabs.identities();
+
+  std::unique_ptr<kernels::Backend> backend = select_backend(options);
+  EncoderDecoderModel model(config, *backend, precision_dtype(options));
+  model.set_recompute_ffn(options.get_bool("recompute-ffn"));
+  // Updates of one batch need no gradients between steps: backward places them in the activations' room.
+  model.set_gradients_in_step_memory(options.get_int("optimizer-delay") <= 1);
+  spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
+               model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
+  const int max_len = config.max_length + 1;  // + eos / bos
+  const int64_t words = options.get_int("mini-batch-words");
+  const int sentences = static_cast<int>(options.get_int("mini-batch"));
+  const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
+  const std::unique_ptr<kernels::Workspace> workspace =
+      checked_workspace(options, model, *backend, max_tokens, max_len);
+  const std::unique_ptr<Validator> validator = make_validator(options, vocabs, config, max_tokens);
 
   data::CorpusOptions corpus_options;
   corpus_options.files = train_sets;
@@ -82,95 +204,6 @@ int run_train(const Options& options) {
                corpus->size(), corpus->total_tokens(0), corpus->total_tokens(1), corpus->skipped_empty(),
                corpus->skipped_long(), config.max_length, corpus->cropped());
 
-  std::unique_ptr<kernels::Backend> backend = select_backend(options);
-  EncoderDecoderModel model(config, *backend, precision_dtype(options));
-  model.set_recompute_ffn(options.get_bool("recompute-ffn"));
-  // Updates of one batch need no gradients between steps: backward places them in the activations' room.
-  model.set_gradients_in_step_memory(options.get_int("optimizer-delay") <= 1);
-  spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
-               model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
-
-  // The workspace follows the batches: it starts at --workspace MiB and grows to what each new batch shape needs
-  // (EncoderDecoderModel::step_bytes), as a caching allocator would. The largest batch the batcher can produce is
-  // planned here and allocated once, so that a configuration that cannot fit fails now with a clear message rather
-  // than hours later when its longest batch arrives.
-  const int max_len = config.max_length + 1;  // + eos / bos
-  const int64_t words = options.get_int("mini-batch-words");
-  const int sentences = static_cast<int>(options.get_int("mini-batch"));
-  if (words <= 0 && sentences <= 0) fail("set --mini-batch-words or --mini-batch to a positive number");
-  const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
-  const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
-  const std::size_t initial = static_cast<std::size_t>(options.get_int("workspace")) << 20;
-  // Parameters and Adam's moments (fp32), gradients (fp32; with gradients in step memory only the embedding
-  // tables' side buffer lives here), the working copy in 16-bit precisions, and the smoothed weights with a
-  // temporary for --exponential-smoothing.
-  const double bytes_per_param = 12.0 + (model.compute_dtype() == kernels::DType::f32 ? 0.0 : 2.0) +
-                                 (options.get_float("exponential-smoothing") > 0 ? 8.0 : 0.0);
-  const std::size_t persistent_grads =
-      model.gradients_in_step_memory() ? model.param_store().side_end() : model.num_params();
-  const double state_mib =
-      (static_cast<double>(model.num_params()) * bytes_per_param + 4.0 * persistent_grads) / 1048576.0;
-  std::unique_ptr<kernels::Workspace> workspace_holder;
-  try {
-    kernels::Workspace probe(*backend, std::max(worst_case, initial), "");
-  } catch (const Error& e) {
-    fail("the activations of batches of {} tokens per side and sentences of {} tokens need {:.1f} MiB beside "
-         "{:.1f} MiB of parameters and optimizer state, which do not fit: lower --mini-batch-words or --max-length{} "
-         "({})",
-         max_tokens, max_len, std::max(worst_case, initial) / 1048576.0, state_mib,
-         model.recompute_ffn() ? "" : ", or set --recompute-ffn", e.what());
-  }
-  workspace_holder = std::make_unique<kernels::Workspace>(
-      *backend, initial, "lower --mini-batch-words or --max-length, or free device memory");
-  kernels::Workspace& workspace = *workspace_holder;
-  spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state; the workspace ({} "
-               "activations{}) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
-               "tokens per sentence (checked to fit)",
-               state_mib, kernels::dtype_name(model.compute_dtype()),
-               model.gradients_in_step_memory() ? " and the step's gradients" : "", worst_case / 1048576.0,
-               max_tokens, max_len);
-  if (model.recompute_ffn()) {
-    spdlog::info("feed-forward hidden activations are recomputed in backward (--recompute-ffn)");
-  }
-
-  std::unique_ptr<Validator> validator;
-  const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
-  if (!valid_sets.empty()) {
-    if (valid_sets.size() != 2) fail("--valid-sets needs two files (source target), got {}", valid_sets.size());
-    Validator::check_metrics(options.get_strings("valid-metrics"));
-    data::CorpusOptions valid_options;
-    valid_options.files = valid_sets;
-    valid_options.max_length = static_cast<int>(std::min<int64_t>(options.get_int("valid-max-length"), config.max_length));
-    valid_options.crop = true;
-    valid_options.use_cache = false;
-    auto valid = data::EncodedCorpus::open_or_build(valid_options, {vocabs.src.get(), &vocabs.target()});
-    if (valid->size() == 0) fail("the validation set {} {} has no usable sentence pairs", valid_sets[0], valid_sets[1]);
-    if (valid->cropped() > 0) {
-      spdlog::warn("validation: {} sentences longer than {} tokens were cropped (--max-length)", valid->cropped(),
-                   valid_options.max_length);
-    }
-    const std::vector<std::string> metrics = options.get_strings("valid-metrics");
-    TranslationValidation translation;
-    const bool translating = std::any_of(metrics.begin(), metrics.end(), Validator::needs_translation);
-    if (options.has("valid-translation-output") && !translating) {
-      fail("--valid-translation-output needs a translation metric: add bleu or chrf to --valid-metrics");
-    }
-    if (translating) {
-      data::InputLineReader reader({valid_sets[1]}, "--valid-sets");
-      for (std::string line; reader.next(line);) translation.references.push_back(line);
-      translation.target_vocab = &vocabs.target();
-      translation.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
-      translation.beam.normalize = options.get_float("normalize");
-      translation.beam.word_penalty = options.get_float("word-penalty");
-      translation.beam.max_length_factor = options.get_float("max-length-factor");
-      translation.mini_batch = static_cast<int>(options.get_int("valid-mini-batch"));
-      if (options.has("valid-translation-output")) translation.output_path = options.get_string("valid-translation-output");
-    }
-    validator = std::make_unique<Validator>(valid, metrics, max_tokens,
-                                            static_cast<int>(options.get_int("valid-mini-batch")),
-                                            std::move(translation));
-  }
-
   data::BatcherOptions batcher_options;
   batcher_options.mini_batch_words = words > 0 ? words : max_tokens;
   batcher_options.mini_batch = sentences;
@@ -179,12 +212,19 @@ int run_train(const Options& options) {
   batcher_options.seed = static_cast<uint64_t>(options.get_int("seed"));
   data::Batcher batcher(corpus, batcher_options);
 
-  Optimizer optimizer(*backend, model.num_params(), optimizer_options(options));
-  Trainer trainer(model, batcher, optimizer, workspace, dir, validator.get(), trainer_options(options));
-  trainer.start(!options.get_bool("no-restore-corpus"));
+  Optimizer optimizer(*backend, model.num_params(), optimizer_settings);
+  Trainer trainer(model, batcher, optimizer, *workspace, dir, validator.get(), trainer_settings);
+  trainer.start(plan.resume_from, !options.get_bool("no-restore-corpus"));
+
+  // Every check has passed: only now does the model directory change.
+  delete_for_overwrite(plan);
+  write_file_atomic(dir.file("config.yml"), options.dump());
+  write_decoder_config(dir, options);
+  write_vocabulary_copies(vocabs, dir);
+
   const TrainResult result = trainer.run();
   spdlog::info("model written to {} (workspace peak {:.1f} MiB)", dir.file("model.safetensors"),
-               workspace.peak() / 1048576.0);
+               workspace->peak() / 1048576.0);
   return result.stop_reason == "signal" ? 130 : 0;
 }
 

@@ -1,6 +1,7 @@
 #include "vocabularies.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -17,21 +18,92 @@ namespace {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read the vocabulary '{}'", path);
   std::ostringstream bytes;
   bytes << in.rdbuf();
   return bytes.str();
 }
 
+// 64-bit FNV-1a: enough to tell two vocabularies apart (it guards against mistakes, not against forgery).
+std::string fingerprint(const std::string& bytes) {
+  uint64_t hash = 14695981039346656037ull;
+  for (const char c : bytes) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return fmt::format("fnv1a64:{:016x}", hash);
+}
+
+// A --vocabs path must be a file, or a new file in an existing directory (lstrain trains it there).
+void check_vocab_path(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    fail("--vocabs '{}' is a directory; give the path of a SentencePiece model file (e.g. '{}/vocab.spm'), which "
+         "lstrain trains from the corpus when it does not exist",
+         path, path);
+  }
+  if (fs::exists(path, ec)) return;
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    fail("--vocabs '{}': the directory '{}' does not exist; create it, or give a path in an existing directory "
+         "(lstrain trains the vocabulary there)",
+         path, parent.string());
+  }
+}
+
+struct Loaded {
+  std::unique_ptr<data::Vocab> vocab;
+  std::string bytes;
+};
+
+Loaded load(const std::string& path) {
+  Loaded v;
+  v.vocab = std::make_unique<data::Vocab>(data::Vocab::load(path));
+  v.bytes = read_file(path);
+  return v;
+}
+
+// Trains into `path`, or (for the model directory's own copy) into a temporary file that is read and removed.
+Loaded train_and_load(const std::vector<std::string>& corpus, const std::string& path, bool temporary,
+                      const data::VocabTrainOptions& options) {
+  if (!temporary) {
+    data::Vocab::train(corpus, path, options);
+    return load(path);
+  }
+  const std::string scratch =
+      (fs::temp_directory_path() / fmt::format("lseq-vocab-{}.spm", static_cast<long>(::getpid()))).string();
+  data::Vocab::train(corpus, scratch, options);
+  Loaded v;
+  try {
+    v = load(scratch);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(scratch, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove(scratch, ec);
+  return v;
+}
+
 }  // namespace
 
-// --vocabs: one path or the same path twice -> a joint vocabulary; two paths -> one per side. Paths that do not
-// exist are trained from the training corpus (Marian's behaviour); the model directory keeps copies so that
-// lstranslate --model needs nothing else.
+std::vector<std::string> Vocabularies::identities() const {
+  return {fingerprint(src->serialized()), fingerprint(target().serialized())};
+}
+
 Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
-                                  const std::vector<std::string>& train_sets) {
+                                  const std::vector<std::string>& train_sets, bool use_copies) {
   std::vector<std::string> paths = options.get_strings("vocabs");
-  if (paths.empty()) paths = {dir.file("vocab.spm")};
+  const bool given = !paths.empty();
   if (paths.size() > 2) fail("--vocabs takes one (joint) or two (source, target) paths, got {}", paths.size());
+  for (const std::string& path : paths) check_vocab_path(path);
+  std::error_code ec;
+  if (!given) {
+    const bool separate = fs::exists(dir.file("vocab.src.spm"), ec) && fs::exists(dir.file("vocab.tgt.spm"), ec);
+    paths = use_copies && separate ? std::vector<std::string>{dir.file("vocab.src.spm"), dir.file("vocab.tgt.spm")}
+                                   : std::vector<std::string>{dir.file("vocab.spm")};
+  }
   if (paths.size() == 1) paths.push_back(paths.front());
   std::vector<int64_t> sizes = options.get_ints("dim-vocabs");
   if (sizes.empty()) sizes = {8000};
@@ -41,33 +113,74 @@ Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
   train.max_lines = options.get_int("sentencepiece-max-lines");
   train.seed = static_cast<uint64_t>(options.get_int("seed"));
   train.extra_options = options.get_string("sentencepiece-options");
+  // The model directory's copy is reused unless --overwrite discards it; a new one is only written at the start.
+  const auto usable = [&](const std::string& path) { return (given || use_copies) && fs::exists(path, ec); };
 
   Vocabularies v;
+  v.given = given;
   v.src_path = paths[0];
   v.tgt_path = paths[1];
   if (v.joint()) {
-    if (!fs::exists(v.src_path)) {
+    Loaded joint;
+    if (usable(v.src_path)) {
+      joint = load(v.src_path);
+    } else {
       train.vocab_size = static_cast<int>(sizes[0]);
       spdlog::info("creating joint vocabulary {} ({} pieces) from {} and {}", v.src_path, train.vocab_size,
                    train_sets[0], train_sets[1]);
-      data::Vocab::train(train_sets, v.src_path, train);
+      joint = train_and_load(train_sets, v.src_path, !given, train);
     }
-    v.src = std::make_unique<data::Vocab>(data::Vocab::load(v.src_path));
-    write_file_atomic(dir.file("vocab.spm"), read_file(v.src_path));
+    v.src = std::move(joint.vocab);
+    v.src_bytes = std::move(joint.bytes);
   } else {
     for (int side = 0; side < 2; ++side) {
       const std::string& path = side == 0 ? v.src_path : v.tgt_path;
-      if (!fs::exists(path)) {
+      Loaded one;
+      if (usable(path)) {
+        one = load(path);
+      } else {
         train.vocab_size = static_cast<int>(sizes[side]);
         spdlog::info("creating vocabulary {} ({} pieces) from {}", path, train.vocab_size, train_sets[side]);
-        data::Vocab::train({train_sets[side]}, path, train);
+        one = train_and_load({train_sets[side]}, path, !given, train);
       }
-      auto vocab = std::make_unique<data::Vocab>(data::Vocab::load(path));
-      write_file_atomic(dir.file(side == 0 ? "vocab.src.spm" : "vocab.tgt.spm"), read_file(path));
-      (side == 0 ? v.src : v.tgt) = std::move(vocab);
+      (side == 0 ? v.src : v.tgt) = std::move(one.vocab);
+      (side == 0 ? v.src_bytes : v.tgt_bytes) = std::move(one.bytes);
     }
   }
   return v;
+}
+
+void check_checkpoint_vocabularies(const Vocabularies& vocabs, const TrainingProgress& progress,
+                                   const ModelDir& dir) {
+  if (progress.vocabs.empty()) {
+    spdlog::warn("the checkpoint in '{}' predates stored vocabulary identities: make sure --vocabs names the "
+                 "vocabularies it was trained with",
+                 dir.path());
+    return;
+  }
+  const std::vector<std::string> ours = vocabs.identities();
+  for (int side = 0; side < 2; ++side) {
+    if (ours[side] == progress.vocabs[side]) continue;
+    const std::string& path = side == 0 ? vocabs.src_path : vocabs.tgt_path;
+    fail("the checkpoint in '{}' was trained with another {} vocabulary than '{}' ({}); give --vocabs the "
+         "vocabularies it was trained with (the model directory keeps copies), train into another --model, or "
+         "start afresh with --overwrite",
+         dir.path(), vocabs.joint() ? "joint" : side == 0 ? "source" : "target", path,
+         vocabs.given ? "--vocabs" : "trained anew: the model directory has no copy");
+  }
+}
+
+void write_vocabulary_copies(const Vocabularies& vocabs, const ModelDir& dir) {
+  const auto copy = [&](const std::string& from, const std::string& bytes, const char* name) {
+    std::error_code ec;
+    if (!fs::equivalent(from, dir.file(name), ec)) write_file_atomic(dir.file(name), bytes);  // not onto itself
+  };
+  if (vocabs.joint()) {
+    copy(vocabs.src_path, vocabs.src_bytes, "vocab.spm");
+  } else {
+    copy(vocabs.src_path, vocabs.src_bytes, "vocab.src.spm");
+    copy(vocabs.tgt_path, vocabs.tgt_bytes, "vocab.tgt.spm");
+  }
 }
 
 }  // namespace lseq

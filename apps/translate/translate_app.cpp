@@ -17,6 +17,7 @@
 namespace lseq {
 
 int run_translate(const Options& options) {
+  const auto load_begin = std::chrono::steady_clock::now();
   const ModelFiles files = find_model_files(options.get_string("model"));
 
   TranslateSettings settings;
@@ -60,11 +61,16 @@ int run_translate(const Options& options) {
   data::TranslationInput input(reader, encoder, input_opts);
   OutputStream out(options.get_string("output"));
   const auto begin = std::chrono::steady_clock::now();
-  const int64_t lines = translate_all(*model, input, detokenize, settings, out.get());
+  const double load_seconds = std::chrono::duration<double>(begin - load_begin).count();
+  const double progress_seconds = options.get_bool("quiet-translation") ? 0.0 : 10.0;
+  const TranslationTotals totals = translate_all(*model, input, detokenize, settings, out.get(), progress_seconds);
   out.close();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  spdlog::info("Translated {} lines in {:.2f} s ({:.1f} lines/s)", lines, seconds,
-               seconds > 0 ? static_cast<double>(lines) / seconds : 0.0);
+  const double per_second = seconds > 0 ? 1.0 / seconds : 0.0;
+  spdlog::info("Translated {} lines ({} target tokens) in {:.2f} s: {:.1f} lines/s, {:.0f} target tokens/s; model "
+               "load {:.2f} s",
+               totals.lines, totals.target_tokens, seconds, totals.lines * per_second,
+               totals.target_tokens * per_second, load_seconds);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -17,6 +18,11 @@ void setup_logging(const LogOptions& options) {
   terminal->set_level(options.quiet ? spdlog::level::warn : spdlog::level::info);
   sinks.push_back(terminal);
   if (!options.file.empty()) {
+    // spdlog would create missing directories silently; a typo in the path must not leave a new tree behind.
+    const std::filesystem::path parent = std::filesystem::path(options.file).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+      fail("cannot write log file '{}' (--log): the directory '{}' does not exist", options.file, parent.string());
     try {
       auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(options.file);
       file->set_level(spdlog::level::info);

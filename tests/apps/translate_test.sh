@@ -102,6 +102,13 @@ check "lseval scores lstranslate's output" grep -q '^BLEU = ' "$work/eval.hyp"
 check "lseval refuses files of different lengths in one line" test "$(grep -c '^error: ' "$work/eval.err")" -eq 1
 
 
+# The summary line counts the target tokens written: with --no-spm-decode each token is one word of the output.
+"$lstranslate" -m "$work/model" -i "$work/valid.de" --no-spm-decode -o "$work/ids.out" --quiet-translation \
+  2>"$work/summary.err"
+summary_tokens=$(sed -n 's/.*Translated 30 lines (\([0-9]*\) target tokens) in .* target tokens\/s; model load .*/\1/p' \
+  "$work/summary.err")
+check "lstranslate's summary line counts the target tokens it wrote" test "${summary_tokens:-x}" = "$(wc -w <"$work/ids.out")"
+
 # Errors on input end the program with exactly one "error:" line naming the file and the option, and a non-zero
 # exit; before the readers were told apart (two classes named data::LineReader) these crashed with a double free.
 one_error_line() {  # one_error_line <stderr file> <pattern>: one "error:" line, matching, and nothing but log lines

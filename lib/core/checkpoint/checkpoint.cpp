@@ -4,12 +4,15 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <set>
 
 #include "core/checkpoint/safetensors.h"
+#include "core/checkpoint/text_excerpt.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -19,14 +22,28 @@ namespace lseq {
 
 namespace {
 
-constexpr const char* kConfigKey = "lseq.model_config";
+constexpr const char* kCheckpointFiles[] = {"model.safetensors", "optimizer.safetensors", "progress.yml"};
 
-std::string read_text(const std::string& path) {
+// At most max_bytes of a file (a damaged file may be anything, also huge).
+std::string read_text(const std::string& path, std::size_t max_bytes = std::size_t(1) << 20) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read '{}': {}", path, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text(max_bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(max_bytes));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+// The name in checkpoint/latest without its newline; "" when it is missing or not a readable file.
+std::string read_pointer(const std::string& pointer) {
+  std::error_code ec;
+  if (!fs::is_regular_file(pointer, ec)) return {};
+  std::ifstream in(pointer, std::ios::binary);
+  std::string name(256, '\0');
+  in.read(name.data(), static_cast<std::streamsize>(name.size()));
+  name.resize(static_cast<std::size_t>(in.gcount()));
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  return name;
 }
 
 // Makes a rename or a new directory entry durable.
@@ -43,6 +60,22 @@ std::string checkpoint_name(int64_t updates) {
   return name;
 }
 
+// "u<digits>" -> the update count; -1 for any other name (partial directories included).
+int64_t updates_of(const std::string& name) {
+  if (name.size() < 2 || name.size() > 19 || name[0] != 'u') return -1;
+  if (!std::all_of(name.begin() + 1, name.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
+  return std::stoll(name.substr(1));
+}
+
+// The directories lstrain makes in checkpoint/: u<digits> and u<digits>.partial.
+bool is_checkpoint_entry(const std::string& name) {
+  const std::string suffix = ".partial";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return updates_of(name.substr(0, name.size() - suffix.size())) >= 0;
+  }
+  return updates_of(name) >= 0;
+}
+
 void write_flat(std::vector<SafetensorsInput>& out, const char* name, const std::vector<float>& flat) {
   if (!flat.empty()) out.push_back({name, "F32", {static_cast<int64_t>(flat.size())}, flat.data()});
 }
@@ -51,6 +84,7 @@ void read_flat(const SafetensorsFile& file, const char* name, std::size_t size, 
   const auto& tensor = file.require(name, "F32", {static_cast<int64_t>(size)});
   flat.resize(size);
   std::memcpy(flat.data(), tensor.data, tensor.bytes);
+  require_finite(file.path(), name, flat.data(), size);
 }
 
 // The first option whose value differs between two model configs, as "key: stored vs wanted".
@@ -66,99 +100,6 @@ std::string config_difference(const ModelConfig& stored, const ModelConfig& want
 
 }  // namespace
 
-// ---------------------------------------------------------------- progress.yml
-
-std::string TrainingProgress::to_yaml() const {
-  YAML::Emitter out;
-  out << YAML::BeginMap;
-  out << YAML::Key << "updates" << YAML::Value << updates;
-  out << YAML::Key << "epochs-done" << YAML::Value << epochs_done;
-  out << YAML::Key << "target-tokens" << YAML::Value << target_tokens;
- out << YAML::Key << "batches" << YAML::Value << batches;
-  out << YAML::Key << "optimizer-steps" << YAML::Value << optimizer_steps;
-  out << YAML::Key << "batcher-epoch" << YAML::Value << batcher_epoch;
-  out << YAML::Key << "batcher-batch" << YAML::Value << batcher_batch;
-  out << YAML::Key << "stalled" << YAML::Value << stalled;
-  out << YAML::Key << "seconds" << YAML::Value << seconds;
-  if (loss_scale > 0) {
-    out << YAML::Key << "loss-scale" << YAML::Value << loss_scale;
-    out << YAML::Key << "loss-scale-good-steps" << YAML::Value << loss_scale_good_steps;
-  }
-  out << YAML::Key << "best" << YAML::Value << YAML::BeginMap;
-  for (const auto& [metric, value] : best) out << YAML::Key << metric << YAML::Value << value;
-  out << YAML::EndMap;
-  out << YAML::Key << "last" << YAML::Value << YAML::BeginMap;
-  for (const auto& [metric, value] : last) out << YAML::Key << metric << YAML::Value << value;
-  out << YAML::EndMap;
-  out << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
-}
-
-TrainingProgress TrainingProgress::from_yaml(const std::string& text, const std::string& path) {
-  TrainingProgress p;
-  try {
-    const YAML::Node node = YAML::Load(text);
-    if (!node.IsMap()) fail("progress file '{}' is corrupt: not a YAML map", path);
-    p.updates = node["updates"].as<int64_t>();
-    p.epochs_done = node["epochs-done"].as<int64_t>();
-    p.target_tokens = node["target-tokens"].as<int64_t>();
-    p.batches = node["batches"].as<int64_t>();
-    p.optimizer_steps = node["optimizer-steps"].as<int64_t>();
-    p.batcher_epoch = node["batcher-epoch"].as<int64_t>();
-    p.batcher_batch = node["batcher-batch"].as<int64_t>();
-    p.stalled = node["stalled"].as<int64_t>();
-    p.seconds = node["seconds"].as<double>();
-    if (node["loss-scale"]) {  // absent in fp32/bf16 runs and in older files
-      p.loss_scale = node["loss-scale"].as<double>();
-      p.loss_scale_good_steps = node["loss-scale-good-steps"].as<int64_t>(0);
-    }
-    for (const auto& e : node["best"]) p.best[e.first.as<std::string>()] = e.second.as<double>();
-    for (const auto& e : node["last"]) p.last[e.first.as<std::string>()] = e.second.as<double>();
-  } catch (const YAML::Exception& e) {
-    fail("progress file '{}' is corrupt: {}", path, e.what());
-  }
-  return p;
-}
-
-// ---------------------------------------------------------------- weights files
-
-void save_weights(const std::string& path, const ParamTable& table, const ModelConfig& config,
-                  const std::vector<float>& flat, int64_t updates) {
-  if (flat.size() != table.size()) fail("internal: {} parameters for a table of {}", flat.size(), table.size());
-  std::vector<SafetensorsInput> tensors;
-  tensors.reserve(table.list().size());
-  for (const ParamInfo& p : table.list()) tensors.push_back({p.name, "F32", p.shape, flat.data() + p.offset});
-  std::map<std::string, std::string> metadata;
-  metadata[kConfigKey] = YAML::Dump(config.to_yaml());
-  metadata["lseq.updates"] = std::to_string(updates);
-  metadata["lseq.format"] = "1";
-  write_safetensors(path, tensors, metadata);
-}
-
-void load_weights(const std::string& path, const ParamTable& table, std::vector<float>& flat) {
-  const SafetensorsFile file = SafetensorsFile::open(path);
-  flat.assign(table.size(), 0.0f);
-  for (const ParamInfo& p : table.list()) {
-    const auto& tensor = file.require(p.name, "F32", p.shape);
-    std::memcpy(flat.data() + p.offset, tensor.data, tensor.bytes);
-  }
-}
-
-ModelConfig read_model_config(const std::string& weights_path) {
-  const SafetensorsFile file = SafetensorsFile::open(weights_path);
-  const auto it = file.metadata().find(kConfigKey);
-  if (it == file.metadata().end()) {
-    fail("'{}' holds no model config (metadata key {}); it was not written by lstrain", weights_path, kConfigKey);
-  }
-  try {
-    return ModelConfig::from_yaml(YAML::Load(it->second));
-  } catch (const YAML::Exception& e) {
-    fail("the model config in '{}' is corrupt: {}", weights_path, e.what());
-  }
-}
-
-// ---------------------------------------------------------------- the model directory
-
 ModelDir::ModelDir(std::string path) : path_(std::move(path)) {
   while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
 }
@@ -168,24 +109,55 @@ void ModelDir::create() const {
   if (fs::exists(path_, ec) && !fs::is_directory(path_, ec)) {
     fail("--model '{}' is a file; lseq's model is a directory: give a new or existing directory", path_);
   }
-  fs::create_directories(file("checkpoint"), ec);
+  fs::create_directories(path_, ec);
   if (ec) fail("cannot create model directory '{}': {}", path_, ec.message());
 }
 
-bool ModelDir::has_checkpoint() const { return fs::exists(file("checkpoint/latest")); }
+bool ModelDir::has_checkpoint() const {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(file("checkpoint/latest"), ec));
+}
+
+std::vector<std::string> ModelDir::complete_checkpoints() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(file("checkpoint"), ec)) {
+    const std::string name = entry.path().filename().string();
+    const int64_t updates = updates_of(name);
+    if (updates < 0 || !entry.is_directory(ec)) continue;
+    const bool complete = std::all_of(std::begin(kCheckpointFiles), std::end(kCheckpointFiles), [&](const char* f) {
+      return fs::is_regular_file(entry.path() / f, ec);
+    });
+    if (complete) found.emplace_back(updates, name);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> names;
+  for (const auto& [updates, name] : found) names.push_back(name);
+  return names;
+}
+
+std::string ModelDir::latest_name() const {
+  const std::string pointer = file("checkpoint/latest");
+  if (!has_checkpoint()) return {};
+  const std::string name = read_pointer(pointer);
+  const std::vector<std::string> complete = complete_checkpoints();
+  if (std::find(complete.begin(), complete.end(), name) == complete.end()) {
+    std::string found = "no complete checkpoint is left: start afresh with --overwrite";
+    if (!complete.empty()) {
+      found = "complete checkpoints found: ";
+      for (std::size_t i = 0; i < complete.size(); ++i) found += (i ? ", " : "") + complete[i];
+      found += "; write one of their names into it to resume from it, or start afresh with --overwrite";
+    }
+    fail("checkpoint pointer '{}' is damaged: it holds {}, which is not the name of a complete checkpoint; {}",
+         pointer, quoted_excerpt(name), found);
+  }
+  return name;
+}
 
 std::string ModelDir::latest_checkpoint() const {
-  const std::string pointer = file("checkpoint/latest");
-  if (!fs::exists(pointer)) fail("no checkpoint in '{}' (missing {})", path_, pointer);
-  std::string name = read_text(pointer);
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  const std::string dir = file("checkpoint/" + name);
-  if (name.empty() || name.find('/') != std::string::npos || !fs::is_directory(dir)) {
-    fail("checkpoint pointer '{}' names '{}', which is not a checkpoint directory; the model directory is "
-         "damaged: remove it or train with --overwrite",
-         pointer, name);
-  }
-  return dir;
+  const std::string name = latest_name();
+  if (name.empty()) fail("no checkpoint in '{}' (missing {})", path_, file("checkpoint/latest"));
+  return checkpoint_dir(name);
 }
 
 void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& config,
@@ -194,6 +166,9 @@ void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& confi
   const std::string name = checkpoint_name(progress.updates);
   const std::string partial = root + "/" + name + ".partial", final_dir = root + "/" + name;
   std::error_code ec;
+  if (read_pointer(root + "/latest") == name) {
+    fail("internal: checkpoint {} in '{}' is the latest; it is not saved again", name, path_);
+  }
   fs::remove_all(partial, ec);
   fs::create_directories(partial, ec);
   if (ec) fail("cannot create checkpoint directory '{}': {}", partial, ec.message());
@@ -209,7 +184,8 @@ void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& confi
   write_file_atomic(partial + "/progress.yml", progress.to_yaml());
   sync_directory(partial);
 
-  // Complete: give it its final name, then make it the latest (the commit point).
+  // Complete: give it its final name, then make it the latest (the commit point). A directory of that name is a
+  // complete checkpoint that `latest` does not name (a crash came before the commit): it is replaced.
   fs::remove_all(final_dir, ec);
   fs::rename(partial, final_dir, ec);
   if (ec) fail("cannot rename checkpoint '{}' to '{}': {}", partial, final_dir, ec.message());
@@ -228,25 +204,44 @@ void ModelDir::save_checkpoint(const ParamTable& table, const ModelConfig& confi
   if (ec) fail("cannot update '{}': {}", file("model.safetensors"), ec.message());
   sync_directory(path_);
 
-  // Older checkpoints (and partial ones a crash left behind) go only now.
+  // Older checkpoints (and partial ones a crash left behind) go only now; nothing else in checkpoint/ is touched.
   for (const auto& entry : fs::directory_iterator(root)) {
     const std::string entry_name = entry.path().filename().string();
-    if (entry.is_directory() && entry_name != name) fs::remove_all(entry.path(), ec);
+    if (entry.is_directory() && entry_name != name && is_checkpoint_entry(entry_name)) fs::remove_all(entry.path(), ec);
   }
 }
 
-void ModelDir::load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
-                               TrainingProgress& progress) const {
-  const std::string dir = latest_checkpoint();
-  const std::string weights = dir + "/model.safetensors";
-  const std::string difference = config_difference(read_model_config(weights), config);
+TrainingProgress ModelDir::check_checkpoint(const std::string& name, const ModelConfig& config) const {
+  const std::string dir = checkpoint_dir(name);
+  const std::string difference = config_difference(read_model_config(dir + "/model.safetensors"), config);
   if (!difference.empty()) {
     fail("the checkpoint in '{}' is of a different model ({}); train with --overwrite to start anew, or use "
          "another --model",
          path_, difference);
   }
-  progress = TrainingProgress::from_yaml(read_text(dir + "/progress.yml"), dir + "/progress.yml");
+  const std::string progress_path = dir + "/progress.yml";
+  const TrainingProgress progress = TrainingProgress::from_yaml(read_text(progress_path), progress_path);
+  if (progress.updates != updates_of(name)) {
+    fail("progress file '{}' is damaged: field 'updates' is {} but the checkpoint is {}; restore the checkpoint "
+         "from a backup, or start afresh with --overwrite",
+         progress_path, progress.updates, name);
+  }
+  return progress;
+}
+
+void ModelDir::load_checkpoint(const std::string& name, const ParamTable& table, const ModelConfig& config,
+                               CheckpointTensors& tensors, TrainingProgress& progress) const {
+  const std::string dir = checkpoint_dir(name);
+  progress = check_checkpoint(name, config);
   const SafetensorsFile state = SafetensorsFile::open(dir + "/optimizer.safetensors");
+  const std::set<std::string> known = {"params", "adam.m", "adam.v", "smoothed"};
+  for (const std::string& tensor : state.names()) {
+    if (known.count(tensor) == 0) {
+      fail("optimizer state '{}' holds tensor '{}', which lstrain does not write (only params, adam.m, adam.v, "
+           "smoothed); the checkpoint is damaged: restore it from a backup, or start afresh with --overwrite",
+           state.path(), tensor);
+    }
+  }
   read_flat(state, "params", table.size(), tensors.params);
   read_flat(state, "adam.m", table.size(), tensors.adam_m);
   read_flat(state, "adam.v", table.size(), tensors.adam_v);
@@ -257,7 +252,14 @@ void ModelDir::load_checkpoint(const ParamTable& table, const ModelConfig& confi
   }
   // The weights file must agree with the table too (catches a damaged or foreign file early).
   std::vector<float> check;
-  load_weights(weights, table, check);
+  load_weights(dir + "/model.safetensors", table, check);
+}
+
+void ModelDir::load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
+                               TrainingProgress& progress) const {
+  const std::string name = latest_name();
+  if (name.empty()) fail("no checkpoint in '{}' (missing {})", path_, file("checkpoint/latest"));
+  load_checkpoint(name, table, config, tensors, progress);
 }
 
 }  // namespace lseq

@@ -8,41 +8,22 @@
 //   model/model.best-<metric>.safetensors  weights of the best validation score per metric (--keep-best)
 //   model/checkpoint/latest             name of the latest complete checkpoint, replaced atomically
 //   model/checkpoint/u<updates>/        one checkpoint: model.safetensors, optimizer.safetensors, progress.yml
+//   model/.lock                         the pid of the lstrain that trains into it (model_dir_lock.h)
 //
 // A checkpoint is written into a fresh u<updates>.partial directory, renamed when complete, and only then named
 // in `latest` (an atomic file replacement); older checkpoints are removed after that. A crash at any instant
-// therefore leaves `latest` naming a complete checkpoint. docs/checkpoints.md documents the files.
+// therefore leaves `latest` naming a complete checkpoint; only a crash in the very first save, between the rename
+// and `latest`, leaves a complete checkpoint that no `latest` names yet. docs/checkpoints.md documents the files.
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "core/checkpoint/training_progress.h"
+#include "core/checkpoint/weights_file.h"
 #include "core/model/model_config.h"
 #include "core/model/params.h"
 
 namespace lseq {
-
-// progress.yml: where training stands, enough to continue exactly.
-struct TrainingProgress {
-  int64_t updates = 0;
-  int64_t epochs_done = 0;
-  int64_t target_tokens = 0;       // trained on so far
-  int64_t batches = 0;             // micro-batches consumed (keys the dropout masks)
-  int64_t optimizer_steps = 0;     // Adam's step count (bias correction)
-  int64_t batcher_epoch = 1;       // data::BatcherState
-  int64_t batcher_batch = 0;
-  std::map<std::string, double> best;  // best validation value per metric
-  std::map<std::string, double> last;  // last validation value per metric
-  int64_t stalled = 0;             // validations without improvement of the first metric (--early-stopping)
-  double seconds = 0;              // training time so far
-  // fp16 dynamic loss scaling (LossScaler): the scale and the good updates since it last changed. 0 = none saved
-  // (fp32/bf16 runs and progress files older than the field); written only when positive.
-  double loss_scale = 0;
-  int64_t loss_scale_good_steps = 0;
-
-  std::string to_yaml() const;
-  static TrainingProgress from_yaml(const std::string& text, const std::string& path);
-};
 
 // Host copies of everything a checkpoint holds besides the progress.
 struct CheckpointTensors {
@@ -56,31 +37,37 @@ class ModelDir {
   explicit ModelDir(std::string path);
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
+  std::string checkpoint_dir(const std::string& name) const { return file("checkpoint/" + name); }
 
-  void create() const;  // mkdir -p; a path that is a file -> lseq::Error
-  bool has_checkpoint() const;
-  std::string latest_checkpoint() const;  // its directory; lseq::Error when there is none
+  void create() const;  // mkdir -p of the directory (checkpoint/ comes with the first save); a file -> lseq::Error
+  bool has_checkpoint() const;  // checkpoint/latest exists
+  // The checkpoint named by checkpoint/latest ("u000000040"), or "" when there is no `latest`. A `latest` that does
+  // not name a complete checkpoint -> lseq::Error naming the file, a short excerpt of it and the complete
+  // checkpoints found.
+  std::string latest_name() const;
+  std::string latest_checkpoint() const;  // the latest's directory; lseq::Error when there is none
+  // The complete checkpoints in checkpoint/ (u<updates> directories holding all three files), oldest first.
+  std::vector<std::string> complete_checkpoints() const;
 
   // Writes one checkpoint atomically (see above) and points model.safetensors at its weights, which are
-  // `smoothed` when present, else `params`.
+  // `smoothed` when present, else `params`. The latest checkpoint is never replaced by one of the same name (that
+  // would leave `latest` naming a missing directory for a moment): saving the same update twice is an error.
   void save_checkpoint(const ParamTable& table, const ModelConfig& config, const CheckpointTensors& tensors,
                        const TrainingProgress& progress) const;
-  // Reads the latest checkpoint; every tensor's shape is checked against the table and the config stored in
-  // the weights against `config` (a different model -> lseq::Error naming the option that differs).
+  // The progress of a checkpoint, after the cheap checks (no tensor is read): the model config stored in its
+  // weights equals `config` (else lseq::Error naming the option that differs) and its progress.yml is sound
+  // (TrainingProgress::from_yaml; its updates must match the checkpoint's name).
+  TrainingProgress check_checkpoint(const std::string& name, const ModelConfig& config) const;
+  // Reads a checkpoint after check_checkpoint: its weights and optimizer state must hold exactly the expected
+  // tensors (those of the table; params, adam.m, adam.v and optionally smoothed), in the table's shapes, and only
+  // finite values (lseq::Error naming the file and the first offending tensor).
+  void load_checkpoint(const std::string& name, const ParamTable& table, const ModelConfig& config,
+                       CheckpointTensors& tensors, TrainingProgress& progress) const;
   void load_checkpoint(const ParamTable& table, const ModelConfig& config, CheckpointTensors& tensors,
-                       TrainingProgress& progress) const;
+                       TrainingProgress& progress) const;  // the latest
 
  private:
   std::string path_;
 };
-
-// Weights files (model.safetensors and the best-* copies): one tensor per parameter, named as in the table,
-// with the model config as YAML under the metadata key "lseq.model_config".
-void save_weights(const std::string& path, const ParamTable& table, const ModelConfig& config,
-                  const std::vector<float>& flat, int64_t updates);
-// Fills flat (sized to the table) from a weights file; shapes must match the table exactly.
-void load_weights(const std::string& path, const ParamTable& table, std::vector<float>& flat);
-// The model config stored in a weights file.
-ModelConfig read_model_config(const std::string& weights_path);
 
 }  // namespace lseq

@@ -391,6 +391,8 @@ std::vector<OptionSpec> build_registry() {
         Opt("n-best", T::boolean, G::translation, XS, def("false"),
             "lstranslate: print the n-best list (beam-size entries); lsscore: rescore an n-best list"),
         Opt("word-scores", T::boolean, G::translation, XS, def("false"), "Also print a score per output word"),
+        Opt("quiet-translation", T::boolean, G::translation, kTranslate | kTrain, def("false"),
+            "No progress lines while translating (lines done, lines/s, target tokens/s every 10 s)"),
         Opt("output-sampling", T::strings, G::translation, kTranslate, empty_list(),
             "Sample instead of beam search: full, topk 10, topp 0.9, temperature 0.7 (combinable)")
             .words(),

@@ -22,10 +22,22 @@ std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
          static_cast<std::size_t>(d);
 }
 
-// int32 entries of the step inputs for up to `hyps` hypotheses, or of their used prefix for `hyps` live ones:
-// tokens and self-attention lengths at their max_hyps-based offsets, cache rows to append to, 2*hyps*heads.
-std::size_t step_input_count(int max_hyps, int heads, int live = -1) {
-  return 2 * elems(max_hyps) + 1 + 2 * elems(live < 0 ? max_hyps : live, heads);
+// int32 entries of the step inputs for up to `hyps` hypotheses, or of their used prefix for `rows` computed ones:
+// tokens and self-attention lengths at their max_hyps-based offsets, cache rows to append to, 2*rows*heads.
+std::size_t step_input_count(int max_hyps, int heads, int rows = -1) {
+  return 2 * elems(max_hyps) + 1 + 2 * elems(rows < 0 ? max_hyps : rows, heads);
+}
+
+// The rows a step computes for `live` hypotheses, and the source length an encoding runs at: rounded up to a few
+// sizes per power of two (at most a quarter more; multiples of 8 below 64), so that the shapes of a search whose
+// hypotheses finish one by one, and of batches whose longest source differs, repeat, and their recorded steps
+// (CUDA graphs) replay instead of issuing every op again with a new shape. The extra rows and positions are
+// computed and ignored: rows never read each other's state (docs/decoding.md).
+int bucket(int n, int limit) {
+  if (n <= 0) return n;
+  int step = 8;
+  while (step * 8 < n) step *= 2;
+  return std::min(limit, (n + step - 1) / step * step);
 }
 
 }  // namespace
@@ -139,17 +151,20 @@ void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents,
                                           const std::vector<int32_t>& sentence_of) {
   // One upload, packed for the current count n (slice i = j*heads + h):
   // [n] parents | [n*heads] sentence slices | [n] source lengths.
+  // Rows from n up to the step's bucket are computed and ignored: they read sentence_of[0]'s memory.
   const int n = static_cast<int>(sentence_of.size());
-  const int slices = n * heads_;
+  const int rows = bucket(n, max_hyps_);
+  const int slices = rows * heads_;
+  auto sentence = [&](int j) { return sentence_of[j < n ? j : 0]; };
   staging_.clear();
-  for (int j = 0; j < n; ++j) staging_.push_back(parents ? (*parents)[j] : j);
-  for (int j = 0; j < n; ++j)
-    for (int h = 0; h < heads_; ++h) staging_.push_back(sentence_of[j] * heads_ + h);
-  for (int j = 0; j < n; ++j) staging_.push_back(src_lengths_[sentence_of[j]]);
+  for (int j = 0; j < rows; ++j) staging_.push_back(parents && j < n ? (*parents)[j] : j);
+  for (int j = 0; j < rows; ++j)
+    for (int h = 0; h < heads_; ++h) staging_.push_back(sentence(j) * heads_ + h);
+  for (int j = 0; j < rows; ++j) staging_.push_back(src_lengths_[sentence(j)]);
   backend_.copy_to_device(dev_rows_, staging_.data(), staging_.size() * sizeof(int32_t));
   dev_parents_ = dev_rows_;
-  dev_cross_slices_ = dev_rows_ + n;
-  dev_row_src_lengths_ = dev_rows_ + n + elems(slices);
+  dev_cross_slices_ = dev_rows_ + rows;
+  dev_row_src_lengths_ = dev_rows_ + rows + elems(slices);
 }
 
 void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
@@ -183,9 +198,15 @@ void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::
            id, src_vocab_);
     }
   }
-  staging_.assign(src.begin(), src.end());
+  // Sources padded to the bucketed length (masked like any padding), so that encodings and steps of batches whose
+  // longest sentence differs a little share their recordings.
+  const int padded_len = bucket(src_len, max_src_);
+  staging_.assign(elems(sentences, padded_len), data::kPadId);
+  for (int s = 0; s < sentences; ++s)
+    std::copy_n(src.begin() + elems(s, src_len), src_len, staging_.begin() + elems(s, padded_len));
   staging_.insert(staging_.end(), src_lengths.begin(), src_lengths.end());
   backend_.copy_to_device(dev_src_, staging_.data(), staging_.size() * sizeof(int32_t));
+  src_len = padded_len;
   // Recorded from a shape's second batch on: at a few dozen sentences the encoder's ~80 launches cost the host
   // more time than the GPU needs for them.
   const StepShape shape{0, sentences, src_len, -1};
@@ -265,28 +286,32 @@ void EncoderDecoderStepModel::begin_step(const std::vector<int32_t>& tokens) {
     if (id < 0 || id >= vocab_) fail("internal error: step() got token id {} outside the target vocabulary", id);
   }
   if (live_ == 0) return;
-  // Laid out as dev_step_ (see the header); every row is at position t_.
+  // Laid out as dev_step_ (see the header); every row is at position t_. The rows past live_ (up to the bucket)
+  // feed eos and append to cache rows no live hypothesis reads.
+  const int rows = bucket(live_, max_hyps_);
   int32_t* in = step_staging_.data();
   std::copy(tokens.begin(), tokens.end(), in);
+  std::fill(in + live_, in + rows, data::kEosId);
   in[max_hyps_] = t_;
-  std::fill_n(in + max_hyps_ + 1, live_, t_ + 1);
+  std::fill_n(in + max_hyps_ + 1, rows, t_ + 1);
   // Projected row q = p*slices + i (key p = 0 or value p = 1 of slice i) goes to cache row (2i + p)*T + t. (Two
   // loops rather than q / slices and q % slices: 8192 integer divisions a step at beam 4 x 128 took about 10 us of
   // host time on this project's 2-core box, time the GPU waits.)
   int32_t* append_dst = in + 2 * max_hyps_ + 1;
-  const int slices = live_ * heads_;
+  const int slices = rows * heads_;
   for (int p = 0; p < 2; ++p)
     for (int i = 0; i < slices; ++i) append_dst[p * slices + i] = (2 * i + p) * max_tgt_ + t_;
-  backend_.copy_to_device(dev_step_, in, step_input_count(max_hyps_, heads_, live_) * sizeof(int32_t));
+  backend_.copy_to_device(dev_step_, in, step_input_count(max_hyps_, heads_, rows) * sizeof(int32_t));
 }
 
 void EncoderDecoderStepModel::run_step_ops(int k, const std::function<void(const void* logits)>& finish) {
+  const int rows = bucket(live_, max_hyps_);
   const auto ops = [&] {
     scratch_->reset();
     StepMemory memory(scratch_.get());
-    finish(forward_step(backend_, memory, live_, sentences_, src_len_));
+    finish(forward_step(backend_, memory, rows, sentences_, src_len_));
   };
-  const StepShape shape{live_, sentences_, src_len_, k};
+  const StepShape shape{rows, sentences_, src_len_, k};
   const bool repeated = shape == last_shape_;
   last_shape_ = shape;
   run_shape(shape, repeated, ops);
@@ -321,7 +346,8 @@ void EncoderDecoderStepModel::step(const std::vector<int32_t>& tokens, std::vect
   begin_step(tokens);
   log_probs.resize(elems(live_, vocab_));
   if (live_ > 0) {
-    run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, live_, vocab_, dev_log_probs_); });
+    const int rows = bucket(live_, max_hyps_);
+    run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, rows, vocab_, dev_log_probs_); });
     backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
   }
   ++t_;
@@ -337,19 +363,22 @@ void EncoderDecoderStepModel::step_topk(const std::vector<int32_t>& tokens, int 
   ids.resize(n);
   eos_log_probs.resize(live_);
   if (live_ > 0) {
-    // Packed for this step's live and k, so that one copy (one synchronisation) brings everything back.
+    // Packed for this step's rows and k, so that one copy (one synchronisation) brings everything back; the first
+    // live_ rows of each part are the live hypotheses'.
+    const int rows = bucket(live_, max_hyps_);
+    const std::size_t computed = elems(rows, k);
     float* dev_values = dev_topk_;
-    int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + n);
-    float* dev_eos = dev_topk_ + 2 * n;
+    int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + computed);
+    float* dev_eos = dev_topk_ + 2 * computed;
     run_step_ops(k, [&](const void* logits) {
-      backend_.topk_log_softmax(dt_, logits, live_, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
+      backend_.topk_log_softmax(dt_, logits, rows, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
                                 dev_eos);
     });
-    topk_staging_.resize(2 * n + live_);
+    topk_staging_.resize(2 * computed + live_);
     backend_.copy_to_host(topk_staging_.data(), dev_topk_, topk_staging_.size() * sizeof(float));
     std::memcpy(values.data(), topk_staging_.data(), n * sizeof(float));
-    std::memcpy(ids.data(), topk_staging_.data() + n, n * sizeof(int32_t));
-    std::memcpy(eos_log_probs.data(), topk_staging_.data() + 2 * n, live_ * sizeof(float));
+    std::memcpy(ids.data(), topk_staging_.data() + computed, n * sizeof(int32_t));
+    std::memcpy(eos_log_probs.data(), topk_staging_.data() + 2 * computed, live_ * sizeof(float));
   }
   ++t_;
 }

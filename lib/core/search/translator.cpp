@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "core/search/nbest_format.h"
 #include "data/ordered_output.h"
 
@@ -34,24 +36,36 @@ std::string render(int64_t line, const NBestList& list, const Detokenizer& detok
 
 }  // namespace
 
-int64_t translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
-                      const TranslateSettings& settings, std::ostream& out) {
+TranslationTotals translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
+                                const TranslateSettings& settings, std::ostream& out, double progress_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point begin = Clock::now();
+  Clock::time_point next_report = begin + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(progress_seconds));
   data::OrderedOutput output(out);
   data::InputWindow window;
-  int64_t lines = 0;
+  TranslationTotals totals;
   while (input.next(window)) {
     for (int64_t line : window.empty_lines) output.put(line, render(line, {}, detokenize, settings));
     for (const auto& batch : window.batches) {
       std::vector<NBestList> lists =
           settings.sample ? sample(model, batch, settings.sampling) : beam_search(model, batch, settings.beam);
-      for (int i = 0; i < batch.size; ++i)
+      for (int i = 0; i < batch.size; ++i) {
+        if (!lists[i].empty()) totals.target_tokens += static_cast<int64_t>(lists[i].front().tokens.size());
         output.put(batch.line_ids[i], render(batch.line_ids[i], lists[i], detokenize, settings));
+      }
     }
-    lines = window.end_line;
-    spdlog::debug("translated {} lines", lines);
+    totals.lines = window.end_line;
+    const Clock::time_point now = Clock::now();
+    if (progress_seconds > 0 && now >= next_report) {
+      const double seconds = std::chrono::duration<double>(now - begin).count();
+      spdlog::info("translated {} lines: {:.1f} lines/s, {:.0f} target tokens/s", totals.lines,
+                   totals.lines / seconds, totals.target_tokens / seconds);
+      next_report = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(progress_seconds));
+    }
   }
-  output.finish(lines);
-  return lines;
+  output.finish(totals.lines);
+  return totals;
 }
 
 }  // namespace lseq

@@ -29,8 +29,16 @@ using Detokenizer = std::function<std::string(const std::vector<int32_t>&)>;
 
 std::string ids_to_text(const std::vector<int32_t>& ids);  // "12 7 431"
 
-// Translates all input; returns the number of input lines (== output entries written).
-int64_t translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
-                      const TranslateSettings& settings, std::ostream& out);
+// What translate_all did: input lines (== output entries written) and the target tokens of the translations
+// written (the best hypothesis of each line, eos not counted).
+struct TranslationTotals {
+  int64_t lines = 0;
+  int64_t target_tokens = 0;
+};
+
+// Translates all input. With progress_seconds > 0, logs the lines done, lines/s and target tokens/s every that many
+// seconds (lstranslate: unless --quiet-translation).
+TranslationTotals translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
+                                const TranslateSettings& settings, std::ostream& out, double progress_seconds = 0);
 
 }  // namespace lseq

@@ -32,24 +32,43 @@ Trainer::Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& 
       model_dir_(std::move(model_dir)), validator_(validator), options_(std::move(options)),
       scaler_(options_.precision == kernels::DType::f16) {}
 
-bool Trainer::start(bool restore_data) {
-  if (!model_dir_.has_checkpoint()) {
+void Trainer::start(const std::string& checkpoint, bool restore_data) {
+  if (checkpoint.empty()) {
     model_.init_params(options_.seed);
     optimizer_.start_smoothing_from(model_.master());
-    return false;
+    progress_.vocabs = options_.vocabs;
+    return;
   }
   CheckpointTensors tensors;
   const ParamTable& table = model_.param_store().table();
-  model_dir_.load_checkpoint(table, model_.config(), tensors, progress_);
+  model_dir_.load_checkpoint(checkpoint, table, model_.config(), tensors, progress_);
+  if (restore_data) {
+    // A position past the end of its epoch would silently skip the rest of it.
+    const int64_t batches = batcher_.batches_in_epoch(progress_.batcher_epoch);
+    if (progress_.batcher_batch > batches) {
+      fail("progress file '{}/progress.yml' has batcher-batch {}, but epoch {} has {} batches: the file is damaged "
+           "or the corpus or batch options changed; resume with --no-restore-corpus to start the data afresh",
+           model_dir_.checkpoint_dir(checkpoint), progress_.batcher_batch, progress_.batcher_epoch, batches);
+    }
+  }
   model_.load_params(tensors.params);
   if (progress_.loss_scale > 0) scaler_.restore(progress_.loss_scale, progress_.loss_scale_good_steps);
   optimizer_.import_state(tensors.adam_m, tensors.adam_v, tensors.smoothed, progress_.optimizer_steps);
   if (optimizer_.smoothing() && tensors.smoothed.empty()) optimizer_.start_smoothing_from(model_.master());
   if (restore_data) batcher_.restore({progress_.batcher_epoch, progress_.batcher_batch});
+  progress_.vocabs = options_.vocabs;
+  last_saved_ = progress_.updates;
   spdlog::info("resumed from {} at update {} (epoch {}, {} target tokens so far)",
-               model_dir_.latest_checkpoint(), progress_.updates, progress_.batcher_epoch,
+               model_dir_.checkpoint_dir(checkpoint), progress_.updates, progress_.batcher_epoch,
                progress_.target_tokens);
-  return true;
+}
+
+// What is true about the saved state when a run stops on an error.
+std::string Trainer::saved_state() const {
+  if (last_saved_ < 0) {
+    return fmt::format("no checkpoint was saved yet, so '{}' holds no weights of this run", model_dir_.path());
+  }
+  return fmt::format("the checkpoint of update {} in '{}' is kept", last_saved_, model_dir_.path());
 }
 
 // Reads the optimizer's device-side skip decision: a host synchronisation every update, kept in this one place
@@ -126,9 +145,9 @@ void Trainer::update() {
     spdlog::warn("update {} skipped: the loss or the gradient is not finite ({} in a row, {} in all)",
                  progress_.updates + 1, nan_steps_in_row_, nan_steps_total_);
     if (nan_steps_in_row_ >= options_.max_nan_steps) {
-      fail("training diverged: {} updates in a row had a non-finite loss or gradient (--max-nan-steps); the last "
-           "good checkpoint in '{}' is kept. Lower --learn-rate, raise --lr-warmup or set --clip-norm",
-           nan_steps_in_row_, model_dir_.path());
+      fail("training diverged: {} updates in a row had a non-finite loss or gradient (--max-nan-steps); {}. Lower "
+           "--learn-rate, raise --lr-warmup or set --clip-norm",
+           nan_steps_in_row_, saved_state());
     }
     return;
   }
@@ -203,18 +222,19 @@ void Trainer::validate() {
 }
 
 void Trainer::save() {
+  if (last_saved_ == progress_.updates) return;
   CheckpointTensors tensors;
   tensors.params.resize(model_.num_params());
   model_.backend().copy_to_host(tensors.params.data(), model_.master(), tensors.params.size() * sizeof(float));
   if (!all_finite(tensors.params)) {
-    fail("the parameters at update {} are not finite; not saving them over the last good checkpoint in '{}'",
-         progress_.updates, model_dir_.path());
+    fail("the parameters at update {} are not finite and are not saved; {}", progress_.updates, saved_state());
   }
   optimizer_.export_state(tensors.adam_m, tensors.adam_v, tensors.smoothed);
   progress_.seconds = seconds_before_ + (now_seconds() - run_start_);
   progress_.loss_scale = scaler_.dynamic() ? scaler_.scale() : 0.0;
   progress_.loss_scale_good_steps = scaler_.dynamic() ? scaler_.good_steps() : 0;
   model_dir_.save_checkpoint(model_.param_store().table(), model_.config(), tensors, progress_);
+  last_saved_ = progress_.updates;
   spdlog::info("saved checkpoint at update {} to {}", progress_.updates, model_dir_.path());
 }
 
@@ -253,8 +273,9 @@ TrainResult Trainer::run() {
   display();
   if (result.stop_reason != "signal" && last_validated_ != progress_.updates) validate();
   if (result.stop_reason == "signal") {
-    spdlog::warn("stopping on signal {}: saving a checkpoint; run the same command again to resume",
-                 stop_signal_number());
+    spdlog::warn("stopping on signal {}: {}; run the same command again to resume", stop_signal_number(),
+                 last_saved_ == progress_.updates ? "the checkpoint of this update is saved already"
+                                                  : "saving a checkpoint");
   }
   save();
   result.updates = progress_.updates;

@@ -34,6 +34,7 @@ struct TrainerOptions {
   int max_nan_steps = 10;
   kernels::DType precision = kernels::DType::f32;  // --precision: fp16 turns on dynamic loss scaling
   LrSchedule lr;
+  std::vector<std::string> vocabs;  // the vocabularies' identities, stored in each checkpoint's progress
 };
 
 struct TrainResult {
@@ -46,11 +47,11 @@ class Trainer {
   Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& optimizer, kernels::Workspace& workspace,
           ModelDir model_dir, Validator* validator, TrainerOptions options);
 
-  // Loads the latest checkpoint of the model directory if there is one (restore_data: also the batcher state),
-  // else initialises the parameters from the seed. Returns true when it resumed.
-  bool start(bool restore_data);
+  // Loads the named checkpoint of the model directory (restore_data: also the batcher state, whose position must lie
+  // within its epoch), or with an empty name initialises the parameters from the seed. Writes nothing.
+  void start(const std::string& checkpoint, bool restore_data);
   TrainResult run();
-  void save();  // a checkpoint of the current state
+  void save();  // a checkpoint of the current state, unless one of this update is saved already
 
   const TrainingProgress& progress() const { return progress_; }
   const LossScaler& loss_scaler() const { return scaler_; }
@@ -63,6 +64,7 @@ class Trainer {
   Progress progress_marks() const;
   bool should_stop(std::string& reason) const;
   bool last_step_skipped() const;         // the one host read per update (see trainer.cpp)
+  std::string saved_state() const;        // what the model directory keeps, for an error that stops the run
 
   EncoderDecoderModel& model_;
   data::Batcher& batcher_;
@@ -79,6 +81,7 @@ class Trainer {
   int64_t window_tokens_ = 0, window_sentences_ = 0, window_updates_ = 0;
   double window_start_ = 0;
   int64_t last_validated_ = -1;
+  int64_t last_saved_ = -1;  // the update of the newest checkpoint in the model directory; -1: none yet
   int nan_steps_in_row_ = 0;
   int64_t nan_steps_total_ = 0;
   int64_t overflow_steps_total_ = 0;  // fp16 updates skipped for a gradient overflow (not counted as NaN steps)

@@ -1,9 +1,10 @@
 // The model directory's checkpoints: round trip, the atomic commit point, and the errors for damaged or foreign
-// checkpoints.
+// checkpoints and weights (non-finite values, tensors that do not match the config, a damaged `latest`).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "core/checkpoint/checkpoint.h"
@@ -15,6 +16,17 @@ namespace fs = std::filesystem;
 
 namespace lseq {
 namespace {
+
+// The message of the lseq::Error that f throws, or "" when it throws none.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 ModelConfig small_config() {
   ModelConfig c;
@@ -197,6 +209,120 @@ TEST_F(CheckpointTest, ACheckpointOfAnotherModelIsRejectedNamingTheOption) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("transformer-dim-ffn"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(CheckpointTest, NonFiniteValuesAreRefusedNamingTheFileAndTheTensor) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  const ParamInfo& second = table().list().at(1);
+  std::vector<float> flat = random_params(table(), 7);
+  flat[second.offset + 2] = std::numeric_limits<float>::quiet_NaN();
+  const std::string weights = (dir_ / "nan.safetensors").string();
+  save_weights(weights, table(), model_->config(), flat, 3);
+  std::vector<float> loaded;
+  std::string error = error_of([&] { load_weights(weights, table(), loaded); });
+  EXPECT_NE(error.find(weights), std::string::npos) << error;
+  EXPECT_NE(error.find("tensor '" + second.name + "' holds NaN at element 2"), std::string::npos) << error;
+
+  flat[second.offset + 2] = std::numeric_limits<float>::infinity();
+  save_weights(weights, table(), model_->config(), flat, 3);
+  EXPECT_NE(error_of([&] { load_weights(weights, table(), loaded); }).find("holds an infinity"), std::string::npos);
+
+  // The optimizer state is checked too.
+  CheckpointTensors state = random_state(8);
+  state.adam_v[5] = -std::numeric_limits<float>::infinity();
+  dir.save_checkpoint(table(), model_->config(), state, progress(10));
+  CheckpointTensors back;
+  TrainingProgress p;
+  error = error_of([&] { dir.load_checkpoint(table(), model_->config(), back, p); });
+  EXPECT_NE(error.find("optimizer.safetensors"), std::string::npos) << error;
+  EXPECT_NE(error.find("tensor 'adam.v' holds an infinity at element 5"), std::string::npos) << error;
+}
+
+TEST_F(CheckpointTest, WeightsMustHoldExactlyTheTensorsOfTheirConfig) {
+  // Two encoder layers written under a config that says one: loading must not silently drop the second layer.
+  ModelConfig two = small_config();
+  two.enc_depth = 2;
+  EncoderDecoderModel two_layers(two, *backend_);
+  const ParamTable& two_table = two_layers.param_store().table();
+  std::string extra;
+  for (const ParamInfo& p : two_table.list()) {
+    bool known = false;
+    for (const ParamInfo& q : table().list()) known = known || q.name == p.name;
+    if (!known && extra.empty()) extra = p.name;
+  }
+  ASSERT_FALSE(extra.empty());
+  const std::string weights = (dir_ / "two.safetensors").string();
+  fs::create_directories(dir_);
+  save_weights(weights, two_table, model_->config(), random_params(two_table, 11), 1);
+  std::vector<float> loaded;
+  std::string error = error_of([&] { load_weights(weights, table(), loaded); });
+  EXPECT_NE(error.find(weights), std::string::npos) << error;
+  EXPECT_NE(error.find("holds tensor '" + extra + "'"), std::string::npos) << error;
+
+  // And the other way round: a tensor the config needs is missing.
+  save_weights(weights, table(), model_->config(), random_params(table(), 12), 1);
+  error = error_of([&] { load_weights(weights, two_table, loaded); });
+  EXPECT_NE(error.find("has no tensor '" + extra + "'"), std::string::npos) << error;
+}
+
+TEST_F(CheckpointTest, ProgressMustMatchItsCheckpointAndKeepsTheVocabularies) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  TrainingProgress saved = progress(10);
+  saved.vocabs = {"fnv1a64:1", "fnv1a64:2"};
+  dir.save_checkpoint(table(), model_->config(), random_state(13), saved);
+  EXPECT_EQ(dir.check_checkpoint("u000000010", model_->config()).vocabs, saved.vocabs);
+
+  // A progress file of another update count in this checkpoint is damaged.
+  const fs::path progress_file = dir_ / "checkpoint" / "u000000010" / "progress.yml";
+  std::ofstream(progress_file) << progress(12).to_yaml();
+  const std::string error = error_of([&] { dir.check_checkpoint("u000000010", model_->config()); });
+  EXPECT_NE(error.find("field 'updates' is 12 but the checkpoint is u000000010"), std::string::npos) << error;
+}
+
+TEST_F(CheckpointTest, ADamagedLatestIsQuotedShortAndNamesTheCompleteCheckpoints) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  dir.save_checkpoint(table(), model_->config(), random_state(14), progress(10));
+  // Incomplete checkpoints do not count.
+  fs::create_directories(dir_ / "checkpoint" / "u000000030");
+  fs::create_directories(dir_ / "checkpoint" / "u000000040.partial");
+  EXPECT_EQ(dir.complete_checkpoints(), std::vector<std::string>{"u000000010"});
+
+  std::string garbage = "\x01\x02";
+  for (int i = 0; i < 100; ++i) garbage += "garbage ";
+  std::ofstream(dir_ / "checkpoint" / "latest", std::ios::trunc) << garbage;
+  const std::string error = error_of([&] { dir.latest_name(); });
+  EXPECT_NE(error.find("checkpoint/latest' is damaged"), std::string::npos) << error;
+  EXPECT_NE(error.find("'??garbage"), std::string::npos) << error;
+  EXPECT_NE(error.find("complete checkpoints found: u000000010"), std::string::npos) << error;
+  EXPECT_LT(error.size(), 400u) << error;
+  EXPECT_EQ(error.find('\x01'), std::string::npos);
+
+  // A name that would escape the checkpoint directory is no checkpoint either.
+  std::ofstream(dir_ / "checkpoint" / "latest", std::ios::trunc) << "../../u000000010\n";
+  EXPECT_NE(error_of([&] { dir.latest_name(); }).find("is damaged"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, TheLatestIsNeverReplacedAndOnlyCheckpointsAreCleanedUp) {
+  ModelDir dir(dir_.string());
+  dir.create();
+  const CheckpointTensors first = random_state(15);
+  dir.save_checkpoint(table(), model_->config(), first, progress(10));
+  fs::create_directories(dir_ / "checkpoint" / "notes");  // not lstrain's: stays
+  const std::string error =
+      error_of([&] { dir.save_checkpoint(table(), model_->config(), random_state(16), progress(10)); });
+  EXPECT_NE(error.find("u000000010"), std::string::npos) << error;
+  CheckpointTensors loaded;
+  TrainingProgress p;
+  dir.load_checkpoint(table(), model_->config(), loaded, p);
+  EXPECT_EQ(loaded.params, first.params);
+
+  dir.save_checkpoint(table(), model_->config(), random_state(17), progress(20));
+  EXPECT_EQ(dir.latest_name(), "u000000020");
+  EXPECT_FALSE(fs::exists(dir_ / "checkpoint" / "u000000010"));
+  EXPECT_TRUE(fs::exists(dir_ / "checkpoint" / "notes"));
 }
 
 TEST_F(CheckpointTest, AModelPathThatIsAFileIsRejected) {

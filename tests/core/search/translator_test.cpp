@@ -195,7 +195,7 @@ TEST(Translator, OutputOrderAndLineCountMatchTheInput) {
   TranslationInput input(reader, nullptr, o);
   testing::ToyStepModel model(44, 3, -0.5);
   std::ostringstream out;
-  EXPECT_EQ(translate_all(model, input, nullptr, settings, out), 57);
+  EXPECT_EQ(translate_all(model, input, nullptr, settings, out).lines, 57);
 
   std::vector<std::string> output_lines;
   std::istringstream got(out.str());

@@ -93,6 +93,7 @@ TEST(LossScaler, RestoreContinuesExactly) {
 TEST(LossScaler, ProgressFileKeepsTheScaleAndOldFilesStillLoad) {
   TrainingProgress p;
   p.updates = 7;
+  p.batches = 7;  // every update consumed a batch (the file is checked for that)
   p.loss_scale = 8192.0;
   p.loss_scale_good_steps = 1234;
   const TrainingProgress q = TrainingProgress::from_yaml(p.to_yaml(), "progress.yml");
@@ -102,6 +103,7 @@ TEST(LossScaler, ProgressFileKeepsTheScaleAndOldFilesStillLoad) {
 
   TrainingProgress none;  // fp32/bf16: nothing written, nothing read back
   none.updates = 3;
+  none.batches = 3;
   const std::string text = none.to_yaml();
   EXPECT_EQ(text.find("loss-scale"), std::string::npos);
   const TrainingProgress r = TrainingProgress::from_yaml(text, "progress.yml");
