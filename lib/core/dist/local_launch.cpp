@@ -126,23 +126,31 @@ int run_local_ranks(const LocalLaunchOptions& options) {
         if (running[static_cast<std::size_t>(r)]) ::kill(children[static_cast<std::size_t>(r)], sig);
       forwarded = signals;
     }
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
+    // Every child that has ended since the last look. The others stop within milliseconds of a failure, so
+    // several may have ended together: a rank killed by a signal is then the one to name (the others exited on
+    // seeing it go), else the first one reaped.
+    int failed_now = -1, failed_status = 0;
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
       for (int r = 0; r < ranks; ++r) {
         if (children[static_cast<std::size_t>(r)] != pid) continue;
         running[static_cast<std::size_t>(r)] = false;
         --alive;
         const int code = exit_code_of(status);
         if (code != 0 && common_code == 0) common_code = code;
-        // A rank that fails on its own (not on a forwarded signal) is the one to name.
-        if (code != 0 && first_failed < 0 && forwarded == 0) {
-          first_failed = r;
-          first_status = status;
-          kill_at = steady_seconds() + options.grace_s;
+        if (code != 0 && (failed_now < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(failed_status)))) {
+          failed_now = r;
+          failed_status = status;
         }
       }
-      continue;
+    }
+    // A rank that fails on its own (not on a forwarded signal) is the one to name.
+    if (failed_now >= 0 && first_failed < 0 && forwarded == 0) {
+      first_failed = failed_now;
+      first_status = failed_status;
+      kill_at = steady_seconds() + options.grace_s;
     }
     if (first_failed >= 0 && steady_seconds() > kill_at) {
       for (int r = 0; r < ranks; ++r)
