@@ -10,12 +10,14 @@
 
 #include "model_dir_plan.h"
 #include "output_paths.h"
+#include "ranks.h"
 #include "training_options.h"
 #include "vocabularies.h"
 
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/model_dir_lock.h"
 #include "core/cli/backend_select.h"
+#include "core/train/shard.h"
 #include "core/train/stop_signal.h"
 #include "core/train/trainer.h"
 #include "core/train/validator.h"
@@ -82,15 +84,26 @@ void prepare_model_directory(const ModelDir& dir) {
 // (EncoderDecoderModel::step_bytes), as a caching allocator would. The largest batch the batcher can produce is
 // planned here and allocated once, so that a configuration that cannot fit fails now with a clear message rather
 // than hours later when its longest batch arrives.
+// What each device keeps of the parameters' state beside the workspace (data parallelism changes it).
+struct StateLayout {
+  int shards = 1;              // --sharding: the optimizer state (and in 16 bits the master) over this many ranks
+  double wire_bytes = 0;       // per parameter: the 16-bit copy of the gradients that --sync-precision bf16 sends
+};
+
 std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, EncoderDecoderModel& model,
-                                                      kernels::Backend& backend, int64_t max_tokens, int max_len) {
+                                                      kernels::Backend& backend, int64_t max_tokens, int max_len,
+                                                      const StateLayout& layout) {
   const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
   const std::size_t initial = static_cast<std::size_t>(options.get_int("workspace")) << 20;
   // Parameters and Adam's moments (fp32), gradients (fp32; with gradients in step memory only the embedding
   // tables' side buffer lives here), the working copy in 16-bit precisions, and the smoothed weights with a
-  // temporary for --exponential-smoothing.
-  const double bytes_per_param = 12.0 + (model.compute_dtype() == kernels::DType::f32 ? 0.0 : 2.0) +
-                                 (options.get_float("exponential-smoothing") > 0 ? 8.0 : 0.0);
+  // temporary for --exponential-smoothing. Sharded, each device keeps 1/shards of the moments and smoothed weights,
+  // and in 16 bits of the master too (the layers read the working copy).
+  const bool half = model.compute_dtype() != kernels::DType::f32;
+  const double optimizer_bytes = 8.0 + (options.get_float("exponential-smoothing") > 0 ? 8.0 : 0.0) +
+                                 (half && layout.shards > 1 ? 4.0 : 0.0);
+  const double bytes_per_param = optimizer_bytes / layout.shards + (half && layout.shards > 1 ? 0.0 : 4.0) +
+                                 (half ? 2.0 : 0.0) + layout.wire_bytes;
   const std::size_t persistent_grads =
       model.gradients_in_step_memory() ? model.param_store().side_end() : model.num_params();
   const double state_mib =
@@ -106,10 +119,12 @@ std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, En
   }
   auto workspace = std::make_unique<kernels::Workspace>(
       backend, initial, "lower --mini-batch-words or --max-length, or free device memory");
-  spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state; the workspace ({} "
+  spdlog::info("device memory: {:.1f} MiB of parameters, gradients and optimizer state{}; the workspace ({} "
                "activations{}) grows with the batches, up to {:.1f} MiB for batches of {} tokens per side and {} "
                "tokens per sentence (checked to fit)",
-               state_mib, kernels::dtype_name(model.compute_dtype()),
+               state_mib,
+               layout.shards > 1 ? fmt::format(" (optimizer state sharded over {} devices)", layout.shards) : "",
+               kernels::dtype_name(model.compute_dtype()),
                model.gradients_in_step_memory() ? " and the step's gradients" : "", worst_case / 1048576.0,
                max_tokens, max_len);
   if (model.recompute_ffn()) {
@@ -118,9 +133,10 @@ std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, En
   return workspace;
 }
 
-// The validator of --valid-sets (encoded in memory), or null without them.
+// The validator of --valid-sets (encoded in memory), or null without them. Only the writer (rank 0 of several)
+// writes --valid-translation-output.
 std::unique_ptr<Validator> make_validator(const Options& options, const Vocabularies& vocabs,
-                                          const ModelConfig& config, int64_t max_tokens) {
+                                          const ModelConfig& config, int64_t max_tokens, bool writer) {
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
   if (valid_sets.empty()) return nullptr;
   data::CorpusOptions valid_options;
@@ -146,7 +162,7 @@ std::unique_ptr<Validator> make_validator(const Options& options, const Vocabula
     translation.beam.word_penalty = options.get_float("word-penalty");
     translation.beam.max_length_factor = options.get_float("max-length-factor");
     translation.mini_batch = static_cast<int>(options.get_int("valid-mini-batch"));
-    if (options.has("valid-translation-output")) {
+    if (options.has("valid-translation-output") && writer) {
       translation.output_path = options.get_string("valid-translation-output");
     }
   }
@@ -154,43 +170,68 @@ std::unique_ptr<Validator> make_validator(const Options& options, const Vocabula
                                      std::move(translation));
 }
 
-}  // namespace
 
-int run_train(const Options& options) {
-  install_stop_signal_handlers();
-  check_options(options);
+// Training over several devices runs one process per device: here rank 0 (or a single process) prepares the model
+// directory, the vocabularies and the corpus cache exactly as one process does, then releases the other ranks, which
+// open what it prepared (writing nothing). Every rank then connects to the others (the communicator) and trains;
+// rank 0 alone writes checkpoints.
+int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* group) {
+  const bool leader = group == nullptr || group->rank() == 0;
+  const int ranks = group ? group->size() : 1;
+  if (!leader) group->wait_for_rank0();
   const std::vector<std::string> train_sets = options.get_strings("train-sets");
   TrainerOptions trainer_settings = trainer_options(options);
   const OptimizerOptions optimizer_settings = optimizer_options(options);
+  const std::string sharding = options.get_string("sharding");
+  const bool sharded = ranks > 1 && sharding != "none";
+  if (sharded && sharding == "local" && place.env.local_world != ranks) {
+    fail("--sharding local shards within one machine and replicates across machines, which this version does not "
+         "do: this job spans {} ranks, {} on this machine; use --sharding global", ranks, place.env.local_world);
+  }
 
   // The model directory: created when new, locked for the run; what it holds decides resume, fresh start or refusal.
   const ModelDir dir(options.get_string("model"));
-  prepare_model_directory(dir);
-  const ModelDirLock lock(dir.path());
-  const bool overwrite = options.get_bool("overwrite");
+  std::unique_ptr<ModelDirLock> lock;
+  if (leader) {
+    prepare_model_directory(dir);
+    lock = std::make_unique<ModelDirLock>(dir.path());
+  } else {
+    check_prepared_by_rank0(options, dir, group->rank());
+  }
+  // The other ranks find the directory as rank 0 left it (its --overwrite done): they resume what it resumes.
+  const bool overwrite = leader && options.get_bool("overwrite");
   const ModelDirPlan plan = plan_model_dir(dir, overwrite, paths_named_by_options(options));
 
   const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets, !overwrite);
   const ModelConfig config = model_config_from(options, vocabs);
+  TrainingProgress resumed;
   if (!plan.resume_from.empty()) {
-    check_checkpoint_vocabularies(vocabs, dir.check_checkpoint(plan.resume_from, config), dir);
+    resumed = dir.check_checkpoint(plan.resume_from, config);
+    check_checkpoint_vocabularies(vocabs, resumed, dir);
   }
   trainer_settings.vocabs = vocabs.identities();
 
-  std::unique_ptr<kernels::Backend> backend = select_backend(options);
-  EncoderDecoderModel model(config, *backend, precision_dtype(options));
+  std::unique_ptr<kernels::Backend> backend = select_backend(options, place.backend);
+  const kernels::DType dt = precision_dtype(options);
+  EncoderDecoderModel model(config, *backend, dt);
   model.set_recompute_ffn(options.get_bool("recompute-ffn"));
-  // Updates of one batch need no gradients between steps: backward places them in the activations' room.
+  // Updates of one batch need no gradients between steps: backward places them in the activations' room (also
+  // under data parallelism: the exchange works on them there, and the optimizer steps before the next forward).
   model.set_gradients_in_step_memory(options.get_int("optimizer-delay") <= 1);
+  // Sharded 16-bit training: each rank's optimizer keeps its shard of the fp32 master, the store none.
+  if (sharded && dt != kernels::DType::f32) model.param_store().release_master();
   spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
                model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
   const int max_len = config.max_length + 1;  // + eos / bos
   const int64_t words = options.get_int("mini-batch-words");
   const int sentences = static_cast<int>(options.get_int("mini-batch"));
   const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
+  StateLayout layout;
+  layout.shards = sharded ? ranks : 1;
+  layout.wire_bytes = ranks > 1 && trainer_settings.sync.wire != kernels::DType::f32 ? 2.0 : 0.0;
   const std::unique_ptr<kernels::Workspace> workspace =
-      checked_workspace(options, model, *backend, max_tokens, max_len);
-  const std::unique_ptr<Validator> validator = make_validator(options, vocabs, config, max_tokens);
+      checked_workspace(options, model, *backend, max_tokens, max_len, layout);
+  const std::unique_ptr<Validator> validator = make_validator(options, vocabs, config, max_tokens, leader);
 
   data::CorpusOptions corpus_options;
   corpus_options.files = train_sets;
@@ -210,22 +251,73 @@ int run_train(const Options& options) {
   batcher_options.maxi_batch = static_cast<int>(options.get_int("maxi-batch"));
   batcher_options.shuffle = options.get_string("shuffle") != "none";
   batcher_options.seed = static_cast<uint64_t>(options.get_int("seed"));
+  batcher_options.rank = group ? group->rank() : 0;
+  batcher_options.world_size = ranks;
   data::Batcher batcher(corpus, batcher_options);
+  const bool restore_data = !options.get_bool("no-restore-corpus");
+  if (!plan.resume_from.empty() && restore_data) {
+    check_batcher_position(batcher, resumed, dir.checkpoint_dir(plan.resume_from));
+  }
 
-  Optimizer optimizer(*backend, model.num_params(), optimizer_settings);
-  Trainer trainer(model, batcher, optimizer, *workspace, dir, validator.get(), trainer_settings);
-  trainer.start(plan.resume_from, !options.get_bool("no-restore-corpus"));
+  // The optimizer and the trainer: over several devices they need the communicator, which needs every rank, so
+  // rank 0 writes (below) and releases the others first; the trainer's start then reads what was checked above.
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Trainer> trainer;
+  auto start_training = [&](kernels::Communicator* comm) {
+    OptimizerShard shard;
+    if (sharded) {
+      shard.comm = comm;
+      shard.offsets = shard_offsets(model.num_params(), ranks);
+      shard.own_master = dt != kernels::DType::f32;
+    }
+    optimizer = std::make_unique<Optimizer>(*backend, model.num_params(), optimizer_settings, shard);
+    trainer_settings.comm = comm;
+    if (sharded) trainer_settings.sync.shards = shard_offsets(model.num_params(), ranks);
+    trainer = std::make_unique<Trainer>(model, batcher, *optimizer, *workspace, dir, validator.get(), trainer_settings);
+    trainer->start(plan.resume_from, restore_data);
+  };
+  if (group == nullptr) start_training(nullptr);
 
   // Every check has passed: only now does the model directory change.
-  delete_for_overwrite(plan);
-  write_file_atomic(dir.file("config.yml"), options.dump());
-  write_decoder_config(dir, options);
-  write_vocabulary_copies(vocabs, dir);
+  if (leader) {
+    delete_for_overwrite(plan);
+    write_file_atomic(dir.file("config.yml"), options.dump());
+    write_decoder_config(dir, options);
+    write_vocabulary_copies(vocabs, dir);
+  }
+  if (group) {
+    if (leader) group->release_others();
+    kernels::Communicator* comm = group->connect(*backend);
+    spdlog::info("data parallelism: {} ranks over {}; gradients exchanged in {} MiB buckets in {}{}", ranks,
+                 comm->name(), options.get_int("sync-bucket-mib"), options.get_string("sync-precision"),
+                 sharded ? ", optimizer state sharded (ZeRO-1)" : "");
+    start_training(comm);
+  }
 
-  const TrainResult result = trainer.run();
-  spdlog::info("model written to {} (workspace peak {:.1f} MiB)", dir.file("model.safetensors"),
-               workspace->peak() / 1048576.0);
+  const TrainResult result = trainer->run();
+  if (leader) {
+    spdlog::info("model written to {} (workspace peak {:.1f} MiB)", dir.file("model.safetensors"),
+                 workspace->peak() / 1048576.0);
+  }
   return result.stop_reason == "signal" ? 130 : 0;
+}
+
+}  // namespace
+
+int run_train(const Options& options) {
+  install_stop_signal_handlers();
+  check_options(options);
+  const TrainPlace place = place_this_process(options);
+  if (place.role == TrainPlace::Role::launcher) return run_local_launcher(place, options);
+  if (place.role == TrainPlace::Role::single) return train(options, place, nullptr);
+  log_as_rank(place.env.rank);
+  std::unique_ptr<dist::ProcessGroup> group = join_job(place, options);
+  try {
+    return train(options, place, group.get());
+  } catch (const std::exception& e) {
+    group->report_failure(e.what());  // the others stop with this message
+    throw;
+  }
 }
 
 }  // namespace lseq

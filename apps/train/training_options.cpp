@@ -62,6 +62,12 @@ TrainerOptions trainer_options(const Options& options) {
   t.keep_best = options.get_bool("keep-best");
   t.max_nan_steps = static_cast<int>(std::max<int64_t>(1, options.get_int("max-nan-steps")));
   t.precision = precision_dtype(options);
+  if (!options.get_bool("sync-sgd")) {
+    fail("--sync-sgd false (asynchronous SGD) is not implemented: lseq trains over several devices synchronously; "
+         "drop the option");
+  }
+  t.sync.wire = options.get_string("sync-precision") == "bf16" ? kernels::DType::bf16 : kernels::DType::f32;
+  t.sync.bucket_elements = static_cast<std::size_t>(options.get_int("sync-bucket-mib")) << 18;  // MiB of fp32
 
   t.lr.base = options.get_float("learn-rate");
   t.lr.warmup = updates_option(options, "lr-warmup");

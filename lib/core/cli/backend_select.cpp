@@ -6,19 +6,20 @@
 
 namespace lseq {
 
-std::unique_ptr<kernels::Backend> select_backend(const Options& options) {
+std::unique_ptr<kernels::Backend> select_backend(const Options& options, const BackendPlace& place) {
   const std::string precision = options.get_string("precision");
   std::unique_ptr<kernels::Backend> backend;
   if (!options.get_bool("cpu") && kernels::cuda_backend_available()) {
     const std::vector<int64_t> devices = options.get_ints("devices");
-    if (devices.size() > 1) {
-      fail("--devices lists {} GPUs, but this version trains on one device; give one id (multi-GPU training is "
-           "not implemented yet)",
+    if (place.device < 0 && devices.size() > 1) {
+      fail("--devices lists {} GPUs, but this program runs on one device; give one id (lstrain trains on several)",
            devices.size());
     }
-    backend = kernels::make_cuda_backend(devices.empty() ? 0 : static_cast<int>(devices.front()));
+    const int device = place.device >= 0 ? place.device : devices.empty() ? 0 : static_cast<int>(devices.front());
+    backend = kernels::make_cuda_backend(device);
   } else {
-    backend = kernels::make_cpu_backend(static_cast<int>(options.get_int("cpu-threads")));
+    const int threads = place.cpu_threads >= 0 ? place.cpu_threads : static_cast<int>(options.get_int("cpu-threads"));
+    backend = kernels::make_cpu_backend(threads);
     if (precision != "fp32") {
       fail("--precision {} needs the CUDA backend; the CPU backend computes in fp32: use --precision fp32",
            precision);

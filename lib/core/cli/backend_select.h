@@ -8,8 +8,16 @@
 
 namespace lseq {
 
+// Where a data-parallel rank runs, when it is not what the options alone say: its GPU (one of --devices) and, on
+// the CPU, its share of the cores. -1: from the options.
+struct BackendPlace {
+  int device = -1;
+  int cpu_threads = -1;
+};
+
 // Also checks --precision against the backend: the CPU backend computes in fp32 only (lseq::Error otherwise).
-std::unique_ptr<kernels::Backend> select_backend(const Options& options);
+// Without a place, --devices must name one GPU (lstrain runs one process per device: apps/train/ranks.h).
+std::unique_ptr<kernels::Backend> select_backend(const Options& options, const BackendPlace& place = {});
 
 // The compute dtype --precision names (the options normalise it to fp32, bf16 or fp16).
 kernels::DType precision_dtype(const Options& options);

@@ -118,7 +118,9 @@ std::vector<OptionSpec> build_registry() {
             .at_least(0)
             .default_in(App::bench, def("1"))
             .help_in(App::bench, "Seed of the random weights and inputs"),
-        Opt("devices", T::ints, G::general, TXS | kBench, defs({"0"}), "GPU device ids to use")
+        Opt("devices", T::ints, G::general, TXS | kBench, defs({"0"}),
+            "GPU device ids to use; lstrain trains on all of them, one process each (with --cpu: that many CPU "
+            "processes)")
             .flag('d')
             .at_least(0)
             .help_in(App::bench, "GPU device id to run on (a benchmark uses one: the first)"),
@@ -333,6 +335,25 @@ std::vector<OptionSpec> build_registry() {
             "Start anew: discard the model directory's checkpoint, weights and the vocabularies lstrain created there"),
         Opt("no-restore-corpus", T::boolean, G::training, kTrain, def("false"),
             "On resume, start the corpus from the beginning instead of where it stopped"),
+        // Data parallelism (docs/data-parallel.md): --devices 0 1 starts one process per GPU; torchrun, srun and
+        // mpirun start them on several machines.
+        Opt("sync-sgd", T::boolean, G::training, kTrain, def("true"),
+            "Synchronous SGD over several devices (Marian's option; lseq trains only synchronously)"),
+        Opt("sharding", T::string, G::training, kTrain, def("none"),
+            "Optimizer state over several devices: none (every device keeps all of it), global (each keeps 1/N: "
+            "ZeRO stage 1), local (the same within one machine)")
+            .one_of({"none", "global", "local"}),
+        Opt("sync-precision", T::string, G::training, kTrain, def("fp32"),
+            "Type of the gradients sent between devices: fp32, or bf16 (half the traffic, coarser sums)")
+            .one_of({"fp32", "bf16"})
+            .alias("float32", "fp32")
+            .alias("bfloat16", "bf16"),
+        Opt("sync-bucket-mib", T::integer, G::training, kTrain, def("25"),
+            "Gradients are exchanged in buckets of this many MiB (fp32), each as soon as backward has finished it")
+            .in(1, 4096),
+        Opt("dist-timeout", T::integer, G::training, kTrain, def("600"),
+            "Seconds to wait for the other processes of a multi-device job (start-up, a collective) before stopping")
+            .in(1, 86400),
     };
     for (auto& x : o) add(x);
   }

@@ -50,14 +50,17 @@ std::map<std::string, double> DataParallel::from_rank0(const std::map<std::strin
   return out;
 }
 
-void DataParallel::check_same(double value, const std::string& what) {
+void DataParallel::check_same_start(int64_t update) {
   if (!comm_) return;
-  std::vector<double> v = {comm_->rank() == 0 ? value : 0.0};
+  std::vector<double> v = {comm_->rank() == 0 ? static_cast<double>(update) : 0.0};
   comm_->sum_host(v);
-  if (v[0] != value) {
-    fail("rank {} has {} {} but rank 0 has {}: on several machines the model directory, --vocabs and --cache-dir "
-         "must be on a filesystem every machine sees", comm_->rank(), what, value, v[0]);
-  }
+  const auto rank0 = static_cast<int64_t>(v[0]);
+  if (rank0 == update) return;
+  auto start = [](int64_t u) {
+    return u < 0 ? std::string("starts afresh") : fmt::format("resumes from the checkpoint of update {}", u);
+  };
+  fail("rank {} {} but rank 0 {}: on several machines the model directory (with --vocabs and --cache-dir) must be "
+       "on a filesystem that every machine sees", comm_->rank(), start(update), start(rank0));
 }
 
 double DataParallel::comm_wait_seconds() const { return comm_ ? comm_->waited_seconds() : 0.0; }

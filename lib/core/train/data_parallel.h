@@ -6,6 +6,7 @@
 // logging, the learning-rate schedule and the optimizer's 1 / tokens are those of one big batch), and whether any
 // rank was asked to stop (a signal to any rank stops all after the same update). Every decision the trainer takes
 // from these is then the same on every rank, so they stay in step. With one rank everything here is a no-op.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,9 +44,9 @@ class DataParallel {
   Totals sum(const Totals& mine);
   // Rank 0's values on every rank (validation scores: every rank then takes the same decisions).
   std::map<std::string, double> from_rank0(const std::map<std::string, double>& values);
-  // Fails on this rank when its value differs from rank 0's (`what` names it): ranks that resumed from different
-  // checkpoints, say.
-  void check_same(double value, const std::string& what);
+  // Fails on this rank when it starts from another checkpoint than rank 0 (update; -1: a fresh start): on
+  // several machines the model directory must be one that all of them see.
+  void check_same_start(int64_t update);
 
   // Seconds the device stood waiting for communication so far (Communicator::waited_seconds).
   double comm_wait_seconds() const;

@@ -26,38 +26,47 @@ bool all_finite(const std::vector<float>& values) {
 
 }  // namespace
 
+void check_batcher_position(const data::Batcher& batcher, const TrainingProgress& progress,
+                            const std::string& checkpoint_dir) {
+  // A position past the end of its epoch would silently skip the rest of it.
+  const int64_t batches = batcher.batches_in_epoch(progress.batcher_epoch);
+  if (progress.batcher_batch > batches) {
+    fail("progress file '{}/progress.yml' has batcher-batch {}, but epoch {} has {} batches: the file is damaged "
+         "or the corpus or batch options changed; resume with --no-restore-corpus to start the data afresh",
+         checkpoint_dir, progress.batcher_batch, progress.batcher_epoch, batches);
+  }
+}
+
 Trainer::Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& optimizer,
                  kernels::Workspace& workspace, ModelDir model_dir, Validator* validator, TrainerOptions options)
     : model_(model), batcher_(batcher), optimizer_(optimizer), workspace_(workspace),
       model_dir_(std::move(model_dir)), validator_(validator), options_(std::move(options)),
-      scaler_(options_.precision == kernels::DType::f16) {}
+      scaler_(options_.precision == kernels::DType::f16), parallel_(model, options_.comm, options_.sync) {}
 
 void Trainer::start(const std::string& checkpoint, bool restore_data) {
   if (checkpoint.empty()) {
-    model_.init_params(options_.seed);
+    // The same seed on every rank: the same weights (the sharded optimizer takes its shard of the master).
+    const std::vector<float> initial = model_.initial_params(options_.seed);
+    model_.load_params(initial);
+    optimizer_.load_master(initial);
     optimizer_.start_smoothing_from(model_.master());
     progress_.vocabs = options_.vocabs;
+    parallel_.check_same_start(-1);
     return;
   }
   CheckpointTensors tensors;
   const ParamTable& table = model_.param_store().table();
   model_dir_.load_checkpoint(checkpoint, table, model_.config(), tensors, progress_);
-  if (restore_data) {
-    // A position past the end of its epoch would silently skip the rest of it.
-    const int64_t batches = batcher_.batches_in_epoch(progress_.batcher_epoch);
-    if (progress_.batcher_batch > batches) {
-      fail("progress file '{}/progress.yml' has batcher-batch {}, but epoch {} has {} batches: the file is damaged "
-           "or the corpus or batch options changed; resume with --no-restore-corpus to start the data afresh",
-           model_dir_.checkpoint_dir(checkpoint), progress_.batcher_batch, progress_.batcher_epoch, batches);
-    }
-  }
+  if (restore_data) check_batcher_position(batcher_, progress_, model_dir_.checkpoint_dir(checkpoint));
   model_.load_params(tensors.params);
+  optimizer_.load_master(tensors.params);
   if (progress_.loss_scale > 0) scaler_.restore(progress_.loss_scale, progress_.loss_scale_good_steps);
   optimizer_.import_state(tensors.adam_m, tensors.adam_v, tensors.smoothed, progress_.optimizer_steps);
   if (optimizer_.smoothing() && tensors.smoothed.empty()) optimizer_.start_smoothing_from(model_.master());
   if (restore_data) batcher_.restore({progress_.batcher_epoch, progress_.batcher_batch});
   progress_.vocabs = options_.vocabs;
   last_saved_ = progress_.updates;
+  parallel_.check_same_start(progress_.updates);
   spdlog::info("resumed from {} at update {} (epoch {}, {} target tokens so far)",
                model_dir_.checkpoint_dir(checkpoint), progress_.updates, progress_.batcher_epoch,
                progress_.target_tokens);
@@ -88,15 +97,35 @@ void Trainer::update() {
   bool epoch_ended = false;
   for (int i = 0; i < options_.optimizer_delay; ++i) {
     const data::Batch batch = batcher_.next();
-    // Dropout masks are keyed by the micro-batch counter, which a resumed run restores.
-    const StepLoss loss = model_.forward_backward(batch, options_.seed, static_cast<uint64_t>(progress_.batches),
-                                                  loss_scale, workspace_);
-    ++progress_.batches;
+    // The last batch's backward starts the gradient exchange (data parallelism).
+    if (i + 1 == options_.optimizer_delay) parallel_.arm();
+    // Dropout masks are keyed by the micro-batch counter, which a resumed run restores; it counts the batches of
+    // all ranks, and this rank's is its rank-th of the round (data::Batcher), so a world of W draws the masks one
+    // rank with --optimizer-delay W draws.
+    const uint64_t key = static_cast<uint64_t>(progress_.batches + parallel_.rank());
+    const StepLoss loss = model_.forward_backward(batch, options_.seed, key, loss_scale, workspace_);
+    progress_.batches += parallel_.ranks();
     total.loss_sum += loss.loss_sum;
     total.nll_sum += loss.nll_sum;
     total.target_tokens += loss.target_tokens;
     sentences += batch.size;
     if (batcher_.epoch_finished()) epoch_ended = true;
+  }
+  if (parallel_.active()) {
+    parallel_.finish();
+    // The job's totals: the loss of the global batch, its tokens (the optimizer's 1 / tokens), whether to stop.
+    DataParallel::Totals mine;
+    mine.loss_sum = total.loss_sum;
+    mine.nll_sum = total.nll_sum;
+    mine.target_tokens = static_cast<double>(total.target_tokens);
+    mine.sentences = static_cast<double>(sentences);
+    mine.stop = stop_requested();
+    const DataParallel::Totals all = parallel_.sum(mine);
+    total.loss_sum = all.loss_sum;
+    total.nll_sum = all.nll_sum;
+    total.target_tokens = static_cast<int64_t>(all.target_tokens);
+    sentences = static_cast<int64_t>(all.sentences);
+    stop_asked_ = all.stop;
   }
   const data::BatcherState state = batcher_.state();
   progress_.batcher_epoch = state.epoch;
@@ -165,11 +194,19 @@ void Trainer::display() {
   if (window_updates_ == 0) return;
   const double elapsed = now_seconds() - window_start_;
   const double tokens = static_cast<double>(window_tokens_);
+  // Over several devices the counts are the whole job's (words/s: the job's throughput), and "Comm" is the share
+  // of the time this rank's device stood waiting for gradients or weights from the others.
+  std::string comm;
+  if (parallel_.active()) {
+    const double waited = parallel_.comm_wait_seconds();
+    comm = fmt::format(" : Comm {:.1f}%", 100.0 * (waited - comm_wait_before_) / std::max(elapsed, 1e-9));
+    comm_wait_before_ = waited;
+  }
   spdlog::info("Ep. {} : Up. {} : Sen. {} : Cost {:.5f} : PPL {:.2f} : Time {:.2f}s : {:.1f} words/s : "
-               "L.r. {:.4e} : gNorm {:.4f}",
+               "L.r. {:.4e} : gNorm {:.4f}{}",
                progress_.batcher_epoch, progress_.updates, window_sentences_, window_loss_ / tokens,
                std::exp(window_nll_ / tokens), elapsed, tokens / std::max(elapsed, 1e-9),
-               options_.lr.at(progress_.updates), optimizer_.last_grad_norm());
+               options_.lr.at(progress_.updates), optimizer_.last_grad_norm(), comm);
   window_loss_ = window_nll_ = 0;
   window_tokens_ = window_sentences_ = window_updates_ = 0;
   window_start_ = now_seconds();
@@ -177,12 +214,14 @@ void Trainer::display() {
 
 // With --exponential-smoothing, validation scores the smoothed weights, as Marian does: they are what
 // model.safetensors and model.best-* hold. They take the master's place (and the working copy's) for the run.
+// Every rank validates (the same weights, the same numbers); rank 0's values are the ones every rank then uses, so
+// that early stopping and the best scores stay the same everywhere.
 std::map<std::string, double> Trainer::validate_smoothed() {
   auto swap = [&] {
-    optimizer_.swap_smoothed(model_.master());
-    model_.param_store().refresh_working();
+    ParamStore& store = model_.param_store();
+    optimizer_.swap_smoothed(model_.master(), store.working_dtype(), store.separate_working());
   };
-  if (!optimizer_.smoothing()) return validator_->run(model_, workspace_);
+  if (!optimizer_.smoothing()) return parallel_.from_rank0(validator_->run(model_, workspace_));
   swap();
   std::map<std::string, double> values;
   try {
@@ -192,7 +231,7 @@ std::map<std::string, double> Trainer::validate_smoothed() {
     throw;
   }
   swap();
-  return values;
+  return parallel_.from_rank0(values);
 }
 
 void Trainer::validate() {
@@ -207,11 +246,12 @@ void Trainer::validate() {
     if (better) {
       progress_.best[metric] = value;
       if (options_.keep_best) {
-        std::vector<float> params(model_.num_params());
-        const float* source = optimizer_.smoothing() ? optimizer_.smoothed() : model_.master();
-        model_.backend().copy_to_host(params.data(), source, params.size() * sizeof(float));
-        save_weights(model_dir_.file("model.best-" + metric + ".safetensors"), model_.param_store().table(),
-                     model_.config(), params, progress_.updates);
+        std::vector<float> params;  // sharded: gathered from every rank
+        optimizer_.weights_to_host(model_.master(), optimizer_.smoothing(), params);
+        if (parallel_.rank() == 0) {
+          save_weights(model_dir_.file("model.best-" + metric + ".safetensors"), model_.param_store().table(),
+                       model_.config(), params, progress_.updates);
+        }
       }
     }
     if (metric == first) progress_.stalled = better ? 0 : progress_.stalled + 1;
@@ -223,9 +263,10 @@ void Trainer::validate() {
 
 void Trainer::save() {
   if (last_saved_ == progress_.updates) return;
+  // Sharded, the master and the optimizer state are gathered from every rank (every rank takes part); rank 0
+  // alone writes the one checkpoint, in the format every world size reads.
   CheckpointTensors tensors;
-  tensors.params.resize(model_.num_params());
-  model_.backend().copy_to_host(tensors.params.data(), model_.master(), tensors.params.size() * sizeof(float));
+  optimizer_.weights_to_host(model_.master(), false, tensors.params);
   if (!all_finite(tensors.params)) {
     fail("the parameters at update {} are not finite and are not saved; {}", progress_.updates, saved_state());
   }
@@ -233,13 +274,16 @@ void Trainer::save() {
   progress_.seconds = seconds_before_ + (now_seconds() - run_start_);
   progress_.loss_scale = scaler_.dynamic() ? scaler_.scale() : 0.0;
   progress_.loss_scale_good_steps = scaler_.dynamic() ? scaler_.good_steps() : 0;
-  model_dir_.save_checkpoint(model_.param_store().table(), model_.config(), tensors, progress_);
+  if (parallel_.rank() == 0) {
+    model_dir_.save_checkpoint(model_.param_store().table(), model_.config(), tensors, progress_);
+    spdlog::info("saved checkpoint at update {} to {}", progress_.updates, model_dir_.path());
+  }
   last_saved_ = progress_.updates;
-  spdlog::info("saved checkpoint at update {} to {}", progress_.updates, model_dir_.path());
 }
 
 bool Trainer::should_stop(std::string& reason) const {
-  if (stop_requested()) {
+  // Over several devices only the flag all ranks share, so that all stop after the same update.
+  if (parallel_.active() ? stop_asked_ : stop_requested()) {
     reason = "signal";
     return true;
   }
@@ -273,7 +317,10 @@ TrainResult Trainer::run() {
   display();
   if (result.stop_reason != "signal" && last_validated_ != progress_.updates) validate();
   if (result.stop_reason == "signal") {
-    spdlog::warn("stopping on signal {}: {}; run the same command again to resume", stop_signal_number(),
+    const int signal = stop_signal_number();
+    spdlog::warn("{}: {}; run the same command again to resume",
+                 signal != 0 ? fmt::format("stopping on signal {}", signal)
+                             : std::string("stopping: another rank got a stop signal"),
                  last_saved_ == progress_.updates ? "the checkpoint of this update is saved already"
                                                   : "saving a checkpoint");
   }

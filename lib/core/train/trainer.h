@@ -2,7 +2,9 @@
 // The training loop of lstrain: batches from the batcher, forward+backward with gradient accumulation
 // (--optimizer-delay), one optimizer update, and on schedule: a log line, validation, a checkpoint; until --after,
 // early stopping or a stop signal. Resuming from the model directory continues exactly where the checkpoint was
-// taken (same batches, same dropout masks, same optimizer state).
+// taken (same batches, same dropout masks, same optimizer state). Over several devices (data parallelism), each
+// update sums the gradients, losses and token counts of all ranks, so it is the update of one batch of all their
+// batches; the micro-batch counter (the dropout key) counts global batches, rank r's being counter + r.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -11,6 +13,7 @@
 
 #include "core/checkpoint/checkpoint.h"
 #include "core/model/encoder_decoder_model.h"
+#include "core/train/data_parallel.h"
 #include "core/train/frequency.h"
 #include "core/train/loss_scaler.h"
 #include "core/train/lr_schedule.h"
@@ -35,12 +38,21 @@ struct TrainerOptions {
   kernels::DType precision = kernels::DType::f32;  // --precision: fp16 turns on dynamic loss scaling
   LrSchedule lr;
   std::vector<std::string> vocabs;  // the vocabularies' identities, stored in each checkpoint's progress
+  // Data parallelism (DataParallel): the communicator of this process's job, null for a single process. Rank 0
+  // alone writes checkpoints and best models; every rank takes the same decisions from the job's totals.
+  kernels::Communicator* comm = nullptr;
+  GradientSyncOptions sync;
 };
 
 struct TrainResult {
   int64_t updates = 0;
   std::string stop_reason;  // "after", "early-stopping", "signal"
 };
+
+// A checkpoint's batcher position (its progress) must lie within its epoch: else lseq::Error naming the progress file
+// and --no-restore-corpus. Trainer::start checks it; lstrain also checks it before it writes anything.
+void check_batcher_position(const data::Batcher& batcher, const TrainingProgress& progress,
+                            const std::string& checkpoint_dir);
 
 class Trainer {
  public:
@@ -75,6 +87,9 @@ class Trainer {
   TrainerOptions options_;
   TrainingProgress progress_;
   LossScaler scaler_;
+  DataParallel parallel_;
+  bool stop_asked_ = false;  // a rank was asked to stop (data parallelism: the flag of the last update's totals)
+  double comm_wait_before_ = 0;  // DataParallel::comm_wait_seconds() at the window's start
 
   // Since the last log line.
   double window_loss_ = 0, window_nll_ = 0;
