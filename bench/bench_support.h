@@ -50,20 +50,22 @@ inline Preset load_preset(const std::string& path, VocabSizes vocab, int max_len
 
 // Sets the benchmark's --cpu, --cpu-threads, --devices (the first) and `precision` on `options` (a preset's, or
 // lstranslate's for a model directory), where lseq's own backend choice reads them.
-inline void set_backend_options(Options& options, const Options& bench, const std::string& precision) {
+inline void set_backend_options(Options& options, const Options& bench, const std::string& precision,
+                                int device_id = -1) {
   options.set("cpu", YAML::Node(bench.get_bool("cpu")));
   options.set("cpu-threads", YAML::Node(bench.get_int("cpu-threads")));
   YAML::Node devices(YAML::NodeType::Sequence);
-  devices.push_back(device(bench));
+  devices.push_back(device_id >= 0 ? device_id : device(bench));
   options.set("devices", devices);
   options.set("precision", YAML::Node(precision));
 }
 
 // The backend lseq itself would pick with those options (a precision the backend cannot run throws lseq::Error,
 // reported as "not measured" by the callers).
+// device_id: a data-parallel rank's GPU instead of the first of --devices.
 inline std::unique_ptr<kernels::Backend> make_backend(Options& options, const Options& bench,
-                                                      const std::string& precision) {
-  set_backend_options(options, bench, precision);
+                                                      const std::string& precision, int device_id = -1) {
+  set_backend_options(options, bench, precision, device_id);
   return select_backend(options);
 }
 

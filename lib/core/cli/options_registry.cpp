@@ -123,7 +123,8 @@ std::vector<OptionSpec> build_registry() {
             "processes)")
             .flag('d')
             .at_least(0)
-            .help_in(App::bench, "GPU device id to run on (a benchmark uses one: the first)"),
+            .help_in(App::bench, "GPU device id to run on (a benchmark uses one: the first; bench_train_throughput "
+                                 "runs one process per id: data parallelism, as lstrain --devices)"),
         Opt("cpu", T::boolean, G::general, TXS | kBench, def("false"), "Run on the CPU backend instead of GPUs")
             .help_in(App::bench, "bench_train_throughput, bench_decode_throughput: run on the CPU backend"),
         Opt("cpu-threads", T::integer, G::general, TXS | kBench, def("0"), "CPU threads; 0 uses all cores")
@@ -339,19 +340,19 @@ std::vector<OptionSpec> build_registry() {
         // mpirun start them on several machines.
         Opt("sync-sgd", T::boolean, G::training, kTrain, def("true"),
             "Synchronous SGD over several devices (Marian's option; lseq trains only synchronously)"),
-        Opt("sharding", T::string, G::training, kTrain, def("none"),
+        Opt("sharding", T::string, G::training, kTrain | kBench, def("none"),
             "Optimizer state over several devices: none (every device keeps all of it), global (each keeps 1/N: "
             "ZeRO stage 1), local (the same within one machine)")
             .one_of({"none", "global", "local"}),
-        Opt("sync-precision", T::string, G::training, kTrain, def("fp32"),
+        Opt("sync-precision", T::string, G::training, kTrain | kBench, def("fp32"),
             "Type of the gradients sent between devices: fp32, or bf16 (half the traffic, coarser sums)")
             .one_of({"fp32", "bf16"})
             .alias("float32", "fp32")
             .alias("bfloat16", "bf16"),
-        Opt("sync-bucket-mib", T::integer, G::training, kTrain, def("25"),
+        Opt("sync-bucket-mib", T::integer, G::training, kTrain | kBench, def("25"),
             "Gradients are exchanged in buckets of this many MiB (fp32), each as soon as backward has finished it")
             .in(1, 4096),
-        Opt("dist-timeout", T::integer, G::training, kTrain, def("600"),
+        Opt("dist-timeout", T::integer, G::training, kTrain | kBench, def("600"),
             "Seconds to wait for the other processes of a multi-device job (start-up, a collective) before stopping")
             .in(1, 86400),
     };
