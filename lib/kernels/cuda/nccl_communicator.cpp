@@ -371,7 +371,7 @@ void NcclCommunicator::sync_stream(Lock& lock, const char* what) {
     if (!aborted_.empty()) throw Error(aborted_);
     const cudaError_t state = cudaStreamQuery(stream_);
     if (state == cudaSuccess) return;
-    if (state != cudaErrorNotReady) check_cuda(state, what);
+    if (state != cudaErrorNotReady) cuda::check_cuda(state, what);
     if (now_seconds() - start > options_.timeout_seconds) {
       const std::string reason = fmt::format("rank {}: {} did not finish within {:.0f} s (--dist-timeout): a rank "
                                              "hangs or stopped", rank_, what, options_.timeout_seconds);
