@@ -53,6 +53,10 @@ void GradientSync::ready(float* grads, std::size_t first) {
     issue(grads, issued_ - bucket, issued_);
     issued_ -= bucket;
   }
+  if (first == 0 && issued_ > 0) {  // backward is done: the rest now, not after the step's host synchronisation
+    issue(grads, 0, issued_);
+    issued_ = 0;
+  }
 }
 
 void GradientSync::finish(float* grads) {

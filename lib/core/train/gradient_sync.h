@@ -32,7 +32,7 @@ class GradientSync {
   GradientSync& operator=(const GradientSync&) = delete;
 
   // The gradients from `first` to the end of `grads` (the flat buffer of this step) are final: issues every whole
-  // bucket among them not issued yet.
+  // bucket among them not issued yet (with first = 0, the end of backward: everything left).
   void ready(float* grads, std::size_t first);
   // After backward: issues what is left and orders the backend's later ops after all of it. Then `grads` holds the
   // sums over ranks: everywhere, or with shards in this rank's shard (the rest is left undefined).

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -88,6 +89,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   double* device_values_ = nullptr;  // sum_host's buffer
+  double* host_values_ = nullptr;    // and its pinned twin: a copy to pageable memory would block under our lock
   std::size_t device_values_capacity_ = 0;
 
   std::mutex mutex_;  // every use of comm_, the pending list and the abort reason
@@ -163,6 +165,7 @@ NcclCommunicator::~NcclCommunicator() {
   for (auto& m : wait_marks_) cudaEventDestroy(m.first), cudaEventDestroy(m.second);
   for (auto& m : spare_marks_) cudaEventDestroy(m.first), cudaEventDestroy(m.second);
   if (device_values_) cudaFree(device_values_);
+  if (host_values_) cudaFreeHost(host_values_);
   if (ready_) cudaEventDestroy(ready_);
   if (done_) cudaEventDestroy(done_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -394,17 +397,22 @@ void NcclCommunicator::sum_host(std::vector<double>& values) {
   }
   if (values.size() > device_values_capacity_) {
     if (device_values_) LSEQ_CUDA_CHECK(cudaFree(device_values_));
-    device_values_ = nullptr;
+    if (host_values_) LSEQ_CUDA_CHECK(cudaFreeHost(host_values_));
+    device_values_ = host_values_ = nullptr;
     device_values_capacity_ = std::max<std::size_t>(64, values.size());
     LSEQ_CUDA_CHECK(cudaMalloc(&device_values_, device_values_capacity_ * sizeof(double)));
+    LSEQ_CUDA_CHECK(cudaMallocHost(&host_values_, device_values_capacity_ * sizeof(double)));
   }
   const std::size_t bytes = values.size() * sizeof(double);
-  LSEQ_CUDA_CHECK(cudaMemcpyAsync(device_values_, values.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  // Pinned memory: both copies return at once, and sync_stream waits with the time-out, releasing the lock.
+  std::copy(values.begin(), values.end(), host_values_);
+  LSEQ_CUDA_CHECK(cudaMemcpyAsync(device_values_, host_values_, bytes, cudaMemcpyHostToDevice, stream_));
   check(lock, ncclAllReduce(device_values_, device_values_, values.size(), ncclFloat64, ncclSum, comm_, stream_),
         "ncclAllReduce (the losses and token counts)");
   settle(lock, "the losses' all-reduce");
-  LSEQ_CUDA_CHECK(cudaMemcpyAsync(values.data(), device_values_, bytes, cudaMemcpyDeviceToHost, stream_));
+  LSEQ_CUDA_CHECK(cudaMemcpyAsync(host_values_, device_values_, bytes, cudaMemcpyDeviceToHost, stream_));
   sync_stream(lock, "the losses' all-reduce");
+  std::copy(host_values_, host_values_ + values.size(), values.begin());
 }
 
 void NcclCommunicator::watch() {

@@ -142,6 +142,8 @@ TEST(GradientSync, BucketsStartDuringBackward) {
   EXPECT_EQ(comm.calls.size(), 1u) << "900 more are not a whole bucket";
   sync.ready(g.data(), 5000);
   EXPECT_EQ(comm.calls.size(), 5u);
+  sync.ready(g.data(), 0);
+  EXPECT_EQ(comm.calls.size(), 10u) << "the end of backward issues the rest at once";
   sync.finish(g.data());
   ASSERT_EQ(comm.calls.size(), 10u);
   std::size_t covered = 0;
