@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 
 #include "model_dir_plan.h"
 #include "output_paths.h"
@@ -17,6 +18,7 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/model_dir_lock.h"
 #include "core/cli/backend_select.h"
+#include "core/dist/local_launch.h"
 #include "core/train/shard.h"
 #include "core/train/stop_signal.h"
 #include "core/train/trainer.h"
@@ -315,8 +317,14 @@ int run_train(const Options& options) {
   try {
     return train(options, place, group.get());
   } catch (const std::exception& e) {
-    group->report_failure(e.what());  // the others stop with this message
-    throw;
+    if (!group->failed_elsewhere(0.5)) {
+      group->report_failure(e.what());  // the others stop with this message
+      throw;
+    }
+    // Stopped because another rank failed first: the message names it; the exit code tells a launcher so.
+    const std::string line = std::string("error: ") + e.what() + "\n";
+    std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));
+    return dist::kExitOtherRankFailed;
   }
 }
 

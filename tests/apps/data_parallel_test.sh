@@ -4,7 +4,8 @@
 # torchrun-style launch (the variables set by hand) equals --devices 0 1; sharded optimizer state gives the same
 # losses and a checkpoint that 1 process resumes; resuming on another number of ranks continues the same run;
 # SIGTERM to one rank stops both after one save; a rank killed with -9 stops the other within seconds, naming it;
-# a rank that cannot start (port in use, unreachable master, bad --devices) fails with one line.
+# a rank that cannot start (port in use, unreachable master, bad --devices) fails with one line; an error on one
+# rank is reported by the others and the launcher names that rank.
 # Usage: bash data_parallel_test.sh <dir of lstrain> <source dir>
 set -uo pipefail
 lstrain="$(cd "$1" && pwd)/lstrain"
@@ -152,6 +153,13 @@ check "unreachable master: rank 1 fails" test $? -ne 0
 check "... within 10 s" test $(($(date +%s) - start)) -le 10
 check "... with one line naming MASTER_ADDR" \
   test "$(grep -c '^error: .*(MASTER_ADDR, MASTER_PORT) within 2 s' "$work/nomaster.log")" -eq 1
+# An error on rank 0 during set-up (a corpus file that does not exist): rank 1 reports it, the launcher names rank 0.
+"$lstrain" "${common[@]}" -m "$work/nocorpus" -t "$work/missing.de" "$work/train.en" --devices 0 1 \
+  >"$work/nocorpus.log" 2>&1
+check "an error on rank 0: the job fails" test $? -ne 0
+check "... rank 1 reports rank 0's error" grep -q "^error: rank 0 failed: cannot open corpus file .*missing.de" \
+  "$work/nocorpus.log"
+check "... the launcher names rank 0" grep -q '^error: rank 0 (CPU process 0) exited with code 1' "$work/nocorpus.log"
 "$lstrain" "${common[@]}" -m "$work/twice" --devices 0 0 >"$work/twice.log" 2>&1
 check "--devices 0 0 is refused in one line" grep -q '^error: --devices names device 0 twice' "$work/twice.log"
 if "$lstrain" --version | grep -q 'CUDA backend: not built'; then

@@ -13,11 +13,14 @@ namespace lseq {
 
 namespace {
 
+// One write of the whole line: the ranks of a multi-device job share the terminal, and lines must not interleave.
 void report(const char* message) {
   std::string line = message;
   for (char& c : line)
     if (c == '\n' || c == '\r') c = ' ';
-  std::cerr << "error: " << line << std::endl;
+  line = "error: " + line + "\n";
+  std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));
+  std::cerr.flush();
 }
 
 }  // namespace

@@ -128,7 +128,7 @@ int run_local_ranks(const LocalLaunchOptions& options) {
     }
     // Every child that has ended since the last look. The others stop within milliseconds of a failure, so
     // several may have ended together: a rank killed by a signal is then the one to name (the others exited on
-    // seeing it go), else the first one reaped.
+    // seeing it go), else one that failed on its own (the others exit with kExitOtherRankFailed).
     int failed_now = -1, failed_status = 0;
     for (;;) {
       int status = 0;
@@ -140,7 +140,9 @@ int run_local_ranks(const LocalLaunchOptions& options) {
         --alive;
         const int code = exit_code_of(status);
         if (code != 0 && common_code == 0) common_code = code;
-        if (code != 0 && (failed_now < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(failed_status)))) {
+        // Preference: killed by a signal, then an error of its own, then stopped because of another rank.
+        auto rank_of = [](int s) { return WIFSIGNALED(s) ? 2 : exit_code_of(s) == kExitOtherRankFailed ? 0 : 1; };
+        if (code != 0 && (failed_now < 0 || rank_of(status) > rank_of(failed_status))) {
           failed_now = r;
           failed_status = status;
         }

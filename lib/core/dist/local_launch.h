@@ -11,6 +11,9 @@
 
 namespace lseq::dist {
 
+// The exit code of a rank that stops because another rank failed first: the launcher then names the other one.
+constexpr int kExitOtherRankFailed = 3;
+
 struct LocalLaunchOptions {
   int ranks = 2;
   std::vector<std::string> labels;  // per rank, for messages ("GPU 1", "CPU rank 1")
@@ -18,8 +21,9 @@ struct LocalLaunchOptions {
 };
 
 // Runs the children to the end and returns the exit code for the launcher: 0 when all succeeded; else the code of
-// the rank that failed first (after one line on stderr naming it), or, when all stopped on a forwarded signal,
-// their common code.
+// the rank that failed first (after one line on stderr naming it: of the ranks that ended together, one killed by a
+// signal, else one that did not exit with kExitOtherRankFailed), or, when all stopped on a forwarded signal, their
+// common code.
 int run_local_ranks(const LocalLaunchOptions& options);
 
 // This program's own arguments (argv[1..]) as the kernel has them (/proc/self/cmdline).

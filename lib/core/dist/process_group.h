@@ -48,6 +48,11 @@ class ProcessGroup {
   void wait_for_rank0();  // the other ranks; throws when a rank fails first
   // This rank stops on an error: the others learn why (the first failure is what every rank reports).
   void report_failure(const std::string& message);
+  // Whether another rank failed first (this one stops because of it), waiting up to `seconds` for the news: an
+  // error of this rank's collective can come before the monitor has read why.
+  bool failed_elsewhere(double seconds = 0) const {
+    return monitor_ && monitor_->wait_for_failure_elsewhere(seconds);
+  }
 
  private:
   void on_rank_failure(const std::string& reason);

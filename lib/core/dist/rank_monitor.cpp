@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 
 #include "util/error.h"
@@ -99,11 +100,22 @@ std::string RankMonitor::failure() const {
   return failure_;
 }
 
+bool RankMonitor::failed_elsewhere() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return elsewhere_;
+}
+
+bool RankMonitor::wait_for_failure_elsewhere(double seconds) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return failed_; });
+  return elsewhere_;
+}
+
 void RankMonitor::fail_job(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_ || stopping_) return;
-    failed_ = true;
+    failed_ = elsewhere_ = true;
     failure_ = reason;
   }
   changed_.notify_all();

@@ -34,9 +34,13 @@ class RankMonitor {
   void wait_for_release();
   // This rank stops on an error: tells the others why (best effort, bounded), before the process exits.
   void report_failure(const std::string& message);
-  // Whether a failure was seen, and its reason.
+  // Whether a failure was seen, and its reason; whether it was another rank's (not report_failure's).
   bool failed() const;
   std::string failure() const;
+  bool failed_elsewhere() const;
+  // Waits up to `seconds` for another rank's failure to arrive (an error here may be the echo of one that the
+  // monitor has not read yet); returns failed_elsewhere().
+  bool wait_for_failure_elsewhere(double seconds);
 
  private:
   void run();
@@ -51,7 +55,7 @@ class RankMonitor {
   mutable std::mutex mutex_;
   std::mutex send_mutex_;
   std::condition_variable changed_;
-  bool released_ = false, failed_ = false, stopping_ = false;
+  bool released_ = false, failed_ = false, stopping_ = false, elsewhere_ = false;
   std::string failure_;
   std::thread thread_;
 };
