@@ -41,10 +41,14 @@ ProcessGroup::~ProcessGroup() {
   if (std::uncaught_exceptions() > 0 && monitor_ && !monitor_->failed()) {
     report_failure("it stopped on an error (see its log)");
   }
+  // Destroyed outside the lock, so that a failure seen meanwhile never waits for the lock (NCCL's closing is bounded
+  // by its own time limit).
+  std::unique_ptr<kernels::Communicator> closing;
   {
     std::lock_guard<std::mutex> lock(communicator_mutex_);
-    communicator_.reset();
+    closing = std::move(communicator_);
   }
+  closing.reset();
   monitor_.reset();
 }
 

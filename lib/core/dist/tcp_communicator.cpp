@@ -125,10 +125,16 @@ TcpCommunicator::TcpCommunicator(int rank, int world, std::vector<Socket> peers,
 }
 
 TcpCommunicator::~TcpCommunicator() {
+  bool in_flight;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    in_flight = busy_ || !tasks_.empty();
+    tasks_.clear();
   }
+  // A collective still running (this rank is leaving on an error) would wait for its peers up to the time-out: end
+  // it now. With nothing in flight the sockets close normally, so the peers still get every byte sent.
+  if (in_flight) abort("the communicator was closed during a collective");
   changed_.notify_all();
   worker_.join();
 }

@@ -71,7 +71,8 @@ class NcclCommunicator final : public Communicator {
   void check(Lock& lock, ncclResult_t result, const char* what);
   // Non-blocking mode: polls the communicator until the last call has been taken (not ncclInProgress), releasing
   // the lock between polls so that abort() can get in.
-  void settle(Lock& lock, const char* what);
+  void settle(Lock& lock, const char* what, double timeout_seconds);
+  void settle(Lock& lock, const char* what) { settle(lock, what, options_.timeout_seconds); }
   Lock begin();           // checks for an abort; the comm stream waits for the backend's stream
   void issued(Lock& lock);  // an event after the collective, watched for its age
   void abort_locked(const std::string& reason);
@@ -144,8 +145,9 @@ NcclCommunicator::~NcclCommunicator() {
       if (clean) {
         // Flush and release in step with the other ranks; an abort if that does not finish in time.
         try {
+          // Bounded more tightly than a collective: a process must not linger at its end.
           check(lock, ncclCommFinalize(comm_), "ncclCommFinalize");
-          settle(lock, "closing the NCCL communicator");
+          settle(lock, "closing the NCCL communicator", std::min(options_.timeout_seconds, 30.0));
         } catch (const std::exception&) {
           clean = false;
         }
@@ -196,7 +198,7 @@ void NcclCommunicator::check(Lock& lock, ncclResult_t result, const char* what) 
   throw Error(reason);
 }
 
-void NcclCommunicator::settle(Lock& lock, const char* what) {
+void NcclCommunicator::settle(Lock& lock, const char* what, double timeout_seconds) {
   const double start = now_seconds();
   for (int polls = 0;; ++polls) {
     if (!aborted_.empty()) throw Error(aborted_);
@@ -207,10 +209,9 @@ void NcclCommunicator::settle(Lock& lock, const char* what) {
       check(lock, state, what);
       return;
     }
-    if (now_seconds() - start > options_.timeout_seconds) {
+    if (now_seconds() - start > timeout_seconds) {
       const std::string reason = fmt::format("rank {}: {} did not finish within {:.0f} s (--dist-timeout): a rank "
-                                             "hangs, stopped or cannot be reached", rank_, what,
-                                             options_.timeout_seconds);
+                                             "hangs, stopped or cannot be reached", rank_, what, timeout_seconds);
       abort_locked(reason);
       throw Error(reason);
     }
