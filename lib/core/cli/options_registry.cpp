@@ -367,10 +367,13 @@ std::vector<OptionSpec> build_registry() {
   // ---- Translation and scoring ----
   {
     Opt o[] = {
-        Opt("input", T::strings, G::translation, kTranslate | kEval, defs({"stdin"}),
+        Opt("input", T::strings, G::translation, kTranslate | kEval | kBench, defs({"stdin"}),
             "Input files; stdin means standard input (lseval: the translations to score)")
             .flag('i')
-            .group_in(App::eval, G::evaluation),
+            .group_in(App::eval, G::evaluation)
+            .default_in(App::bench, none())
+            .help_in(App::bench, "bench_decode_throughput with --model: translate these lines (free decoding, "
+                                 "batched as lstranslate batches them) instead of random sources"),
         Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
             .flag('o'),
         Opt("beam-size", T::integer, G::translation, kTranslate | kTrain | kBench, def("4"),
@@ -378,7 +381,7 @@ std::vector<OptionSpec> build_registry() {
             .flag('b')
             .in(1, kMaxBeamSize)
             .help_in(App::bench, "bench_decode_step: hypotheses per sentence"),
-        Opt("normalize", T::floating, G::translation, TXS, def("0.6"),
+        Opt("normalize", T::floating, G::translation, TXS | kBench, def("0.6"),
             "Divide scores by length^N (length normalisation); --normalize alone means 1")
             .flag('n')
             .at_least(0)
