@@ -35,9 +35,7 @@ def train_spm(lines, vocab_size, model_type="unigram"):
 
 def produced(spm_bytes):
     """The pieces of a SentencePiece model that segmentation produces, in model order."""
-    proto = spm_vocab.model_pb2.ModelProto()
-    proto.ParseFromString(spm_bytes)
-    return list(spm_vocab.produced_pieces(proto))
+    return list(spm_vocab.produced_pieces(spm_vocab.parse(spm_bytes)))
 
 
 class Spec:

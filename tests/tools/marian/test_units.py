@@ -9,7 +9,7 @@ import unittest
 import numpy as np
 
 import synthetic  # noqa: F401  (puts tools/marian on the path)
-from lseqconv import id_plan, lseq_config, positions, safetensors_io
+from lseqconv import id_plan, lseq_config, positions, safetensors_io, spm_vocab, spm_wire
 from lseqconv.errors import ConversionError
 
 
@@ -51,6 +51,31 @@ class Safetensors(unittest.TestCase):
             tensors, _ = safetensors_io.read(path)
             self.assertTrue(np.array_equal(tensors["b"], (bits.astype(np.uint32) << 16).view(np.float32)))
             self.assertEqual(tensors["b"][0], 1.5)
+
+
+class Vocabularies(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.models = [synthetic.train_spm(synthetic.sample_lines("train.de", 2000), 300),
+                      synthetic.train_spm(synthetic.sample_lines("train.en", 2000), 200, model_type="bpe")]
+
+    def test_wire_level_model_reads_and_writes_the_same_bytes(self):
+        for data in self.models:
+            self.assertEqual(spm_wire.Model(data).serialize(), data)
+
+    @unittest.skipUnless(spm_vocab.model_pb2, "sentencepiece_model_pb2 (protobuf) is not installed")
+    def test_wire_level_build_equals_protobufs(self):
+        for data in self.models:
+            pieces = synthetic.produced(data)
+            # Reordered pieces, two the model lacks (UNUSED), one special name taken by a piece.
+            names = spm_vocab.special_names({"<s>"}) + pieces[::-1] + ["<s>", "▁qqzx"]
+            a = spm_vocab.build(spm_vocab.parse(data, backend="pb2"), names)
+            b = spm_vocab.build(spm_vocab.parse(data, backend="wire"), names)
+            self.assertEqual(a, b)
+            rebuilt = spm_vocab.parse(a, backend="wire")
+            self.assertEqual([p.piece for p in rebuilt.pieces], names)
+            self.assertEqual(rebuilt.pieces[-1].type, spm_wire.UNUSED)
+            self.assertEqual((rebuilt.trainer_spec.bos_piece, rebuilt.trainer_spec.pad_id), ("<lseq:s>", 0))
 
 
 class IdPlans(unittest.TestCase):

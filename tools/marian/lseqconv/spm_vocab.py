@@ -6,48 +6,52 @@ token list (vocab.json, a Marian .yml). build() writes the SentencePiece model t
 own pieces (same strings, scores and types, so the same segmentation) placed at the lseq ids their tokens map to;
 tokens of the list that the .spm lacks become UNUSED pieces (never produced by segmentation, as the .spm never
 produces them; still decoded to their text); the specials are lseq's. Normalisation rules and trainer settings are
-the .spm's. Editing goes through sentencepiece's own ModelProto (sentencepiece_model_pb2, which needs protobuf).
+the .spm's. The ModelProto is edited with sentencepiece's own sentencepiece_model_pb2 (which needs protobuf); where
+protobuf is missing, spm_wire.py edits the same fields at the wire level and gives the same bytes.
 """
 
+from . import spm_wire
 from .errors import ConversionError
 
 try:
     from sentencepiece import sentencepiece_model_pb2 as model_pb2
-except ImportError as e:  # protobuf missing, or an old sentencepiece without the module
+except ImportError:  # protobuf missing, or a sentencepiece without the module: spm_wire does the work
     model_pb2 = None
-    _IMPORT_ERROR = str(e)
 
 SPECIAL_NAMES = ("<pad>", "<unk>", "<s>", "</s>")  # lseq ids 0-3
-# Piece types that segmentation produces: kept as they are. Any other piece becomes UNUSED.
-_PRODUCED = ("NORMAL", "USER_DEFINED", "BYTE")
+PRODUCED = (spm_wire.NORMAL, spm_wire.USER_DEFINED, spm_wire.BYTE)  # piece types segmentation produces
 
 
-def _require_pb2():
-    if model_pb2 is None:
-        raise ConversionError("writing lseq vocabularies needs sentencepiece's sentencepiece_model_pb2 module "
-                              f"({_IMPORT_ERROR}); install protobuf (Debian: python3-protobuf) and sentencepiece")
-
-
-def load_proto(path):
-    """The ModelProto of a SentencePiece model file."""
-    _require_pb2()
-    proto = model_pb2.ModelProto()
+def parse(data, where="the SentencePiece model", backend=None):
+    """A ModelProto (sentencepiece_model_pb2's, or spm_wire's without protobuf) from serialized bytes."""
+    use_pb2 = model_pb2 is not None if backend is None else backend == "pb2"
     try:
-        with open(path, "rb") as f:
-            proto.ParseFromString(f.read())
-    except OSError as e:
-        raise ConversionError(f"cannot read the SentencePiece model '{path}': {e.strerror}") from None
+        if not use_pb2:
+            return spm_wire.Model(data)
+        proto = model_pb2.ModelProto()
+        proto.ParseFromString(data)
+    except ConversionError as e:
+        raise ConversionError(f"{where}: {e}") from None
     except Exception as e:  # protobuf's DecodeError
-        raise ConversionError(f"'{path}' is not a SentencePiece model: {e}") from None
+        raise ConversionError(f"{where} is not a SentencePiece model: {e}") from None
     if not proto.pieces:
-        raise ConversionError(f"'{path}' is not a SentencePiece model: it has no pieces")
+        raise ConversionError(f"{where} is not a SentencePiece model: it has no pieces")
     return proto
 
 
+def load_proto(path, backend=None):
+    """The ModelProto of a SentencePiece model file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConversionError(f"cannot read the SentencePiece model '{path}': {e.strerror}") from None
+    return parse(data, f"'{path}'", backend)
+
+
 def produced_pieces(proto):
-    """{piece string: piece message} of the pieces that segmentation can produce, in model order."""
-    types = model_pb2.ModelProto.SentencePiece
-    return {p.piece: p for p in proto.pieces if types.Type.Name(p.type) in _PRODUCED}
+    """{piece string: piece} of the pieces that segmentation can produce, in model order."""
+    return {p.piece: p for p in proto.pieces if p.type in PRODUCED}
 
 
 def special_names(taken):
@@ -68,15 +72,25 @@ def _set(message, field, value):
         setattr(message, field, value)
 
 
+def _check_unique(names):
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise ConversionError(f"the vocabulary would hold the piece '{n}' twice")
+        seen.add(n)
+
+
+def _trainer_settings(names):
+    return (("pad_id", 0), ("unk_id", 1), ("bos_id", 2), ("eos_id", 3), ("pad_piece", names[0]),
+            ("unk_piece", names[1]), ("bos_piece", names[2]), ("eos_piece", names[3]), ("vocab_size", len(names)))
+
+
 def build(base, names):
     """The serialized lseq SentencePiece model with piece `names[i]` at id i (ids 0-3 the specials, named by
     names[0:4]); pieces the base model produces are copied as they are, the others become UNUSED."""
-    _require_pb2()
-    types = model_pb2.ModelProto.SentencePiece
-    if len(set(names)) != len(names):
-        seen = set()
-        dup = next(n for n in names if n in seen or seen.add(n))
-        raise ConversionError(f"the vocabulary would hold the piece '{dup}' twice")
+    _check_unique(names)
+    if isinstance(base, spm_wire.Model):
+        return _build_wire(base, names)
     known = produced_pieces(base)
     originals = {p.piece: p for p in base.pieces}
     proto = model_pb2.ModelProto()
@@ -85,7 +99,7 @@ def build(base, names):
     for i, name in enumerate(names):
         piece = proto.pieces.add()
         if i < 4:
-            role = types.UNKNOWN if i == 1 else types.CONTROL
+            role = spm_wire.UNKNOWN if i == 1 else spm_wire.CONTROL
             if name in originals and originals[name].type == role:
                 piece.CopyFrom(originals[name])
             else:
@@ -93,10 +107,28 @@ def build(base, names):
         elif name in known:
             piece.CopyFrom(known[name])
         else:
-            piece.piece, piece.score, piece.type = name, 0.0, types.UNUSED
-    spec = proto.trainer_spec
-    for field, value in (("pad_id", 0), ("unk_id", 1), ("bos_id", 2), ("eos_id", 3), ("pad_piece", names[0]),
-                         ("unk_piece", names[1]), ("bos_piece", names[2]), ("eos_piece", names[3]),
-                         ("vocab_size", len(names))):
-        _set(spec, field, value)
+            piece.piece, piece.score, piece.type = name, 0.0, spm_wire.UNUSED
+    for field, value in _trainer_settings(names):
+        _set(proto.trainer_spec, field, value)
     return proto.SerializeToString()
+
+
+def _build_wire(base, names):
+    """build() at the wire level (spm_wire), piece for piece what the protobuf path writes."""
+    known = produced_pieces(base)
+    originals = {p.piece: p for p in base.pieces}
+    pieces = []
+    for i, name in enumerate(names):
+        if i < 4:
+            role = spm_wire.UNKNOWN if i == 1 else spm_wire.CONTROL
+            keep = name in originals and originals[name].type == role
+            pieces.append(originals[name] if keep else spm_wire.Piece.new(name, role))
+        elif name in known:
+            pieces.append(known[name])
+        else:
+            pieces.append(spm_wire.Piece.new(name, spm_wire.UNUSED, 0.0))
+    model = spm_wire.Model(base.serialize())
+    model.pieces = pieces
+    for field, value in _trainer_settings(names):
+        model.trainer_spec.set(field, value)
+    return model.serialize()
