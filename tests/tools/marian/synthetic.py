@@ -138,20 +138,27 @@ def marianmt_folder(path, spec, src_spm, tgt_spm):
     }
     with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
+    write_tokenizer_files(path, spec, src_tokens, tgt_tokens, src_spm, tgt_spm)
+    with open(os.path.join(path, "generation_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"num_beams": 4, "bad_words_ids": [[pad]], "max_length": spec.max_positions}, f)
+    safetensors_io.write(os.path.join(path, "model.safetensors"), sorted(weights.items()), {"format": "pt"})
+    return config, weights, src_tokens, tgt_tokens
+
+
+def write_tokenizer_files(path, spec, src_tokens, tgt_tokens, src_spm, tgt_spm):
+    """vocab.json (and target_vocab.json), tokenizer_config.json, source.spm and target.spm, as MarianTokenizer
+    saves them."""
     with open(os.path.join(path, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump(src_tokens, f, ensure_ascii=False)
     if not spec.share:
         with open(os.path.join(path, "target_vocab.json"), "w", encoding="utf-8") as f:
             json.dump(tgt_tokens, f, ensure_ascii=False)
     with open(os.path.join(path, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"separate_vocabs": not spec.share, "source_lang": "de", "target_lang": "en"}, f)
-    with open(os.path.join(path, "generation_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"num_beams": 4, "bad_words_ids": [[pad]], "max_length": spec.max_positions}, f)
+        json.dump({"tokenizer_class": "MarianTokenizer", "separate_vocabs": not spec.share, "source_lang": "de",
+                   "target_lang": "en"}, f)
     for name, data in (("source.spm", src_spm), ("target.spm", tgt_spm)):
         with open(os.path.join(path, name), "wb") as f:
             f.write(data)
-    safetensors_io.write(os.path.join(path, "model.safetensors"), sorted(weights.items()), {"format": "pt"})
-    return config, weights, src_tokens, tgt_tokens
 
 
 def _yml_vocab(path, tokens):

@@ -86,6 +86,7 @@ def convert(model_dir, out_dir, max_positions=None):
     d = model.decoder_options
     _write_json(os.path.join(out_dir, "generation_config.json"), {
         "decoder_start_token_id": 2, "bos_token_id": 2, "eos_token_id": 3, "forced_eos_token_id": 3,
-        "pad_token_id": 0, "bad_words_ids": [[0], [1], [2]], "num_beams": int(d.get("beam-size", 4)),
+        "pad_token_id": 0, "bad_words_ids": [[0], [1], [2]], "suppress_tokens": [0, 1, 2],
+        "num_beams": int(d.get("beam-size", 4)),
         "length_penalty": float(d.get("normalize", 0.6)), "early_stopping": True, "max_length": max_positions})
     return config

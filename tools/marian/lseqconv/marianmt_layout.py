@@ -183,7 +183,9 @@ def check_hf_config(cfg, where, allow_gelu_approximation=False):
 
 
 def hf_config(config, max_positions):
-    """config.json of an lseq model (ids are lseq's: pad 0, decoding starts from bos 2, eos 3)."""
+    """config.json of an lseq model (ids are lseq's: pad 0, decoding starts from bos 2, eos 3). Generation settings
+    (forced_eos_token_id, bad_words_ids, num_beams, ...) go to generation_config.json: transformers 5 no longer
+    takes them from config.json."""
     return {
         "architectures": ["MarianMTModel"],
         "model_type": "marian",
@@ -212,11 +214,9 @@ def hf_config(config, max_positions):
         "bos_token_id": 2,
         "decoder_start_token_id": 2,
         "eos_token_id": 3,
-        "forced_eos_token_id": 3,
         "is_encoder_decoder": True,
         "encoder_layerdrop": 0.0,
         "decoder_layerdrop": 0.0,
         "init_std": 0.02,
         "use_cache": True,
-        "torch_dtype": "float32",
     }
