@@ -48,6 +48,8 @@ def _write_json(path, data):
 
 def convert(model_dir, out_dir, max_positions=None):
     """Converts; returns the MarianMT config.json it wrote."""
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
+        raise ConversionError(f"'{out_dir}' exists and is not an empty directory; give a new output directory")
     model = lseq_dir.read(model_dir)
     c = model.config
     if c.norm == "pre":
@@ -62,8 +64,6 @@ def convert(model_dir, out_dir, max_positions=None):
         warn(f"the model's positions are '{c.positions}'; the folder stores that table in embed_positions.weight, "
              "which transformers loads, but save_pretrained drops it (MarianMT then computes its own table): "
              "convert again rather than re-saving; train with --transformer-positions concatenated to avoid this")
-    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
-        raise ConversionError(f"'{out_dir}' exists and is not an empty directory; give a new output directory")
     os.makedirs(out_dir, exist_ok=True)
 
     state = tensors(c, model.tensors, max_positions)

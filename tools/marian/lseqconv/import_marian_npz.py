@@ -148,7 +148,7 @@ def convert(model, out_dir, vocabs=None, spms=None, decoder_yml=None, allow_gelu
                                    *marian_npz_layout.embedding_tables(fields, p, rows[0], rows[1])))
     leftovers = p.leftovers()
     if leftovers:
-        raise ConversionError(f"'{npz}' holds {leftovers[0]} (and {len(leftovers) - 1} more), which lseq's "
-                              "Transformer has no place for")
+        more = f" (and {len(leftovers) - 1} more)" if len(leftovers) > 1 else ""
+        raise ConversionError(f"'{npz}' holds {leftovers[0]}{more}, which lseq's Transformer has no place for")
     lseq_dir.write(out_dir, config, out, assemble.vocabularies(source, target), _decoder_options(decoding), ORIGIN)
     return config, source, target

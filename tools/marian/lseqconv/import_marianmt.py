@@ -134,8 +134,9 @@ def convert(folder, out_dir, allow_gelu_approximation=False):
     out.update(assemble.embeddings(tied, source, target, *_embedding_tables(tensors, fields)))
     leftovers = [n for n in tensors.leftovers() if not n.endswith("embed_positions.weight")]
     if leftovers:
-        raise ConversionError(f"the weights of '{folder}' hold {leftovers[0]} (and {len(leftovers) - 1} more), "
-                              "which lseq's Transformer has no place for")
+        more = f" (and {len(leftovers) - 1} more)" if len(leftovers) > 1 else ""
+        raise ConversionError(f"the weights of '{folder}' hold {leftovers[0]}{more}, which lseq's Transformer has "
+                              "no place for")
     carried, text = _carried(hf, config)
     if carried is not None:
         config = carried

@@ -10,6 +10,7 @@ decode with, not a training run to resume.
 import os
 
 import numpy as np
+import yaml
 
 from . import lseq_config, lseq_params, safetensors_io
 from .errors import ConversionError
@@ -61,7 +62,6 @@ def read(directory):
     decoder_options = {}
     decoder_yml = os.path.join(directory, "decoder.yml")
     if os.path.isfile(decoder_yml):
-        import yaml
         with open(decoder_yml, encoding="utf-8") as f:
             decoder_options = yaml.safe_load(f) or {}
     return LseqModel(config, {n: np.asarray(tensors[n], np.float32) for n, _ in lseq_params.param_specs(config)},
