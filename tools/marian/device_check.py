@@ -54,6 +54,9 @@ CASES = {
     # Two vocabularies, an output layer of its own, gelu_new, pad at id 2.
     "separate": dict(d=48, enc=2, dec=1, heads=3, ffn=96, activation="gelu_new", share=False, tie=False,
                      pad_last=False, seed=12),
+    # Two vocabularies, the output tied to the target embedding (lseq's tied-embeddings), relu.
+    "target-tied": dict(d=32, enc=1, dec=2, heads=2, ffn=64, activation="relu", share=False, tie=True,
+                        pad_last=False, seed=13),
 }
 
 

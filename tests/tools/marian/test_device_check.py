@@ -116,7 +116,7 @@ class DeviceCheckPlumbing(unittest.TestCase):
         tf = types.SimpleNamespace(GenerationConfig=lambda **k: types.SimpleNamespace(**k), MarianTokenizer=None)
         report = device_check.Report()
         for name, case in device_check.CASES.items():
-            small = dict(case, d=case["d"] // 4, ffn=case["ffn"] // 4, heads=case["heads"] // 2 or 1)
+            small = dict(case, d=case["d"] // 4, ffn=case["ffn"] // 4, heads=max(case["heads"] // 2, 1))
             device_check.run_case(report, name, small, None, self.work, TORCH, tf, "cpu", lseq, src_spm, tgt_spm)
         small = dict(device_check.CASES["shared"], d=16, heads=2, ffn=32)
         device_check.check_npz(report, small, self.work, TORCH, tf, src_spm, tgt_spm, lseq, "cpu")
