@@ -211,6 +211,12 @@ std::vector<OptionSpec> build_registry() {
             "Tie source and target embeddings and the output layer (needs one shared vocabulary)"),
         Opt("label-smoothing", T::floating, G::model, kTrain, def("0.1"), "Label smoothing of the training loss")
             .in_half_open(0, 1),
+        Opt("layer-norm-epsilon", T::floating, G::model, kTrain, def("1e-6"),
+            "Epsilon of every LayerNorm (Marian: 1e-6; Hugging Face MarianMT: 1e-5)")
+            .in(1e-12, 1),
+        Opt("transformer-positions", T::string, G::model, kTrain, def("interleaved"),
+            "Sinusoidal position layout: interleaved (lseq), concatenated (Hugging Face MarianMT) or marian (Marian)")
+            .one_of({"interleaved", "concatenated", "marian"}),
         Opt("max-length", T::integer, G::model, TXS | kBench, def("100"),
             "Longest sentence in tokens; longer ones are skipped (or cropped, see max-length-crop)")
             .in(1, kMaxLength)

@@ -68,7 +68,7 @@ EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& mode
   state_ = std::make_unique<kernels::Workspace>(backend_, state_bytes,
                                                 "internal error: the decoder's state outgrew its plan");
   lay_out_state([&](std::size_t bytes) { return state_->take(bytes); });
-  upload_as(backend_, sinusoidal_positions(std::max(max_src_, max_tgt_), dim_), dt_, positions_);
+  upload_as(backend_, sinusoidal_positions(std::max(max_src_, max_tgt_), dim_, config.positions), dt_, positions_);
   std::vector<int32_t> identity(elems(max_hyps_, max_tgt_));
   for (std::size_t e = 0; e < identity.size(); ++e) identity[e] = static_cast<int32_t>(e / max_tgt_);
   backend_.copy_to_device(origin_identity_, identity.data(), identity.size() * sizeof(int32_t));
