@@ -7,10 +7,16 @@ set -uo pipefail
 apps=$(cd "$1/.." && pwd)
 source_dir=$(cd "$2" && pwd)
 needs="import numpy, sentencepiece, yaml"
-if ! missing=$(python3 -c "$needs" 2>&1); then
+# The python3 on PATH (a virtual environment, pyenv) or the system's, where the Debian packages install.
+python=""
+for candidate in python3 /usr/bin/python3; do
+  if missing=$("$candidate" -c "$needs" 2>&1); then python=$(command -v "$candidate"); break; fi
+done
+if [ -z "$python" ]; then
   echo "SKIPPED: the converter tests need python3 with numpy, sentencepiece and yaml" \
     "(Debian: python3-numpy python3-sentencepiece python3-protobuf python3-yaml): ${missing##*$'\n'}"
   exit 77
 fi
+export PATH="$(dirname "$python"):$PATH"  # the tools the tests start as python3 get the same interpreter
 export LSEQ_APPS_DIR="$apps" PYTHONDONTWRITEBYTECODE=1
-cd "$source_dir/tests/tools/marian" && exec python3 -m unittest discover -v -p 'test_*.py'
+cd "$source_dir/tests/tools/marian" && exec "$python" -m unittest discover -v -p 'test_*.py'
