@@ -15,7 +15,7 @@
 // Usage: bench_decode_throughput [--preset configs/transformer-base.yaml | --model DIR] [--cpu] [--cpu-threads N]
 //   [--devices N] [--precision fp32|bf16|fp16 (default bf16, fp32 with --cpu)] [--dim-vocabs 32000]
 //   [--batch-sizes 32 64 128] [--beams 1 4] [--src-len 28] [--out-len 28] [--batches-per-case 5] [--seed 1]
-//   [--no-graphs: every decoding step op by op]    (the benchmarks' options: bench_decode_throughput --help)
+//   [--no-graphs: every decoding step op by op] [--input FILE: with --model, translate these lines instead]    (the benchmarks' options: bench_decode_throughput --help)
 #include <fmt/format.h>
 
 #include <chrono>
@@ -27,11 +27,13 @@
 
 #include "bench_support.h"
 #include "core/cli/app_main.h"
+#include "core/checkpoint/model_files.h"
 #include "core/cli/model_loader.h"
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
 #include "core/search/beam_search.h"
 #include "core/search/search_types.h"
+#include "data/input_line_reader.h"
 #include "data/translation_input.h"
 #include "data/vocab.h"
 #include "util/error.h"
@@ -107,6 +109,59 @@ void print_status(const std::string& prefix, const char* status, const std::stri
   std::fflush(stdout);
 }
 
+// lstranslate's --max-length for this model directory: its decoder.yml's, else lstranslate's default.
+int decoder_max_length(const ModelFiles& files) {
+  const Options o = files.decoder_config.empty() ? default_options(App::translate)
+                                                 : options_from_file(App::translate, files.decoder_config);
+  return static_cast<int>(o.get_int("max-length"));
+}
+
+// --input: the lines of a file, encoded with the model directory's source vocabulary and cut into batches of
+// `batch` sentences exactly as lstranslate cuts them (data::TranslationInput: maxi-batch windows sorted by length),
+// decoded freely by beam_search. Only the search is timed (encoding, batching and output are not): beside
+// lstranslate's own target tokens/s on the same file, what the program adds around the search. One untimed pass
+// first (it records the step shapes).
+template <typename PrefixOf>
+void run_real_input(const Options& options, const std::string& model_dir, StepModel& decoder, int beam, int batch,
+                    const PrefixOf& prefix_of) {
+  const std::string prefix = prefix_of(beam, batch);
+  try {
+    const ModelFiles files = find_model_files(model_dir);
+    if (files.source_vocab.empty()) fail("model directory '{}' has no vocabulary to encode --input with", model_dir);
+    const data::Vocab vocab = data::Vocab::load(files.source_vocab);
+    data::TranslationInputOptions batching;
+    batching.mini_batch = batch;
+    batching.mini_batch_words = 0;
+    batching.maxi_batch = 100;
+    batching.max_length = decoder_max_length(files);
+    batching.vocab_size = vocab.size();
+    std::vector<data::Batch> batches;
+    data::InputLineReader reader(options.get_strings("input"));
+    data::TranslationInput input(reader, [&](std::string_view text) { return vocab.encode(text); }, batching);
+    for (data::InputWindow window; input.next(window);)
+      for (auto& b : window.batches) batches.push_back(std::move(b));
+    BeamSearchOptions o;
+    o.beam_size = beam;
+    o.normalize = options.get_float("normalize");
+    o.max_length_factor = 3;
+    for (const data::Batch& b : batches) beam_search(decoder, b, o);  // warm-up: every shape once
+    int64_t tokens = 0, sentences = 0;
+    const auto begin = std::chrono::steady_clock::now();
+    for (const data::Batch& b : batches) {
+      for (const NBestList& list : beam_search(decoder, b, o)) {
+        ++sentences;
+        if (!list.empty()) tokens += static_cast<int64_t>(list[0].tokens.size());
+      }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    fmt::print("{} sentences={} batches={} sent_s={:.1f} tgt_tok_s={:.0f} ms_batch={:.2f} status=ok\n", prefix,
+               sentences, batches.size(), sentences / seconds, tokens / seconds, seconds * 1e3 / batches.size());
+    std::fflush(stdout);
+  } catch (const Error& e) {
+    print_status(prefix, "failed", e.what());
+  }
+}
+
 int run(const Options& options) {
   const std::string model_dir = options.has("model") ? options.get_string("model") : "";
   const std::string preset_path = options.get_string("preset");
@@ -139,6 +194,10 @@ int run(const Options& options) {
   for (char& ch : model_name)
     if (ch == ' ' || ch == '=') ch = '_';
   auto prefix_of = [&](int beam, int batch) {
+    if (options.has("input")) {  // real sentences, free decoding
+      return fmt::format("RESULT bench=decode impl=lseq model={} precision={} beam={} batch={} input=file graphs={}",
+                         model_name, precision, beam, batch, graphs ? "on" : "off");
+    }
     return fmt::format(
         "RESULT bench=decode impl=lseq model={} precision={} beam={} batch={} src_len={} out_len={} graphs={}",
         model_name, precision, beam, batch, src_len, out_len > 0 ? std::to_string(out_len) : "free",
@@ -176,8 +235,11 @@ int run(const Options& options) {
       model_options.set("beam-size", YAML::Node(max_beam));
       model_options.set("mini-batch", YAML::Node(max_batch));
       model_options.set("mini-batch-words", YAML::Node(max_batch));
-      model_options.set("max-length", YAML::Node(src_len - 1));
-      model_options.set("max-length-factor", YAML::Node(length_factor));
+      // Random sources of --src-len tokens; or, with --input, the lines lstranslate would accept.
+      const bool real_input = options.has("input");
+      model_options.set("max-length",
+                        YAML::Node(real_input ? decoder_max_length(find_model_files(model_dir)) : src_len - 1));
+      model_options.set("max-length-factor", YAML::Node(real_input ? 3.0 : length_factor));
       memory = std::make_unique<bench::DeviceMemoryProbe>(!cpu, bench::device(options));
       decoder = load_step_model(find_model_files(model_dir), model_options);
       fmt::print("# model {}\n", model_dir);
@@ -191,6 +253,13 @@ int run(const Options& options) {
     transformer->use_graphs(graphs);
   ForcedLengthDecoder forced(*decoder, out_len);
   StepModel& search_over = out_len > 0 ? static_cast<StepModel&>(forced) : *decoder;
+
+  if (options.has("input")) {
+    if (model_dir.empty()) fail("--input needs --model DIR: the lines are encoded with the model's vocabulary");
+    for (int64_t beam : beams)
+      for (int64_t batch : batch_sizes) run_real_input(options, model_dir, *decoder, int(beam), int(batch), prefix_of);
+    return 0;
+  }
 
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> id(4, decoder->vocab_size() - 1);
@@ -223,8 +292,8 @@ int run(const Options& options) {
               all_forced = false;
               continue;
             }
-            // Target tokens: the output's tokens, plus eos in free decoding (forced outputs have none, as HF's).
-            tokens += static_cast<int64_t>(list[0].tokens.size()) + (out_len > 0 ? 0 : 1);
+            // Target tokens: the output's tokens, eos not counted (as lstranslate's summary and HF's peer count).
+            tokens += static_cast<int64_t>(list[0].tokens.size());
             if (out_len > 0 && static_cast<int>(list[0].tokens.size()) != out_len) all_forced = false;
           }
         }

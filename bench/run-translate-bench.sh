@@ -8,8 +8,9 @@
 #  2. lstranslate on the whole test file (2,000 lines) for each case (beam 4 at 32, 64, 128 sentences a batch;
 #     greedy at 128), bf16, --normalize 1: the wall clock of the whole program, and its own summary line (model
 #     load apart, target tokens/s over the translation).
-#  3. bench_decode_throughput on the same model directory at the same batch and beam, sources and outputs forced to
-#     the test set's mean lengths: the kernel-level figure per target token.
+#  3. bench_decode_throughput on the same model directory at the same batch and beam: with sources and outputs
+#     forced to the test set's mean lengths (every hypothesis the same length, the kernel-level figure per target
+#     token), and on the test file's own lines (--input: the same search as lstranslate's, timed alone).
 #  4. Hugging Face generate (bench/hf_translate.py) on the same weights converted to MarianMT
 #     (tools/marian/lseq_to_marianmt.py), the same sentences, beam, length normalisation, maximum length and
 #     precision, when the converter is there.
@@ -91,10 +92,10 @@ for c in $cases; do
   "$build/bench/bench_decode_throughput" --model "$model" --precision "$precision" --batch-sizes "$batch" \
     --beams "$beam" --src-len "$src_len" --out-len "$out_len" --batches-per-case 10 2>"$out/$name.kernel.log" |
     grep '^RESULT' | sed "s/^RESULT bench=decode/RESULT bench=decode case=$name/" | tee -a "$results"
-  # ... and with free decoding (--out-len 0: hypotheses end when the model says, sentences leave the batch), which
-  # separates what the search's changing shapes cost from what the program around it costs.
+  # ... and the same search on the same lines (--input: batched as lstranslate batches them, free decoding), timed
+  # alone: what the program adds around the search (reading, SentencePiece, batching, output).
   "$build/bench/bench_decode_throughput" --model "$model" --precision "$precision" --batch-sizes "$batch" \
-    --beams "$beam" --src-len "$src_len" --out-len 0 --batches-per-case 10 2>"$out/$name.kernel-free.log" |
+    --beams "$beam" --normalize "$normalize" --input "$test_src" 2>"$out/$name.kernel-free.log" |
     grep '^RESULT' | sed "s/^RESULT bench=decode impl=lseq/RESULT bench=decode case=$name impl=lseq-free/" |
     tee -a "$results"
 done
@@ -123,7 +124,7 @@ for line in open(sys.argv[1]):
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     rows.setdefault(f.get("case"), {})[f.get("impl", f.get("bench"))] = f
 print(f"{'case':18} {'lstranslate wall':>17} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
-      f"{'kernel/lstr':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'kernel free':>11}")
+      f"{'kernel/lstr':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'search only':>11}")
 for case, r in rows.items():
     t = r.get("lstranslate", {})
     tokens = float(t.get("tokens", 0) or 0)

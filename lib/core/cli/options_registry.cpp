@@ -214,6 +214,12 @@ std::vector<OptionSpec> build_registry() {
             "Tie source and target embeddings and the output layer (needs one shared vocabulary)"),
         Opt("label-smoothing", T::floating, G::model, kTrain, def("0.1"), "Label smoothing of the training loss")
             .in_half_open(0, 1),
+        Opt("layer-norm-epsilon", T::floating, G::model, kTrain, def("1e-6"),
+            "Epsilon of every LayerNorm (Marian: 1e-6; Hugging Face MarianMT: 1e-5)")
+            .in(1e-12, 1),
+        Opt("transformer-positions", T::string, G::model, kTrain, def("interleaved"),
+            "Sinusoidal position layout: interleaved (lseq), concatenated (Hugging Face MarianMT) or marian (Marian)")
+            .one_of({"interleaved", "concatenated", "marian"}),
         Opt("max-length", T::integer, G::model, TXS | kBench, def("100"),
             "Longest sentence in tokens; longer ones are skipped (or cropped, see max-length-crop)")
             .in(1, kMaxLength)
@@ -389,10 +395,13 @@ std::vector<OptionSpec> build_registry() {
   // ---- Translation and scoring ----
   {
     Opt o[] = {
-        Opt("input", T::strings, G::translation, kTranslate | kEval, defs({"stdin"}),
+        Opt("input", T::strings, G::translation, kTranslate | kEval | kBench, defs({"stdin"}),
             "Input files; stdin means standard input (lseval: the translations to score)")
             .flag('i')
-            .group_in(App::eval, G::evaluation),
+            .group_in(App::eval, G::evaluation)
+            .default_in(App::bench, none())
+            .help_in(App::bench, "bench_decode_throughput with --model: translate these lines (free decoding, "
+                                 "batched as lstranslate batches them) instead of random sources"),
         Opt("output", T::string, G::translation, XS, def("stdout"), "Output file; stdout means standard output")
             .flag('o'),
         Opt("beam-size", T::integer, G::translation, kTranslate | kTrain | kBench, def("4"),
@@ -400,7 +409,7 @@ std::vector<OptionSpec> build_registry() {
             .flag('b')
             .in(1, kMaxBeamSize)
             .help_in(App::bench, "bench_decode_step: hypotheses per sentence"),
-        Opt("normalize", T::floating, G::translation, TXS, def("0.6"),
+        Opt("normalize", T::floating, G::translation, TXS | kBench, def("0.6"),
             "Divide scores by length^N (length normalisation); --normalize alone means 1")
             .flag('n')
             .at_least(0)

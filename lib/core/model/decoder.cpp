@@ -76,8 +76,8 @@ void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
 }
 
 void DecoderLayer::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
-                                  void* cross_kv) const {
-  cross_attn_.project_kv(ctx, states, sentences, src_len, src_len, cross_kv);
+                                  int memory_len, void* cross_kv) const {
+  cross_attn_.project_kv(ctx, states, sentences, src_len, memory_len, cross_kv);
 }
 
 const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const DecoderStep& st,
@@ -163,9 +163,9 @@ const void* Decoder::forward(const LayerContext& ctx, const int32_t* tokens, con
 }
 
 void Decoder::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
-                             const std::vector<DecoderLayerCache>& caches) const {
+                             int memory_len, const std::vector<DecoderLayerCache>& caches) const {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i].project_memory(ctx, states, sentences, src_len, caches.at(i).cross_kv);
+    layers_[i].project_memory(ctx, states, sentences, src_len, memory_len, caches.at(i).cross_kv);
   }
 }
 

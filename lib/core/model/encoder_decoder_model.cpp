@@ -34,7 +34,7 @@ EncoderDecoderModel::EncoderDecoderModel(const ModelConfig& config, kernels::Bac
   store_ = std::make_unique<ParamStore>(std::move(table), backend_, compute_dt, use);
 
   // --max-length counts words without eos/bos (as the corpus filter does): one more position for them.
-  const std::vector<float> positions = sinusoidal_positions(config_.max_length + 1, dim);
+  const std::vector<float> positions = sinusoidal_positions(config_.max_length + 1, dim, config_.positions);
   positions_ = backend_.allocate(positions.size() * kernels::dtype_size(compute_dt));
   upload_as(backend_, positions, compute_dt, positions_);
   sums_ = static_cast<float*>(backend_.allocate(2 * sizeof(float)));

@@ -68,7 +68,7 @@ EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& mode
   state_ = std::make_unique<kernels::Workspace>(backend_, state_bytes,
                                                 "internal error: the decoder's state outgrew its plan");
   lay_out_state([&](std::size_t bytes) { return state_->take(bytes); });
-  upload_as(backend_, sinusoidal_positions(std::max(max_src_, max_tgt_), dim_), dt_, positions_);
+  upload_as(backend_, sinusoidal_positions(std::max(max_src_, max_tgt_), dim_, config.positions), dt_, positions_);
   std::vector<int32_t> identity(elems(max_hyps_, max_tgt_));
   for (std::size_t e = 0; e < identity.size(); ++e) identity[e] = static_cast<int32_t>(e / max_tgt_);
   backend_.copy_to_device(origin_identity_, identity.data(), identity.size() * sizeof(int32_t));
@@ -125,7 +125,8 @@ void EncoderDecoderStepModel::encode_sources(kernels::Backend& backend, StepMemo
   void* encoded = ctx.keep(elems(sentences, src_len, dim_));
   const int32_t* lengths = dev_src_ + elems(sentences, src_len);
   model_.encoder().encode(ctx, dev_src_, lengths, sentences, src_len, positions_, encoded);
-  model_.decoder().project_memory(ctx, encoded, sentences, src_len, caches_);
+  // Slices max_src_ rows apart whatever this batch's length: the steps then have one shape for every batch.
+  model_.decoder().project_memory(ctx, encoded, sentences, src_len, max_src_, caches_);
 }
 
 const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows,
@@ -309,9 +310,11 @@ void EncoderDecoderStepModel::run_step_ops(int k, const std::function<void(const
   const auto ops = [&] {
     scratch_->reset();
     StepMemory memory(scratch_.get());
-    finish(forward_step(backend_, memory, rows, sentences_, src_len_));
+    finish(forward_step(backend_, memory, rows, sentences_, max_src_));
   };
-  const StepShape shape{rows, sentences_, src_len_, k};
+  // The cross-attention memory is laid out for max_src_ whatever the batch's length (encode_sources), and the
+  // step reads each row's real length from the device: the shape does not depend on the source length.
+  const StepShape shape{rows, sentences_, max_src_, k};
   const bool repeated = shape == last_shape_;
   last_shape_ = shape;
   run_shape(shape, repeated, ops);

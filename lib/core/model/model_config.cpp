@@ -40,6 +40,25 @@ const char* activation_name(kernels::Activation act) {
   return "?";
 }
 
+PositionLayout parse_position_layout(const std::string& name) {
+  if (name == "interleaved") return PositionLayout::interleaved;
+  if (name == "concatenated") return PositionLayout::concatenated;
+  if (name == "marian") return PositionLayout::marian;
+  fail("--transformer-positions '{}' is not supported; use interleaved, concatenated or marian", name);
+}
+
+const char* position_layout_name(PositionLayout layout) {
+  switch (layout) {
+    case PositionLayout::interleaved:
+      return "interleaved";
+    case PositionLayout::concatenated:
+      return "concatenated";
+    case PositionLayout::marian:
+      return "marian";
+  }
+  return "?";
+}
+
 void ModelConfig::validate() const {
   auto in_range = [](int value, int limit, const char* option) {
     if (value <= 0) fail("{} must be positive, got {}", option, value);
@@ -70,7 +89,12 @@ void ModelConfig::validate() const {
         "--tied-embeddings",
         tied == TiedEmbeddings::all ? "tied-embeddings-all" : "tied-embeddings-src", src_vocab, tgt_vocab);
   }
-  if (!(layer_norm_eps > 0.0f)) fail("layer-norm epsilon must be positive, got {}", layer_norm_eps);
+  if (!(layer_norm_eps > 0.0f)) fail("--layer-norm-epsilon must be positive, got {}", layer_norm_eps);
+  // Sines and cosines in two halves need an even width; Marian's frequencies divide by dim/2 - 1.
+  if (positions != PositionLayout::interleaved && (dim_emb % 2 != 0 || dim_emb < 4)) {
+    fail("--transformer-positions {} needs an even --dim-emb of at least 4, got {}", position_layout_name(positions),
+         dim_emb);
+  }
 }
 
 YAML::Node ModelConfig::to_yaml() const {
@@ -97,6 +121,7 @@ YAML::Node ModelConfig::to_yaml() const {
   node["max-length"] = max_length;
   node["label-smoothing"] = label_smoothing;
   node["layer-norm-epsilon"] = layer_norm_eps;
+  node["transformer-positions"] = position_layout_name(positions);
   return node;
 }
 
@@ -158,6 +183,9 @@ ModelConfig ModelConfig::from_yaml(const YAML::Node& node) {
   read(node, "max-length", c.max_length);
   read(node, "label-smoothing", c.label_smoothing);
   read(node, "layer-norm-epsilon", c.layer_norm_eps);
+  std::string positions = position_layout_name(c.positions);
+  read(node, "transformer-positions", positions);
+  c.positions = parse_position_layout(positions);
   return c;
 }
 

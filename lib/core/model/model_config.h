@@ -13,6 +13,13 @@ namespace lseq {
 // (tied-embeddings-src); all: source = target = output (tied-embeddings-all, or both flags).
 enum class TiedEmbeddings { none, target, source, all };
 enum class NormPlacement { post, pre };  // Marian "" + "dan" (post) or "n" + "da" / transformer-prenorm (pre)
+// The layout of the sinusoidal position table (transformer-positions), so that converted models compute what they
+// computed where they came from (docs/convert-marian.md). Row t, column c of a [len, dim] table:
+//   interleaved   lseq's own (Vaswani et al.): column 2i = sin(t / 10000^(2i/dim)), column 2i+1 = cos of the same
+//   concatenated  Hugging Face MarianMT: column i = sin(t / 10000^(2i/dim)), column dim/2 + i = cos of the same
+//   marian        Marian: column i = sin(t * exp(-i * ln(10000) / (dim/2 - 1))), column dim/2 + i = cos of the same,
+//                 computed in float as Marian's CPU code does
+enum class PositionLayout { interleaved, concatenated, marian };
 
 // The largest sizes a model may have. They keep every index and size product the kernels form inside the types
 // that hold them (int rows x columns, int64 elements), and bound the work a mistyped option can start: beyond them
@@ -40,6 +47,7 @@ struct ModelConfig {
   int max_length = 100;          // max-length: longest sentence in tokens, eos/bos excluded (positions: +1)
   float label_smoothing = 0.1f;  // label-smoothing
   float layer_norm_eps = 1e-6f;  // layer-norm-epsilon
+  PositionLayout positions = PositionLayout::interleaved;  // transformer-positions
 
   int head_dim() const { return dim_emb / heads; }
   // Throws lseq::Error naming the option for a model that cannot be built.
@@ -55,5 +63,7 @@ NormPlacement parse_norm_placement(const std::string& preprocess, const std::str
 kernels::Activation parse_activation(const std::string& name);  // relu, gelu, swish
 bool parse_embedding_postprocess(const std::string& ops);        // "d" -> dropout, "" -> none
 const char* activation_name(kernels::Activation act);
+PositionLayout parse_position_layout(const std::string& name);  // interleaved, concatenated, marian
+const char* position_layout_name(PositionLayout layout);
 
 }  // namespace lseq

@@ -4,13 +4,36 @@
 
 namespace lseq {
 
-std::vector<float> sinusoidal_positions(int max_len, int dim) {
+namespace {
+
+// Column c of row t: the angle in double and its sine or cosine, rounded once to float. interleaved pairs the
+// sine and cosine of frequency i in columns 2i, 2i+1; concatenated puts all sines first (column i, then dim/2 + i).
+float vaswani_value(int t, int c, int dim, bool interleaved) {
+  const int half = dim / 2;
+  const int i = interleaved ? c / 2 : (c < half ? c : c - half);
+  const bool sine = interleaved ? c % 2 == 0 : c < half;
+  const double angle = t / std::pow(10000.0, 2.0 * i / dim);
+  return static_cast<float>(sine ? std::sin(angle) : std::cos(angle));
+}
+
+// Marian's table (SinusoidalPositionEmbeddings in its CPU tensor operators), in float exactly as it computes it.
+float marian_value(int t, int c, int dim) {
+  const float timescales = static_cast<float>(dim) / 2;
+  const float log_increment = std::log(10000.f) / (timescales - 1.f);
+  const int half = static_cast<int>(timescales);
+  const float v = static_cast<float>(t) * std::exp(static_cast<float>(c % half) * -log_increment);
+  return c < half ? std::sin(v) : std::cos(v);
+}
+
+}  // namespace
+
+std::vector<float> sinusoidal_positions(int max_len, int dim, PositionLayout layout) {
   std::vector<float> table(static_cast<std::size_t>(max_len) * dim);
   for (int t = 0; t < max_len; ++t) {
     for (int c = 0; c < dim; ++c) {
-      const int i = c / 2;
-      const double angle = t / std::pow(10000.0, 2.0 * i / dim);
-      table[static_cast<std::size_t>(t) * dim + c] = static_cast<float>(c % 2 == 0 ? std::sin(angle) : std::cos(angle));
+      const bool interleaved = layout == PositionLayout::interleaved;
+      table[static_cast<std::size_t>(t) * dim + c] =
+          layout == PositionLayout::marian ? marian_value(t, c, dim) : vaswani_value(t, c, dim, interleaved);
     }
   }
   return table;

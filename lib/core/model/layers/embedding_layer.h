@@ -4,12 +4,13 @@
 #include <vector>
 
 #include "core/model/layers/layer_context.h"
+#include "core/model/model_config.h"
 
 namespace lseq {
 
-// The sinusoidal table of Vaswani et al. (2017), [max_len, dim]: row t, column 2i = sin(t / 10000^(2i/dim)),
-// column 2i+1 = cos(t / 10000^(2i/dim)). Computed on the host once.
-std::vector<float> sinusoidal_positions(int max_len, int dim);
+// The sinusoidal position table [max_len, dim] in the given layout (PositionLayout in model_config.h says what each
+// column holds; the default is the interleaved table of Vaswani et al. 2017). Computed on the host once.
+std::vector<float> sinusoidal_positions(int max_len, int dim, PositionLayout layout = PositionLayout::interleaved);
 
 class EmbeddingLayer {
  public:
