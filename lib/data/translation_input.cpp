@@ -3,43 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 
+#include "data/token_ids.h"
 #include "data/utf8.h"
 #include "data/vocab.h"
 #include "util/error.h"
 
 namespace lseq::data {
-
-namespace {
-
-// Parses whitespace-separated ids; returns false (and says why) on a word that is not one.
-bool parse_ids(const std::string& line, int vocab_size, std::vector<int32_t>& ids, std::string& why) {
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    if (i >= line.size()) break;
-    size_t j = i;
-    while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
-    std::string word = line.substr(i, j - i);
-    bool digits = std::all_of(word.begin(), word.end(), [](char c) { return c >= '0' && c <= '9'; });
-    long long value = digits && word.size() <= 10 ? std::strtoll(word.c_str(), nullptr, 10) : -1;
-    if (!digits || value > 2147483647LL) {
-      why = "'" + word + "' is not a token id (--no-spm-encode expects whitespace-separated integers)";
-      return false;
-    }
-    if (vocab_size > 0 && value >= vocab_size) {
-      why = "token id " + word + " is outside the vocabulary of " + std::to_string(vocab_size) + " entries";
-      return false;
-    }
-    ids.push_back(static_cast<int32_t>(value));
-    i = j;
-  }
-  return true;
-}
-
-}  // namespace
 
 EncodedLine encode_input_line(const std::string& line, const std::string& where, const TextEncoder& encoder,
                               const TranslationInputOptions& options) {
@@ -54,8 +24,8 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
   if (encoder) {
     out.ids = encoder(line);
   } else {
-    std::string why;
-    if (!parse_ids(line, options.vocab_size, out.ids, why)) {
+    const std::string why = parse_token_ids(line, options.vocab_size, out.ids);
+    if (!why.empty()) {
       spdlog::warn("{}: {}; {}", where, why, options.rejected_note);
       out.ids.clear();
       out.rejected = true;

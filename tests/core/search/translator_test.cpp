@@ -1,11 +1,11 @@
 // lstranslate's input handling: bad lines, cropping, batching windows, and output order / line count.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <sstream>
 
+#include "captured_log.h"
 #include "core/search/nbest_format.h"
 #include "core/search/translator.h"
 #include "data/ordered_output.h"
@@ -18,21 +18,7 @@ namespace {
 
 using data::TranslationInput;
 using data::TranslationInputOptions;
-
-// Captures spdlog warnings for the duration of a test.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
+using testing::CapturedLog;
 
 // A stand-in for SentencePiece: one id per byte-separated word, ids 4 + (word length).
 std::vector<int32_t> toy_encode(std::string_view text) {
@@ -100,6 +86,25 @@ TEST(TranslationInput, IdsInputIsCheckedAgainstTheVocabulary) {
         EXPECT_EQ(b.src[i * b.src_len + 2], 3);
       }
   EXPECT_TRUE(found);
+}
+
+TEST(TranslationInput, IdsThatOverflowOrAreNegativeRejectOnlyTheirLine) {
+  // An 11-digit id used to be read as -1 and abort the run; each bad line now gets an empty output and a warning.
+  CapturedLog log;
+  TranslationInputOptions o;
+  o.vocab_size = 50;
+  auto windows = read_all("5 6\n12345678901\n-3\n7 99999999999999999999999\n8\n", o, nullptr);
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].empty_lines, (std::vector<int64_t>{1, 2, 3}));
+  std::vector<int64_t> decoded;
+  for (const auto& b : windows[0].batches) decoded.insert(decoded.end(), b.line_ids.begin(), b.line_ids.end());
+  std::sort(decoded.begin(), decoded.end());
+  EXPECT_EQ(decoded, (std::vector<int64_t>{0, 4}));
+  for (const char* warning : {"input.txt line 2: token id 12345678901 is outside the vocabulary of 50 entries; "
+                              "writing an empty output line for it",
+                              "input.txt line 3: token id -3 is negative",
+                              "input.txt line 4: token id 99999999999999999999999 is outside"})
+    EXPECT_NE(log.text().find(warning), std::string::npos) << warning << "\n" << log.text();
 }
 
 TEST(TranslationInput, WindowsAreSortedBatchesWithinTheLimits) {
