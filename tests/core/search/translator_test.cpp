@@ -238,7 +238,8 @@ TEST(Translator, NBestOutputHasBeamSizeEntriesPerLine) {
   std::vector<int> per_line(3, 0);
   std::istringstream got(out.str());
   for (std::string l; std::getline(got, l);) {
-    NBestEntry e = parse_nbest_entry(l, "out");
+    NBestEntry e;
+    ASSERT_EQ(parse_nbest_entry(l, e), "") << l;
     ASSERT_LT(e.line, 3);
     per_line[e.line]++;
     EXPECT_NE(l.find(" ||| WordScores= "), std::string::npos);
@@ -263,20 +264,36 @@ TEST(NBestFormat, MarianLayout) {
 }
 
 TEST(NBestFormat, RescoringAppendsAFeatureToTheFeatureField) {
-  EXPECT_EQ(add_nbest_feature("3 ||| ab c ||| F0= -1.875 ||| -0.625", "Score", -2.5, "x"),
+  EXPECT_EQ(add_nbest_feature("3 ||| ab c ||| F0= -1.875 ||| -0.625", "Score", -2.5),
             "3 ||| ab c ||| F0= -1.875 Score= -2.5 ||| -0.625");
-  EXPECT_EQ(add_nbest_feature("3 ||| ab ||| WordScores= -1.00000 ||| F0= -1 ||| -1", "LM", -3, "x"),
+  EXPECT_EQ(add_nbest_feature("3 ||| ab ||| WordScores= -1.00000 ||| F0= -1 ||| -1", "LM", -3),
             "3 ||| ab ||| WordScores= -1.00000 ||| F0= -1 LM= -3 ||| -1");
-  NBestEntry e = parse_nbest_entry("12 |||  hello world  ||| F0= -1 ||| -1", "x");
+  EXPECT_EQ(add_nbest_feature("3 ||| only", "LM", -3), "3 ||| only") << "no feature field: as it was";
+  EXPECT_FALSE(has_feature_field("3 ||| only"));
+  NBestEntry e;
+  EXPECT_EQ(parse_nbest_entry("12 |||  hello world  ||| F0= -1 ||| -1", e), "");
   EXPECT_EQ(e.line, 12);
   EXPECT_EQ(e.text, "hello world");
-  for (const char* bad : {"hello", "x ||| a ||| F0= 1", "-1 ||| a ||| F0= 1", "3 ||| only"}) {
-    try {
-      parse_nbest_entry(bad, "nbest.txt line 7");
-      ADD_FAILURE() << bad;
-    } catch (const Error& err) {
-      EXPECT_NE(std::string(err.what()).find("nbest.txt line 7"), std::string::npos);
-    }
+}
+
+TEST(NBestFormat, MalformedEntriesSayWhy) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"hello", "not an n-best entry"},
+      {"", "not an n-best entry"},
+      {"3 ||| only", "not an n-best entry"},
+      {"x ||| a ||| F0= 1", "'x' is not a line number"},
+      {"-1 ||| a ||| F0= 1", "'-1' is not a line number"},
+      {"1e3 ||| a ||| F0= 1", "'1e3' is not a line number"},
+      {" ||| a ||| F0= 1", "'' is not a line number"},
+      {"99999999999999999999 ||| a ||| F0= 1", "'99999999999999999999' is not a line number"},
+      {std::string("4") + '\0' + " ||| a ||| F0= 1", "'4\\x00' is not a line number"},
+  };
+  for (const auto& [entry, why] : cases) {
+    NBestEntry e;
+    e.line = -7;
+    const std::string problem = parse_nbest_entry(entry, e);
+    EXPECT_NE(problem.find(why), std::string::npos) << entry << " -> " << problem;
+    EXPECT_EQ(e.line, -7) << "left as it was";
   }
 }
 
