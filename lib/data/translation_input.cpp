@@ -11,6 +11,41 @@
 
 namespace lseq::data {
 
+namespace {
+
+// SentencePiece's time and memory grow with the line (a line of 10 MB took 18 s and 1.2 GB), while tokens past
+// max_length are cropped anyway. So a line longer than kLongLineBytes is encoded in pieces of at most kPieceBytes
+// until it has more than max_length tokens. A piece ends after a space, which SentencePiece's pieces never span
+// (its default whitespace splitting), so no word is cut and the first piece's ids are the whole line's (later
+// ones can differ from a whole-line encoding only where its path scores, summed in float over the whole line, tie);
+// a piece without a space ends between two UTF-8 characters.
+constexpr std::size_t kLongLineBytes = std::size_t{64} << 10, kPieceBytes = std::size_t{16} << 10;
+
+// Encodes `line`, stopping once it has more than max_length tokens (max_length 0: no limit); `whole` tells whether
+// all of it was encoded.
+std::vector<int32_t> encode_in_pieces(std::string_view line, const TextEncoder& encoder, int max_length, bool& whole) {
+  std::vector<int32_t> ids;
+  std::size_t begin = 0;
+  while (begin < line.size() && (max_length <= 0 || ids.size() <= static_cast<std::size_t>(max_length))) {
+    std::size_t end = std::min(line.size(), begin + kPieceBytes);
+    if (end < line.size()) {
+      const std::size_t space = line.find_last_of(' ', end - 1);
+      if (space != std::string_view::npos && space > begin) {
+        end = space + 1;
+      } else {
+        while (end > begin + 1 && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) --end;
+      }
+    }
+    const std::vector<int32_t> piece = encoder(line.substr(begin, end - begin));
+    ids.insert(ids.end(), piece.begin(), piece.end());
+    begin = end;
+  }
+  whole = begin >= line.size();
+  return ids;
+}
+
+}  // namespace
+
 EncodedLine encode_input_line(const std::string& line, const std::string& where, const TextEncoder& encoder,
                               const TranslationInputOptions& options) {
   EncodedLine out;
@@ -21,8 +56,9 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
     out.rejected = true;
     return out;
   }
+  bool whole = true;
   if (encoder) {
-    out.ids = encoder(line);
+    out.ids = line.size() > kLongLineBytes ? encode_in_pieces(line, encoder, options.max_length, whole) : encoder(line);
   } else {
     const std::string why = parse_token_ids(line, options.vocab_size, out.ids);
     if (!why.empty()) {
@@ -33,7 +69,11 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
     }
   }
   if (options.max_length > 0 && static_cast<int64_t>(out.ids.size()) > options.max_length) {
-    spdlog::warn("{}: {} tokens, cropped to --max-length {}", where, out.ids.size(), options.max_length);
+    if (whole)
+      spdlog::warn("{}: {} tokens, cropped to --max-length {}", where, out.ids.size(), options.max_length);
+    else
+      spdlog::warn("{}: more than {} tokens (a line of {} bytes), cropped to --max-length {}", where,
+                   options.max_length, line.size(), options.max_length);
     out.ids.resize(options.max_length);
   }
   out.decode = !out.ids.empty();

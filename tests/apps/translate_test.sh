@@ -164,5 +164,32 @@ check "... with a warning naming each bad line" test "$(grep -cE 'bad.ids line [
 check "lsscore with bad ids exits 0 with 5 lines, 3 of them nan" \
   test "$(wc -l <"$work/bad.scores")" -eq 5 -a "$(grep -c '^nan$' "$work/bad.scores")" -eq 3
 
+# Odd input keeps one output line per input line and takes seconds: CRLF, a NUL byte, a line of 10 MB of words (it
+# took 18 s and 1.2 GB of memory to encode whole), 3 MB without a space, an empty line, no final newline.
+{
+  printf 'Das Haus.\r\n'
+  printf 'Ein \0 Hund.\n'
+  yes 'Das Haus ist sehr alt.' | head -n 450000 | tr '\n' ' '; echo
+  head -c 3000000 /dev/zero | tr '\0' 'x'; echo
+  echo
+  printf 'Kein Zeilenende'
+} >"$work/odd.de"
+SECONDS=0
+"$lstranslate" -m "$work/model" -i "$work/odd.de" -o "$work/odd.out" 2>"$work/err"
+check "lstranslate with odd input exits 0" test $? -eq 0
+check "... in under 20 s (${SECONDS} s)" test "$SECONDS" -lt 20
+check "... with one output line per input line (6)" test "$(wc -l <"$work/odd.out")" -eq 6
+check "... and a warning that the 10 MB line was cropped" grep -q 'odd.de line 3: more than 40 tokens' "$work/err"
+"$lsscore" -m "$work/model" -t "$work/odd.de" "$work/odd.de" >"$work/odd.scores" 2>/dev/null
+check "lsscore with odd input writes one score per pair (6)" test "$(wc -l <"$work/odd.scores")" -eq 6
+: >"$work/empty.txt"
+"$lstranslate" -m "$work/model" -i "$work/empty.txt" >"$work/empty.out" 2>/dev/null
+check "an empty input file gives an empty output and exit 0" test $? -eq 0 -a ! -s "$work/empty.out"
+printf '5 6\r\n7 \xff 8\n\0\n9 \x01\n10' >"$work/odd.ids"
+"$lstranslate" -m "$work/model" --no-spm-encode -i "$work/odd.ids" >"$work/odd-ids.out" 2>"$work/err"
+check "ids input with invalid UTF-8, NUL and control bytes: 5 lines out" test "$(wc -l <"$work/odd-ids.out")" -eq 5
+check "... with warnings that are printable text" test "$(grep -c 'odd.ids line [2-4]:' "$work/err")" -eq 3 -a \
+  "$(tr -d '\n' <"$work/err" | LC_ALL=C tr -d '[:print:]' | wc -c)" -eq 0
+
 echo "$failures failed"
 [ "$failures" -eq 0 ]
