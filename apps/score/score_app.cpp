@@ -40,11 +40,12 @@ int run_score(const Options& options) {
   if (!files.source_vocab.empty()) {
     source_vocab.emplace(data::Vocab::load(files.source_vocab));
     target_vocab.emplace(data::Vocab::load(files.target_vocab));
-    settings.batching.vocab_size = source_vocab->size();
-    settings.target_vocab_size = target_vocab->size();
   }
+  const ModelVocabSizes sizes =
+      check_model_vocabs(files, source_vocab ? &*source_vocab : nullptr, target_vocab ? &*target_vocab : nullptr);
+  settings.batching.vocab_size = sizes.source;  // ids given with --no-spm-encode are checked line by line
+  settings.target_vocab_size = sizes.target;
   std::unique_ptr<StepModel> model = load_step_model(files, options);
-  if (settings.target_vocab_size == 0) settings.target_vocab_size = model->vocab_size();
   data::TextEncoder encode_source, encode_target;
   if (encode) {
     encode_source = [&](std::string_view text) { return source_vocab->encode(text); };

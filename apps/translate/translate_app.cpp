@@ -48,10 +48,12 @@ int run_translate(const Options& options) {
     source_vocab.emplace(data::Vocab::load(files.source_vocab));
     target_vocab.emplace(data::Vocab::load(files.target_vocab));
   }
+  const ModelVocabSizes sizes =
+      check_model_vocabs(files, source_vocab ? &*source_vocab : nullptr, target_vocab ? &*target_vocab : nullptr);
   std::unique_ptr<StepModel> model = load_step_model(files, options);
 
   data::TranslationInputOptions input_opts = input_options(options);
-  if (source_vocab) input_opts.vocab_size = source_vocab->size();
+  input_opts.vocab_size = sizes.source;  // ids given with --no-spm-encode are checked line by line
   data::TextEncoder encoder;
   if (encode) encoder = [&](std::string_view text) { return source_vocab->encode(text); };
   Detokenizer detokenize;

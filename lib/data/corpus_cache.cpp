@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -25,7 +26,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'L', 'S', 'E', 'Q', 'C', 'O', 'R', 'P'};
-constexpr uint32_t kVersion = 1;
+// 2: the header holds a CRC-32 of everything after it.
+constexpr uint32_t kVersion = 2;
 constexpr int kMaxStreams = 8;
 constexpr std::size_t kHeaderBytes = 256;
 
@@ -40,6 +42,7 @@ struct Header {
   int64_t total_tokens;  // all sides
   int64_t lines_read, skipped_empty, skipped_long, cropped;
   int64_t side_tokens[kMaxStreams];
+  uint32_t body_crc;  // CRC-32 (zlib's) of every byte after the header
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "cache header too large");
 
@@ -155,19 +158,32 @@ bool directory_writable(const fs::path& dir) {
 }
 
 // Where the bytes of a cache (or an in-memory corpus) go while it is built.
+// Appends and the header, written last at offset 0, go through different calls: the body's checksum is taken
+// from the appends.
 class Sink {
  public:
   virtual ~Sink() = default;
-  virtual void write(const void* data, std::size_t n) = 0;
+  void write(const void* data, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    const std::size_t header_part = position_ < kHeaderBytes ? std::min(n, kHeaderBytes - position_) : 0;
+    body_crc_ = crc32_z(body_crc_, p + header_part, n - header_part);
+    append(p, n);
+    position_ += n;
+  }
   virtual void write_at(std::size_t offset, const void* data, std::size_t n) = 0;
   std::size_t position() const { return position_; }
+  uint32_t body_crc() const { return static_cast<uint32_t>(body_crc_); }
   void pad_to(std::size_t offset) {
     static const char zeros[8] = {};
     while (position_ < offset) write(zeros, std::min<std::size_t>(8, offset - position_));
   }
 
  protected:
+  virtual void append(const unsigned char* data, std::size_t n) = 0;
+
+ private:
   std::size_t position_ = 0;
+  uLong body_crc_ = crc32_z(0, nullptr, 0);
 };
 
 class FileSink : public Sink {
@@ -180,11 +196,10 @@ class FileSink : public Sink {
   ~FileSink() override {
     if (file_) std::fclose(file_);
   }
-  void write(const void* data, std::size_t n) override {
+  void append(const unsigned char* data, std::size_t n) override {
     if (n && std::fwrite(data, 1, n, file_) != n)
       fail("cannot write the corpus cache '{}': {} (disk full? set a cache directory with more space)", path_,
            std::strerror(errno));
-    position_ += n;
   }
   void write_at(std::size_t offset, const void* data, std::size_t n) override {
     std::fflush(file_);
@@ -207,11 +222,7 @@ class FileSink : public Sink {
 class MemorySink : public Sink {
  public:
   explicit MemorySink(std::vector<unsigned char>& out) : out_(out) {}
-  void write(const void* data, std::size_t n) override {
-    const auto* p = static_cast<const unsigned char*>(data);
-    out_.insert(out_.end(), p, p + n);
-    position_ += n;
-  }
+  void append(const unsigned char* data, std::size_t n) override { out_.insert(out_.end(), data, data + n); }
   void write_at(std::size_t offset, const void* data, std::size_t n) override {
     std::memcpy(out_.data() + offset, data, n);
   }
@@ -351,6 +362,7 @@ Header encode_corpus(const CorpusOptions& options, const std::vector<const Vocab
   sink.write(offsets.data(), offsets.size() * sizeof(int64_t));
   sink.write(lines.data(), lines.size() * sizeof(int64_t));
   h.complete = 1;
+  h.body_crc = sink.body_crc();
   unsigned char header_bytes[kHeaderBytes] = {};
   std::memcpy(header_bytes, &h, sizeof(h));
   sink.write_at(0, header_bytes, kHeaderBytes);
@@ -360,20 +372,86 @@ Header encode_corpus(const CorpusOptions& options, const std::vector<const Vocab
   return h;
 }
 
-// Why a cache file cannot be used, or an empty string when it matches the key.
-std::string check_cache(const unsigned char* data, std::size_t size, const uint64_t key[2], std::size_t streams) {
-  if (size < kHeaderBytes) return "it is truncated";
+// Checks what the header says of the body against the body itself: pairs stored back to back, in line order,
+// within --max-length, and ids inside their side's vocabulary. Returns what is wrong, or an empty string. One pass
+// over the lengths and the tokens: cheap next to training on them, and it keeps a damaged file from reaching the
+// batcher (which trusts offsets and lengths) or the model.
+std::string check_contents(const unsigned char* data, const Header& h, const std::vector<const Vocab*>& vocabs,
+                           int max_length) {
+  const Layout l = layout_of(h);
+  const auto* lengths = reinterpret_cast<const uint32_t*>(data + l.lengths);
+  const auto* offsets = reinterpret_cast<const int64_t*>(data + l.offsets);
+  const auto* lines = reinterpret_cast<const int64_t*>(data + l.lines);
+  const auto pairs = static_cast<std::size_t>(h.pairs);
+  int64_t next_offset = 0, previous_line = -1;
+  int64_t side_tokens[kMaxStreams] = {};
+  for (std::size_t i = 0; i < pairs; ++i) {
+    if (offsets[i] != next_offset)
+      return fmt::format("pair {} starts at token {}, not at {} where the pairs before it end", i, offsets[i],
+                         next_offset);
+    if (lines[i] <= previous_line || lines[i] >= h.lines_read)
+      return fmt::format("pair {} names line {}, out of order or past the {} lines read", i, lines[i], h.lines_read);
+    previous_line = lines[i];
+    for (std::size_t s = 0; s < h.streams; ++s) {
+      const uint32_t length = lengths[s * pairs + i];
+      if (length == 0) return fmt::format("pair {} has no tokens on side {}", i, s);
+      if (max_length > 0 && length > static_cast<uint32_t>(max_length))
+        return fmt::format("pair {} has {} tokens on side {}, more than --max-length {}", i, length, s, max_length);
+      if (next_offset + length > h.total_tokens)
+        return fmt::format("pair {} runs past the {} tokens stored", i, h.total_tokens);
+      const int32_t vocab_size = vocabs[s]->size();
+      int32_t smallest = 0, largest = 0;
+      if (h.token_bytes == 2) {
+        const uint16_t* t = reinterpret_cast<const uint16_t*>(data + l.tokens) + next_offset;
+        for (uint32_t k = 0; k < length; ++k) largest = std::max<int32_t>(largest, t[k]);
+      } else {
+        const int32_t* t = reinterpret_cast<const int32_t*>(data + l.tokens) + next_offset;
+        for (uint32_t k = 0; k < length; ++k) smallest = std::min(smallest, t[k]), largest = std::max(largest, t[k]);
+      }
+      const int32_t bad = smallest < 0 ? smallest : largest;
+      if (smallest < 0 || largest >= vocab_size)
+        return fmt::format("pair {} holds token id {}, outside the vocabulary of {} entries of side {}", i, bad,
+                           vocab_size, s);
+      next_offset += length;
+      side_tokens[s] += length;
+    }
+  }
+  if (next_offset != h.total_tokens)
+    return fmt::format("its pairs hold {} tokens, its header says {}", next_offset, h.total_tokens);
+  for (std::size_t s = 0; s < h.streams; ++s)
+    if (side_tokens[s] != h.side_tokens[s])
+      return fmt::format("side {} holds {} tokens, its header says {}", s, side_tokens[s], h.side_tokens[s]);
+  return "";
+}
+
+// Why a cache file cannot be used (an empty reason when it can). A damaged file (truncated, overwritten, changed
+// on disk) is told apart from one that is merely out of date, so that the rebuild can say which it was.
+struct CacheProblem {
+  std::string reason;
+  bool damaged = false;
+};
+
+CacheProblem check_cache(const unsigned char* data, std::size_t size, const uint64_t key[2],
+                         const std::vector<const Vocab*>& vocabs, int max_length) {
+  if (size < kHeaderBytes) return {"it is shorter than its header", true};
   Header h;
   std::memcpy(&h, data, sizeof(h));
-  if (std::memcmp(h.magic, kMagic, 8) != 0) return "it is not an lseq corpus cache";
-  if (h.version != kVersion) return "it was written by another version of lseq";
-  if (!h.complete) return "it is incomplete";
-  if (h.key[0] != key[0] || h.key[1] != key[1] || h.streams != streams)
-    return "the corpus files, vocabularies or length options changed";
-  if (h.pairs < 0 || h.total_tokens < 0 || (h.token_bytes != 2 && h.token_bytes != 4) ||
-      layout_of(h).end != size)
-    return "its size does not match its header";
-  return "";
+  if (std::memcmp(h.magic, kMagic, 8) != 0) return {"it does not start like an lseq corpus cache", true};
+  if (h.version != kVersion)
+    return {fmt::format("it has the cache format version {}, and this lseq reads version {}", h.version, kVersion)};
+  if (!h.complete) return {"its header was never completed", true};
+  if (h.key[0] != key[0] || h.key[1] != key[1] || h.streams != vocabs.size())
+    return {"the corpus files, vocabularies or length options changed"};
+  // Each pair takes at least 16 bytes and each token 2: larger counts cannot be right (nor overflow the layout).
+  const auto bound = static_cast<int64_t>(size);
+  if (h.pairs < 0 || h.pairs > bound || h.total_tokens < 0 || h.total_tokens > bound ||
+      (h.token_bytes != 2 && h.token_bytes != 4) || layout_of(h).end != size)
+    return {fmt::format("its size ({} bytes) does not match its header", size), true};
+  if (crc32_z(crc32_z(0, nullptr, 0), data + kHeaderBytes, size - kHeaderBytes) != h.body_crc)
+    return {"its contents do not match the checksum in its header", true};
+  const std::string wrong = check_contents(data, h, vocabs, max_length);
+  if (!wrong.empty()) return {wrong, true};
+  return {};
 }
 
 }  // namespace
@@ -472,20 +550,27 @@ std::shared_ptr<const EncodedCorpus> EncodedCorpus::open_or_build(const CorpusOp
       candidates.push_back(fs::temp_directory_path(ec) / "lseq-cache" / elsewhere_name);
     }
 
-    std::string reason = "there is none yet";
+    std::string reason = "there is none yet", unusable;  // unusable: the cache file found and why it cannot serve
     for (const auto& candidate : candidates) {
+      const auto start = std::chrono::steady_clock::now();
       auto storage = map_file(candidate.string());
       if (!storage) continue;
-      const std::string problem = check_cache(storage->data(), storage->size(), key, options.files.size());
-      if (problem.empty()) {
+      const CacheProblem problem = check_cache(storage->data(), storage->size(), key, vocabs, options.max_length);
+      if (problem.reason.empty()) {
         corpus->attach(std::move(storage));
         corpus->from_cache_ = true;
         corpus->cache_path_ = candidate.string();
-        spdlog::info("read the corpus cache {}: {} pairs", corpus->cache_path_, corpus->size());
+        spdlog::info("read the corpus cache {}: {} pairs (verified in {:.1f} s)", corpus->cache_path_, corpus->size(),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         return corpus;
       }
-      reason = problem;
-      spdlog::info("corpus cache {} cannot be used ({}): rebuilding it", candidate.string(), problem);
+      reason = problem.reason;
+      unusable = fmt::format("the corpus cache {} cannot be used ({})", candidate.string(), problem.reason);
+      // It is derived data: rebuilding it from the corpus is the repair.
+      if (problem.damaged)
+        spdlog::warn("{}; it is damaged, rebuilding it", unusable);
+      else
+        spdlog::info("{}: rebuilding it", unusable);
     }
 
     fs::path target = candidates[0];
@@ -493,7 +578,8 @@ std::shared_ptr<const EncodedCorpus> EncodedCorpus::open_or_build(const CorpusOp
       std::error_code ec;
       fs::create_directories(options.cache_dir, ec);
       if (!directory_writable(options.cache_dir))
-        fail("the cache directory '{}' is not writable; give a writable one", options.cache_dir);
+        fail("{}the cache directory '{}' is not writable; give a writable one",
+             unusable.empty() ? "" : unusable + " and cannot be rebuilt: ", options.cache_dir);
     } else if (!directory_writable(first_dir)) {
       target = candidates[1];
       std::error_code ec;
@@ -520,8 +606,10 @@ std::shared_ptr<const EncodedCorpus> EncodedCorpus::open_or_build(const CorpusOp
     }
     auto storage = map_file(target.string());
     if (!storage) fail("cannot read back the corpus cache '{}'", target.string());
-    const std::string problem = check_cache(storage->data(), storage->size(), key, options.files.size());
-    if (!problem.empty()) fail("the corpus cache '{}' just written is unusable: {}", target.string(), problem);
+    const CacheProblem problem = check_cache(storage->data(), storage->size(), key, vocabs, options.max_length);
+    if (!problem.reason.empty())
+      fail("the corpus cache '{}' just written is unusable ({}); is the disk failing?", target.string(),
+           problem.reason);
     corpus->attach(std::move(storage));
     corpus->cache_path_ = target.string();
   }

@@ -1,7 +1,9 @@
 #include "data/input_line_reader.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -39,17 +41,42 @@ bool InputLineReader::open_next() {
   return true;
 }
 
+bool InputLineReader::read_line(std::string& line) {
+  line.clear();
+  truncated_ = false;
+  bool any = false;
+  char block[1 << 16];
+  while (true) {
+    in_->getline(block, sizeof block);
+    if (in_->bad()) fail("reading '{}' failed after line {}", name_, line_in_file_);
+    const auto got = static_cast<std::size_t>(in_->gcount());
+    // The line's end: no bit set ('\n' counted in got). A full block without '\n': failbit alone. The stream's end:
+    // eofbit (with failbit when nothing was left).
+    const bool ended = !in_->fail() && !in_->eof();
+    const bool block_full = in_->fail() && !in_->eof();
+    const std::size_t stored = ended ? got - 1 : got;
+    any = any || got > 0;
+    const std::size_t room = kMaxLineBytes - line.size();
+    line.append(block, std::min(stored, room));
+    truncated_ = truncated_ || stored > room;
+    if (!block_full) return any || ended;
+    in_->clear();
+  }
+}
+
 bool InputLineReader::next(std::string& line) {
   while (true) {
     if (in_ == nullptr && !open_next()) return false;
-    if (std::getline(*in_, line)) break;
-    if (in_->bad()) fail("reading '{}' failed after line {}", name_, line_in_file_);
+    if (read_line(line)) break;
     in_ = nullptr;
     if (paths_.empty()) return false;  // a single stream given directly
   }
   if (!line.empty() && line.back() == '\r') line.pop_back();
   ++index_;
   ++line_in_file_;
+  if (truncated_)
+    spdlog::warn("{}: the line is longer than {} MiB; only its first {} MiB are read", where(), kMaxLineBytes >> 20,
+                 kMaxLineBytes >> 20);
   return true;
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 // Lines of one or more text files read in order, as lstranslate reads its --input: "stdin" (or "-") is standard
 // input; the numbering of lines continues across files, and each line also knows its file and line there (for
-// warnings). A trailing '\r' (Windows line end) is removed. Reading streams: one line at a time.
+// warnings). A trailing '\r' (Windows line end) is removed; a last line without '\n' is a line. Reading streams:
+// one line at a time, and of a line longer than kMaxLineBytes only the first kMaxLineBytes are kept (with a warning
+// naming the line), so that a file without line ends (a binary file given by mistake) cannot take all memory.
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <istream>
@@ -13,6 +16,8 @@ namespace lseq::data {
 
 class InputLineReader {
  public:
+  static constexpr std::size_t kMaxLineBytes = std::size_t{16} << 20;
+
   // Opens the files one after the other as they are reached; a missing file, a directory or an unreadable file
   // throws lseq::Error naming it and `option`, the option that gave it (for the message: "--input").
   explicit InputLineReader(std::vector<std::string> paths, std::string option = "--input");
@@ -28,6 +33,7 @@ class InputLineReader {
 
  private:
   bool open_next();
+  bool read_line(std::string& line);  // false at the end of the stream; sets truncated_
 
   std::vector<std::string> paths_;
   std::string option_;
@@ -37,6 +43,7 @@ class InputLineReader {
   std::string name_;
   int64_t index_ = -1;
   int64_t line_in_file_ = 0;
+  bool truncated_ = false;
 };
 
 }  // namespace lseq::data

@@ -3,9 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 
+#include "data/token_ids.h"
 #include "data/utf8.h"
 #include "data/vocab.h"
 #include "util/error.h"
@@ -14,29 +13,35 @@ namespace lseq::data {
 
 namespace {
 
-// Parses whitespace-separated ids; returns false (and says why) on a word that is not one.
-bool parse_ids(const std::string& line, int vocab_size, std::vector<int32_t>& ids, std::string& why) {
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    if (i >= line.size()) break;
-    size_t j = i;
-    while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
-    std::string word = line.substr(i, j - i);
-    bool digits = std::all_of(word.begin(), word.end(), [](char c) { return c >= '0' && c <= '9'; });
-    long long value = digits && word.size() <= 10 ? std::strtoll(word.c_str(), nullptr, 10) : -1;
-    if (!digits || value > 2147483647LL) {
-      why = "'" + word + "' is not a token id (--no-spm-encode expects whitespace-separated integers)";
-      return false;
+// SentencePiece's time and memory grow with the line (a line of 10 MB took 18 s and 1.2 GB), while tokens past
+// max_length are cropped anyway. So a line longer than kLongLineBytes is encoded in pieces of at most kPieceBytes
+// until it has more than max_length tokens. A piece ends after a space, which SentencePiece's pieces never span
+// (its default whitespace splitting), so no word is cut and the first piece's ids are the whole line's (later
+// ones can differ from a whole-line encoding only where its path scores, summed in float over the whole line, tie);
+// a piece without a space ends between two UTF-8 characters.
+constexpr std::size_t kLongLineBytes = std::size_t{64} << 10, kPieceBytes = std::size_t{16} << 10;
+
+// Encodes `line`, stopping once it has more than max_length tokens (max_length 0: no limit); `whole` tells whether
+// all of it was encoded.
+std::vector<int32_t> encode_in_pieces(std::string_view line, const TextEncoder& encoder, int max_length, bool& whole) {
+  std::vector<int32_t> ids;
+  std::size_t begin = 0;
+  while (begin < line.size() && (max_length <= 0 || ids.size() <= static_cast<std::size_t>(max_length))) {
+    std::size_t end = std::min(line.size(), begin + kPieceBytes);
+    if (end < line.size()) {
+      const std::size_t space = line.find_last_of(' ', end - 1);
+      if (space != std::string_view::npos && space > begin) {
+        end = space + 1;
+      } else {
+        while (end > begin + 1 && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) --end;
+      }
     }
-    if (vocab_size > 0 && value >= vocab_size) {
-      why = "token id " + word + " is outside the vocabulary of " + std::to_string(vocab_size) + " entries";
-      return false;
-    }
-    ids.push_back(static_cast<int32_t>(value));
-    i = j;
+    const std::vector<int32_t> piece = encoder(line.substr(begin, end - begin));
+    ids.insert(ids.end(), piece.begin(), piece.end());
+    begin = end;
   }
-  return true;
+  whole = begin >= line.size();
+  return ids;
 }
 
 }  // namespace
@@ -51,11 +56,12 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
     out.rejected = true;
     return out;
   }
+  bool whole = true;
   if (encoder) {
-    out.ids = encoder(line);
+    out.ids = line.size() > kLongLineBytes ? encode_in_pieces(line, encoder, options.max_length, whole) : encoder(line);
   } else {
-    std::string why;
-    if (!parse_ids(line, options.vocab_size, out.ids, why)) {
+    const std::string why = parse_token_ids(line, options.vocab_size, out.ids);
+    if (!why.empty()) {
       spdlog::warn("{}: {}; {}", where, why, options.rejected_note);
       out.ids.clear();
       out.rejected = true;
@@ -63,7 +69,11 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
     }
   }
   if (options.max_length > 0 && static_cast<int64_t>(out.ids.size()) > options.max_length) {
-    spdlog::warn("{}: {} tokens, cropped to --max-length {}", where, out.ids.size(), options.max_length);
+    if (whole)
+      spdlog::warn("{}: {} tokens, cropped to --max-length {}", where, out.ids.size(), options.max_length);
+    else
+      spdlog::warn("{}: more than {} tokens (a line of {} bytes), cropped to --max-length {}", where,
+                   options.max_length, line.size(), options.max_length);
     out.ids.resize(options.max_length);
   }
   out.decode = !out.ids.empty();

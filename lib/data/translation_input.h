@@ -5,9 +5,11 @@
 //
 // Per line:
 //   - an empty line (or one that encodes to no tokens) is not decoded; it yields an empty output line;
-//   - invalid UTF-8, or with --no-spm-encode a word that is not an id of the vocabulary, is reported by a
-//     warning naming the file and line, and the line yields an empty output line;
-//   - more than max_length tokens (eos not counted): cropped to max_length with a warning, then decoded.
+//   - invalid UTF-8, or with --no-spm-encode a word that is not an id of the vocabulary (not a number, negative,
+//     or too large, however many digits: data/token_ids.h), is reported by a warning naming the file and line,
+//     and the line yields an empty output line;
+//   - more than max_length tokens (eos not counted): cropped to max_length with a warning, then decoded; a line
+//     of more than 64 KiB is encoded in pieces cut at spaces, only until the crop (translation_input.cpp).
 // A window holds maxi_batch * mini_batch lines (or, with only mini_batch_words set, lines up to maxi_batch *
 // mini_batch_words tokens); inside it lines are sorted by length (longest first) and cut into mini-batches of at
 // most mini_batch sentences and at most mini_batch_words padded source tokens (rows * longest row, eos
@@ -29,7 +31,7 @@ struct TranslationInputOptions {
   int64_t mini_batch_words = 0;  // --mini-batch-words: padded source tokens per batch (0: no limit)
   int maxi_batch = 100;          // --maxi-batch: window size in mini-batches
   int max_length = 1000;         // --max-length: longer lines are cropped (eos not counted)
-  int vocab_size = 0;            // with ids input, ids must be below this (0: not checked)
+  int vocab_size = 0;            // with ids input, ids must be below this (0: below 2^31)
   std::string rejected_note = "writing an empty output line for it";  // ends the warning about a rejected line
 };
 

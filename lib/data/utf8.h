@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace lseq::data {
@@ -9,5 +10,9 @@ namespace lseq::data {
 std::size_t find_invalid_utf8(std::string_view text);
 
 inline bool is_valid_utf8(std::string_view text) { return find_invalid_utf8(text) == std::string_view::npos; }
+
+// A piece of input quoted in a one-line message: at most about max_bytes of it, cut with "..."; control characters
+// and bytes of invalid UTF-8 are written as \xNN, so a message stays one printable line whatever the input held.
+std::string excerpt_for_message(std::string_view text, std::size_t max_bytes = 40);
 
 }  // namespace lseq::data

@@ -134,5 +134,69 @@ check "lseval -m bleu prints BLEU alone" test "$(wc -l <"$work/eval.bleu")" -eq 
 "$lseval" -r "$work/valid.en" -m bleu ter -i "$work/valid.en" >/dev/null 2>"$work/err"
 check "lseval -m ter is refused in one line naming the metrics" one_error_line "$work/err" "bleu|chrf"
 
+# A vocabulary of another size than the model's is refused before anything is decoded, in one line naming the file
+# and both sizes (it used to decode silently into the wrong ids).
+"$lstrain" -c "$source_dir/tests/apps/train-small.yaml" -m "$work/model200" -t "$work/train.de" "$work/train.en" \
+  --dim-vocabs 200 200 --after 1u >"$work/model200.log" 2>&1
+check "a model with a 200-entry vocabulary trains" test -f "$work/model200/vocab.spm"
+mkdir -p "$work/mismatch" "$work/split"
+cp "$work/model/model.safetensors" "$work/mismatch/"
+cp "$work/model200/vocab.spm" "$work/mismatch/vocab.spm"
+"$lstranslate" -m "$work/mismatch" -i "$work/valid.de" >"$work/mismatch.out" 2>"$work/err"
+check "lstranslate with a 200-entry vocabulary on a 300-id model exits 1" test $? -eq 1
+check "... with one line naming the vocabulary and both sizes" one_error_line "$work/err" \
+  "mismatch/vocab.spm has 200 entries .*model.safetensors was trained with a source vocabulary of 300"
+check "... and writes no translation" test ! -s "$work/mismatch.out"
+"$lsscore" -m "$work/mismatch" -t "$work/valid.de" "$work/valid.en" >/dev/null 2>"$work/err"
+check "lsscore refuses it too, in one line" one_error_line "$work/err" "mismatch/vocab.spm has 200 entries"
+cp "$work/model/model.safetensors" "$work/split/"
+cp "$work/model/vocab.spm" "$work/split/vocab.src.spm"
+cp "$work/model200/vocab.spm" "$work/split/vocab.tgt.spm"
+"$lstranslate" -m "$work/split" -i "$work/valid.de" >/dev/null 2>"$work/err"
+check "a target vocabulary of another size is named as the target's" \
+  one_error_line "$work/err" "split/vocab.tgt.spm has 200 entries .*target vocabulary of 300"
+
+# Token ids (--no-spm-encode) that overflow, are negative, or lie outside the model's vocabulary give their line an
+# empty output and a warning, also in a model directory without vocabularies (an 11-digit id used to abort the run).
+mkdir -p "$work/ids-only"
+cp "$work/model/model.safetensors" "$work/ids-only/"
+printf '5 6 7\n300 5\n12345678901\n8 -1\n9 10\n' >"$work/bad.ids"
+"$lstranslate" -m "$work/ids-only" --no-spm-encode --no-spm-decode -i "$work/bad.ids" >"$work/bad.out" 2>"$work/err"
+check "lstranslate with bad ids exits 0" test $? -eq 0
+check "... with one output line per input line (5)" test "$(wc -l <"$work/bad.out")" -eq 5
+check "... empty for the 3 bad lines" test "$(sed -n 2,4p "$work/bad.out" | grep -c .)" -eq 0
+check "... and decoded for the good ones" test -n "$(sed -n 1p "$work/bad.out")"
+check "... with a warning naming each bad line" test "$(grep -cE 'bad.ids line [234]: token id' "$work/err")" -eq 3
+"$lsscore" -m "$work/ids-only" --no-spm-encode -t "$work/bad.ids" "$work/bad.ids" >"$work/bad.scores" 2>"$work/err"
+check "lsscore with bad ids exits 0 with 5 lines, 3 of them nan" \
+  test "$(wc -l <"$work/bad.scores")" -eq 5 -a "$(grep -c '^nan$' "$work/bad.scores")" -eq 3
+
+# Odd input keeps one output line per input line and takes seconds: CRLF, a NUL byte, a line of 10 MB of words (it
+# took 18 s and 1.2 GB of memory to encode whole), 3 MB without a space, an empty line, no final newline.
+{
+  printf 'Das Haus.\r\n'
+  printf 'Ein \0 Hund.\n'
+  yes 'Das Haus ist sehr alt.' | head -n 450000 | tr '\n' ' '; echo
+  head -c 3000000 /dev/zero | tr '\0' 'x'; echo
+  echo
+  printf 'Kein Zeilenende'
+} >"$work/odd.de"
+SECONDS=0
+"$lstranslate" -m "$work/model" -i "$work/odd.de" -o "$work/odd.out" 2>"$work/err"
+check "lstranslate with odd input exits 0" test $? -eq 0
+check "... in under 20 s (${SECONDS} s)" test "$SECONDS" -lt 20
+check "... with one output line per input line (6)" test "$(wc -l <"$work/odd.out")" -eq 6
+check "... and a warning that the 10 MB line was cropped" grep -q 'odd.de line 3: more than 40 tokens' "$work/err"
+"$lsscore" -m "$work/model" -t "$work/odd.de" "$work/odd.de" >"$work/odd.scores" 2>/dev/null
+check "lsscore with odd input writes one score per pair (6)" test "$(wc -l <"$work/odd.scores")" -eq 6
+: >"$work/empty.txt"
+"$lstranslate" -m "$work/model" -i "$work/empty.txt" >"$work/empty.out" 2>/dev/null
+check "an empty input file gives an empty output and exit 0" test $? -eq 0 -a ! -s "$work/empty.out"
+printf '5 6\r\n7 \xff 8\n\0\n9 \x01\n10' >"$work/odd.ids"
+"$lstranslate" -m "$work/model" --no-spm-encode -i "$work/odd.ids" >"$work/odd-ids.out" 2>"$work/err"
+check "ids input with invalid UTF-8, NUL and control bytes: 5 lines out" test "$(wc -l <"$work/odd-ids.out")" -eq 5
+check "... with warnings that are printable text" test "$(grep -c 'odd.ids line [2-4]:' "$work/err")" -eq 3 -a \
+  "$(tr -d '\n' <"$work/err" | LC_ALL=C tr -d '[:print:]' | wc -c)" -eq 0
+
 echo "$failures failed"
 [ "$failures" -eq 0 ]

@@ -4,11 +4,7 @@
 #include <sys/stat.h>
 #include <utime.h>
 
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
-
 #include <filesystem>
-#include <sstream>
 
 #include "data_test_support.h"
 #include "util/error.h"
@@ -162,21 +158,6 @@ TEST(CorpusCache, EmptySidesAreSkippedAndTheRestKeepTheirLineNumbers) {
   EXPECT_EQ(c->lines_read(), 5);
   EXPECT_TRUE(EncodedCorpus::open_or_build(o, joint2())->skipped_empty() == 3);
 }
-
-// Captures what the default spdlog logger prints while alive.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto logger = std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_));
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 std::size_t count_of(const std::string& text, const std::string& part) {
   std::size_t n = 0;

@@ -36,6 +36,19 @@ class LoadedStepModel : private LoadedParts, public EncoderDecoderStepModel {
 
 }  // namespace
 
+ModelVocabSizes check_model_vocabs(const ModelFiles& files, const data::Vocab* source, const data::Vocab* target) {
+  const ModelConfig config = read_model_config(files.weights);
+  auto check = [&](const data::Vocab* vocab, int model_size, const char* side) {
+    if (vocab && vocab->size() != model_size)
+      fail("the vocabulary {} has {} entries but the model {} was trained with a {} vocabulary of {}; put the "
+           "vocabulary the model was trained with into {}",
+           vocab->path(), vocab->size(), files.weights, side, model_size, files.dir);
+  };
+  check(source, config.src_vocab, "source");
+  check(target, config.tgt_vocab, "target");
+  return ModelVocabSizes{config.src_vocab, config.tgt_vocab};
+}
+
 std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options) {
   const ModelConfig config = read_model_config(files.weights);
   LoadedParts parts;

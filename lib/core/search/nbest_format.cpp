@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
+#include <charconv>
 
-#include "util/error.h"
+#include "data/utf8.h"
 
 namespace lseq {
 
@@ -52,21 +52,24 @@ std::string format_best(const std::string& text, const Hypothesis& hypothesis, b
   return text + " ||| " + format_word_scores(hypothesis.word_log_probs);
 }
 
-NBestEntry parse_nbest_entry(const std::string& entry, const std::string& where) {
-  std::vector<std::string> fields = split_fields(entry);
-  if (fields.size() < 3) fail("{}: not an n-best entry; expected {}", where, kNBestShape);
-  std::string number = trim(fields[0]);
-  char* end = nullptr;
-  long long line = number.empty() ? -1 : std::strtoll(number.c_str(), &end, 10);
-  if (number.empty() || *end != '\0' || line < 0)
-    fail("{}: '{}' is not a line number; expected {}", where, number, kNBestShape);
-  return NBestEntry{line, trim(fields[1])};
+std::string parse_nbest_entry(const std::string& entry, NBestEntry& parsed) {
+  const std::vector<std::string> fields = split_fields(entry);
+  if (fields.size() < 3) return fmt::format("not an n-best entry; expected {}", kNBestShape);
+  const std::string number = trim(fields[0]);
+  int64_t line = 0;
+  const char* end = number.data() + number.size();
+  const auto [stop, error] = std::from_chars(number.data(), end, line);
+  if (number.empty() || error != std::errc() || stop != end || line < 0)
+    return fmt::format("'{}' is not a line number; expected {}", data::excerpt_for_message(number), kNBestShape);
+  parsed = NBestEntry{line, trim(fields[1])};
+  return "";
 }
 
-std::string add_nbest_feature(const std::string& entry, const std::string& feature, double score,
-                              const std::string& where) {
+bool has_feature_field(const std::string& entry) { return split_fields(entry).size() >= 3; }
+
+std::string add_nbest_feature(const std::string& entry, const std::string& feature, double score) {
   std::vector<std::string> fields = split_fields(entry);
-  if (fields.size() < 3) fail("{}: not an n-best entry; expected {}", where, kNBestShape);
+  if (fields.size() < 3) return entry;  // no feature field
   size_t target = 2;
   for (size_t i = 2; i < fields.size(); ++i)
     if (trim(fields[i]).rfind("F0=", 0) == 0) target = i;

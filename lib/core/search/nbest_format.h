@@ -29,9 +29,12 @@ struct NBestEntry {
   int64_t line = 0;  // the source line it translates (0-based)
   std::string text;  // the translation, spaces around it trimmed
 };
-// Throws lseq::Error naming `where` ("file line N") when the line is not "<number> ||| <text> ||| ...".
-NBestEntry parse_nbest_entry(const std::string& entry, const std::string& where);
-std::string add_nbest_feature(const std::string& entry, const std::string& feature, double score,
-                              const std::string& where);
+// Reads `entry` into `parsed` and returns an empty string, or returns why it is not "<number> ||| <text> ||| ..."
+// (fewer than three fields, or a first field that is not a number from 0 to 2^63-1).
+std::string parse_nbest_entry(const std::string& entry, NBestEntry& parsed);
+// The entry with " <feature>= <score>" added to its feature field; an entry with fewer than three fields has none
+// (has_feature_field is false) and is returned as it is.
+std::string add_nbest_feature(const std::string& entry, const std::string& feature, double score);
+bool has_feature_field(const std::string& entry);
 
 }  // namespace lseq

@@ -22,8 +22,8 @@ struct Pair {
   int64_t index = 0;  // output position
   std::vector<int32_t> source, target;
   bool rejected = false;
+  bool rescoring = false;   // an n-best entry: written back with the score added
   std::string nbest_entry;  // rescoring: the entry as read
-  std::string where;        // rescoring: where the entry was read
 };
 
 // Reads pairs until the window is full; returns false when there were none.
@@ -41,7 +41,7 @@ std::string render(const Pair& pair, const std::vector<float>* word_log_probs, c
                 ? final_score(log_prob, static_cast<int>(pair.target.size()), settings.normalize, 0.0)
                 : log_prob;
   }
-  if (!pair.nbest_entry.empty()) return add_nbest_feature(pair.nbest_entry, settings.n_best_feature, score, pair.where);
+  if (pair.rescoring) return add_nbest_feature(pair.nbest_entry, settings.n_best_feature, score);
   std::string line = std::isnan(score) ? "nan" : format_score(score);
   if (settings.word_scores && word_log_probs) line += " ||| " + format_word_scores(*word_log_probs);
   return line;
@@ -148,33 +148,55 @@ ScoreTotals rescore_nbest(StepModel& model, data::InputLineReader& source, data:
                           const ScoreSettings& settings, std::ostream& out) {
   const auto source_options = scoring_options(settings, settings.batching.vocab_size);
   const auto target_options = scoring_options(settings, settings.target_vocab_size);
-  data::EncodedLine current;
-  int64_t entries = 0;
+  data::EncodedLine current;  // the source line source.index(), encoded
+  int64_t entries = 0, unlisted = 0;
   auto next_pair = [&](Pair& pair) {
     std::string entry;
     if (!nbest.next(entry)) return false;
-    NBestEntry parsed = parse_nbest_entry(entry, nbest.where());
+    pair.index = entries++;
+    pair.rescoring = true;
+    NBestEntry parsed;
+    const std::string problem = parse_nbest_entry(entry, parsed);
+    if (!problem.empty()) {  // one bad entry: its line is kept, the list goes on
+      spdlog::warn("{}: {}; writing it back {}", nbest.where(), problem,
+                   has_feature_field(entry) ? "with a score of nan" : "unchanged");
+      pair.nbest_entry = std::move(entry);
+      pair.rejected = true;
+      return true;
+    }
+    // Entries out of order or past the source's end leave no entry after them with its source line: one error.
     if (parsed.line < source.index())
-      fail("{}: entry for source line {} comes after line {}; n-best entries must be in source order", nbest.where(),
-           parsed.line, source.index());
+      fail("{}: an entry for source line {} comes after one for line {}; n-best entries must be in source order, "
+           "as lstranslate --n-best writes them (sort a list with: sort -s -n -k1,1)",
+           nbest.where(), parsed.line, source.index());
+    if (parsed.line > source.index() + 1) {
+      if (unlisted == 0)
+        spdlog::warn("{}: an entry for source line {} follows one for line {}: source lines {} to {} have no entries",
+                     nbest.where(), parsed.line, source.index(), source.index() + 1, parsed.line - 1);
+      unlisted += parsed.line - source.index() - 1;
+    }
     std::string src_line;
     while (source.index() < parsed.line) {
       if (!source.next(src_line))
-        fail("{}: names source line {} but {} has only {} lines", nbest.where(), parsed.line, source.file(),
-             source.index() + 1);
+        fail("{}: names source line {} (counted from 0) but {} has only {} lines; is it the source of this list?",
+             nbest.where(), parsed.line, source.file(), source.index() + 1);
       if (source.index() == parsed.line)
         current = data::encode_input_line(src_line, source.where(), encode_source, source_options);
     }
     auto tgt = data::encode_input_line(parsed.text, nbest.where(), encode_target, target_options);
-    pair.index = entries++;
     pair.source = current.ids;
     pair.target = std::move(tgt.ids);
     pair.rejected = current.rejected || tgt.rejected;
-    pair.nbest_entry = entry;
-    pair.where = nbest.where();
+    pair.nbest_entry = std::move(entry);
     return true;
   };
-  return score_all(model, next_pair, settings, out);
+  ScoreTotals totals = score_all(model, next_pair, settings, out);
+  if (unlisted > 0) spdlog::warn("{} lines of {} have no n-best entries", unlisted, source.file());
+  std::string rest;
+  if (source.next(rest))
+    spdlog::warn("{} has lines that no n-best entry names, from line {} (counted from 0) on; was {} cut short?",
+                 source.file(), source.index(), nbest.file());
+  return totals;
 }
 
 std::string format_summary(const ScoreTotals& totals) {

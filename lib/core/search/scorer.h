@@ -41,8 +41,13 @@ ScoreTotals score_pairs(StepModel& model, data::InputLineReader& source, data::I
                         const ScoreSettings& settings, std::ostream& out);
 
 // Rescores an n-best list (lsscore --n-best): each entry's translation is scored with the source line its number
-// names, and the entry is written back with " <feature>= <score>" added to its feature field. Entries must come
-// in source order (as lstranslate writes them).
+// names, and the entry is written back with " <feature>= <score>" added to its feature field: one output line per
+// entry. An entry that cannot be read (too few fields, no line number) is reported by a warning naming its line and
+// written back with a score of nan (unchanged when it has no feature field), like a rejected pair. Entries must
+// come in source order (as lstranslate writes them); an entry naming an earlier source line than the one before
+// it, or a line past the source's end, throws lseq::Error naming the entry's file and line, since no entry after it
+// could be matched with its source line. Source lines without entries are allowed (a filtered list), with a
+// warning.
 ScoreTotals rescore_nbest(StepModel& model, data::InputLineReader& source, data::InputLineReader& nbest,
                           const data::TextEncoder& encode_source, const data::TextEncoder& encode_target,
                           const ScoreSettings& settings, std::ostream& out);

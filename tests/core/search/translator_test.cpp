@@ -1,11 +1,11 @@
 // lstranslate's input handling: bad lines, cropping, batching windows, and output order / line count.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <sstream>
 
+#include "captured_log.h"
 #include "core/search/nbest_format.h"
 #include "core/search/translator.h"
 #include "data/ordered_output.h"
@@ -18,21 +18,7 @@ namespace {
 
 using data::TranslationInput;
 using data::TranslationInputOptions;
-
-// Captures spdlog warnings for the duration of a test.
-class CapturedLog {
- public:
-  CapturedLog() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text_);
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous_); }
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
+using testing::CapturedLog;
 
 // A stand-in for SentencePiece: one id per byte-separated word, ids 4 + (word length).
 std::vector<int32_t> toy_encode(std::string_view text) {
@@ -100,6 +86,25 @@ TEST(TranslationInput, IdsInputIsCheckedAgainstTheVocabulary) {
         EXPECT_EQ(b.src[i * b.src_len + 2], 3);
       }
   EXPECT_TRUE(found);
+}
+
+TEST(TranslationInput, IdsThatOverflowOrAreNegativeRejectOnlyTheirLine) {
+  // An 11-digit id used to be read as -1 and abort the run; each bad line now gets an empty output and a warning.
+  CapturedLog log;
+  TranslationInputOptions o;
+  o.vocab_size = 50;
+  auto windows = read_all("5 6\n12345678901\n-3\n7 99999999999999999999999\n8\n", o, nullptr);
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].empty_lines, (std::vector<int64_t>{1, 2, 3}));
+  std::vector<int64_t> decoded;
+  for (const auto& b : windows[0].batches) decoded.insert(decoded.end(), b.line_ids.begin(), b.line_ids.end());
+  std::sort(decoded.begin(), decoded.end());
+  EXPECT_EQ(decoded, (std::vector<int64_t>{0, 4}));
+  for (const char* warning : {"input.txt line 2: token id 12345678901 is outside the vocabulary of 50 entries; "
+                              "writing an empty output line for it",
+                              "input.txt line 3: token id -3 is negative",
+                              "input.txt line 4: token id 99999999999999999999999 is outside"})
+    EXPECT_NE(log.text().find(warning), std::string::npos) << warning << "\n" << log.text();
 }
 
 TEST(TranslationInput, WindowsAreSortedBatchesWithinTheLimits) {
@@ -233,7 +238,8 @@ TEST(Translator, NBestOutputHasBeamSizeEntriesPerLine) {
   std::vector<int> per_line(3, 0);
   std::istringstream got(out.str());
   for (std::string l; std::getline(got, l);) {
-    NBestEntry e = parse_nbest_entry(l, "out");
+    NBestEntry e;
+    ASSERT_EQ(parse_nbest_entry(l, e), "") << l;
     ASSERT_LT(e.line, 3);
     per_line[e.line]++;
     EXPECT_NE(l.find(" ||| WordScores= "), std::string::npos);
@@ -258,20 +264,36 @@ TEST(NBestFormat, MarianLayout) {
 }
 
 TEST(NBestFormat, RescoringAppendsAFeatureToTheFeatureField) {
-  EXPECT_EQ(add_nbest_feature("3 ||| ab c ||| F0= -1.875 ||| -0.625", "Score", -2.5, "x"),
+  EXPECT_EQ(add_nbest_feature("3 ||| ab c ||| F0= -1.875 ||| -0.625", "Score", -2.5),
             "3 ||| ab c ||| F0= -1.875 Score= -2.5 ||| -0.625");
-  EXPECT_EQ(add_nbest_feature("3 ||| ab ||| WordScores= -1.00000 ||| F0= -1 ||| -1", "LM", -3, "x"),
+  EXPECT_EQ(add_nbest_feature("3 ||| ab ||| WordScores= -1.00000 ||| F0= -1 ||| -1", "LM", -3),
             "3 ||| ab ||| WordScores= -1.00000 ||| F0= -1 LM= -3 ||| -1");
-  NBestEntry e = parse_nbest_entry("12 |||  hello world  ||| F0= -1 ||| -1", "x");
+  EXPECT_EQ(add_nbest_feature("3 ||| only", "LM", -3), "3 ||| only") << "no feature field: as it was";
+  EXPECT_FALSE(has_feature_field("3 ||| only"));
+  NBestEntry e;
+  EXPECT_EQ(parse_nbest_entry("12 |||  hello world  ||| F0= -1 ||| -1", e), "");
   EXPECT_EQ(e.line, 12);
   EXPECT_EQ(e.text, "hello world");
-  for (const char* bad : {"hello", "x ||| a ||| F0= 1", "-1 ||| a ||| F0= 1", "3 ||| only"}) {
-    try {
-      parse_nbest_entry(bad, "nbest.txt line 7");
-      ADD_FAILURE() << bad;
-    } catch (const Error& err) {
-      EXPECT_NE(std::string(err.what()).find("nbest.txt line 7"), std::string::npos);
-    }
+}
+
+TEST(NBestFormat, MalformedEntriesSayWhy) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"hello", "not an n-best entry"},
+      {"", "not an n-best entry"},
+      {"3 ||| only", "not an n-best entry"},
+      {"x ||| a ||| F0= 1", "'x' is not a line number"},
+      {"-1 ||| a ||| F0= 1", "'-1' is not a line number"},
+      {"1e3 ||| a ||| F0= 1", "'1e3' is not a line number"},
+      {" ||| a ||| F0= 1", "'' is not a line number"},
+      {"99999999999999999999 ||| a ||| F0= 1", "'99999999999999999999' is not a line number"},
+      {std::string("4") + '\0' + " ||| a ||| F0= 1", "'4\\x00' is not a line number"},
+  };
+  for (const auto& [entry, why] : cases) {
+    NBestEntry e;
+    e.line = -7;
+    const std::string problem = parse_nbest_entry(entry, e);
+    EXPECT_NE(problem.find(why), std::string::npos) << entry << " -> " << problem;
+    EXPECT_EQ(e.line, -7) << "left as it was";
   }
 }
 
