@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lseq needs to build and test, from the system's packages (Debian 12 or Ubuntu 24.04).
 # Idempotent and quiet; run as root (or with sudo available). The CUDA toolkit is optional and not installed here.
+# Arguments name more packages to install with them (scripts/fuzz.sh: clang and libFuzzer).
 set -euo pipefail
 
 packages=(
@@ -8,6 +9,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev
   libsentencepiece-dev libgtest-dev libgmock-dev
   libopenblas-dev nlohmann-json3-dev zlib1g-dev
+  "$@"
 )
 
 missing=()
