@@ -88,17 +88,22 @@ fuzz_target() {  # fuzz_target <target>
   first=$(grep -m1 -E '^#[0-9]+: cov:' "$log" || true)
   last=$(grep -E '^#[0-9]+: cov:' "$log" | tail -n 1 || true)
   local verdicts=() known_count=0 new_count=0 artifact report description
+  local -A known_inputs=() known_example=()  # per known-open bug: how many inputs hit it, and one of them
   for artifact in "$findings"/crash-* "$findings"/leak-* "$findings"/timeout-* "$findings"/oom-*; do
     [ -f "$artifact" ] || continue
     report="$artifact.report"
     TMPDIR=$scratch "$binary" -timeout=10 -rss_limit_mb=2048 "$artifact" >"$report" 2>&1 || true
     if description=$(known_open "$target" "$report"); then
       known_count=$((known_count + 1))
-      verdicts+=("known-open: $(basename "$artifact"): $description")
+      known_inputs[$description]=$((${known_inputs[$description]:-0} + 1))
+      known_example[$description]=$(basename "$artifact")
     else
       new_count=$((new_count + 1))
       verdicts+=("NEW: $artifact (report: $report)")
     fi
+  done
+  for description in "${!known_inputs[@]}"; do
+    verdicts+=("known-open (${known_inputs[$description]} inputs, e.g. ${known_example[$description]}): $description")
   done
   if [ -z "$last" ]; then
     new_count=$((new_count + 1))
