@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lseq needs to build and test, from the system's packages (Debian 12 or Ubuntu 24.04).
 # Idempotent and quiet; run as root (or with sudo available). The CUDA toolkit is optional and not installed here.
+# Arguments name more packages to install with them (scripts/fuzz.sh: clang and libFuzzer).
 set -euo pipefail
 
 packages=(
@@ -9,6 +10,7 @@ packages=(
   libsentencepiece-dev libgtest-dev libgmock-dev
   libopenblas-dev nlohmann-json3-dev zlib1g-dev
   python3-numpy python3-sentencepiece python3-protobuf python3-yaml  # tools/marian and its tests
+  "$@"
 )
 
 missing=()

@@ -87,7 +87,13 @@ Vocab Vocab::load(const std::string& path) {
   Vocab v;
   v.path_ = path;
   v.processor_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto status = v.processor_->Load(path);
+  sentencepiece::util::Status status;
+  try {
+    status = v.processor_->Load(path);
+  } catch (const std::exception& e) {  // SentencePiece's trie builder throws on some damaged models
+    fail("cannot load the SentencePiece model '{}': {}; give an intact model, or a new path for lstrain to train one",
+         path, e.what());
+  }
   if (!status.ok()) fail("cannot load the SentencePiece model '{}': {}", path, status.ToString());
   const auto& p = *v.processor_;
   if (p.pad_id() != kPadId || p.unk_id() != kUnkId || p.bos_id() != kBosId || p.eos_id() != kEosId)

@@ -123,6 +123,21 @@ TEST(Vocab, TheSampleDependsOnlyOnTheSeed) {
   EXPECT_NE(read_file(dir.file("a.spm")), read_file(dir.file("c.spm")));
 }
 
+// Found by fuzz/vocab_fuzz.cpp: SentencePiece's trie builder throws its own exception (not a status) for a model
+// whose pieces it cannot index; the load must still end in lseq's one-line error naming the file.
+TEST(Vocab, DamagedModelThatSentencePieceThrowsOnIsAnError) {
+  TempDir dir;
+  const char bytes[] = "\x0a\x0e\x0a\x05<\x00\x00\x00\x00\x18\x02\x15\x00\x38\xe8\xc0"
+                       "\x0a\x08\x0a\x06\x00\x15ty\x12\x00";
+  write_file(dir.file("damaged.spm"), std::string(bytes, sizeof bytes - 1));
+  try {
+    Vocab::load(dir.file("damaged.spm"));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("damaged.spm")), std::string::npos) << e.what();
+  }
+}
+
 TEST(Vocab, ModelWithOtherSpecialIdsIsRejected) {
   TempDir dir;
   write_file(dir.file("t.txt"), "a b c\nd e f\n");

@@ -37,6 +37,20 @@ std::int64_t element_count(const std::vector<std::int64_t>& shape) {
   return n;
 }
 
+// A name from a file as an error message shows it: control characters escaped, so that the message stays one line.
+std::string shown(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 bool is_known_dtype(const std::string& dtype) {
   return dtype == "F32" || dtype == "F16" || dtype == "BF16" || dtype == "I32" || dtype == "I64";
 }
@@ -113,7 +127,7 @@ struct SafetensorsFile::Mapping {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   auto corrupt = [&path](const std::string& what) {
-    fail("checkpoint '{}' is corrupt or truncated: {}; write it again or load another checkpoint", path, what);
+    fail("checkpoint '{}' is corrupt or truncated: {}; write it again or load another checkpoint", path, shown(what));
   };
 
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -188,8 +202,11 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const auto end = (*offsets)[1].get<std::uint64_t>();
     if (end < begin) corrupt(fmt::format("tensor '{}' has data_offsets [{}, {}] that end before they begin", name, begin, end));
     const std::int64_t count = element_count(dims);
-    if (count < 0) corrupt(fmt::format("tensor '{}' has an impossible shape {}", name, shape_string(dims)));
-    const std::uint64_t expected = static_cast<std::uint64_t>(count) * safetensors_dtype_size(dtype_name);
+    const std::uint64_t element_bytes = safetensors_dtype_size(dtype_name);
+    // count <= 2^62, but 2^62 elements of 4 or 8 bytes overflow 64 bits (and would pass as 0 bytes).
+    if (count < 0 || static_cast<std::uint64_t>(count) > std::numeric_limits<std::uint64_t>::max() / element_bytes)
+      corrupt(fmt::format("tensor '{}' has an impossible shape {}", name, shape_string(dims)));
+    const std::uint64_t expected = static_cast<std::uint64_t>(count) * element_bytes;
     if (end - begin != expected)
       corrupt(fmt::format("tensor '{}' ({} {}) needs {} bytes but its data_offsets [{}, {}] hold {}", name,
                           dtype_name, shape_string(dims), expected, begin, end, end - begin));

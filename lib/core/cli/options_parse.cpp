@@ -262,8 +262,14 @@ ParsedOptions parse_options(App app, int argc, const char* const* argv, std::ost
     if (needs_model(app) && !parsed.options.has("model"))
       fail("missing option --model (-m): the model directory {}", app == App::train ? "to train into"
                                                                                     : "to read the model from");
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     err << "error: " << one_line(e.what()) << "\n";
+    parsed.exit_now = true;
+    parsed.exit_code = 1;
+  } catch (const std::exception& e) {
+    // Not a refusal of bad input but a failure the parser did not foresee: say so, so that it gets reported.
+    err << "error: internal error while reading the options (" << one_line(e.what())
+        << "); please report it with the command line\n";
     parsed.exit_now = true;
     parsed.exit_code = 1;
   }

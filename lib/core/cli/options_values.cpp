@@ -55,6 +55,10 @@ void check_range(const OptionSpec& spec, double value, const std::string& text, 
 }
 
 std::string check_string(const OptionSpec& spec, const std::string& text, const ValueSource& where) {
+  // A carriage return is a Windows line end in a script or a file, not part of a value, and --dump-config could not
+  // write one at the end of a value so that it reads back (YAML takes it for the end of the line).
+  if (text.find('\r') != std::string::npos)
+    fail("{} holds a carriage return (a Windows line end?); remove it", where.describe(spec.name));
   std::string value = text;
   for (const auto& [spelling, canonical] : spec.aliases)
     if (value == spelling) value = canonical;

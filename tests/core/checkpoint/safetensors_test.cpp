@@ -264,6 +264,11 @@ TEST_F(SafetensorsTest, BadHeadersAreReportedOneLineEach) {
       {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "the tensors use 8"},
       {R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "metadata 'k'"},
       {R"({"a":"F32"})", "not an object"},
+      // Found by fuzz/safetensors_fuzz.cpp: 2^62 elements of 8 bytes wrapped to 0 bytes and were accepted.
+      {R"({"a":{"dtype":"I64","shape":[4611686018427387904],"data_offsets":[0,0]}})", "impossible shape"},
+      {R"({"a":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})", "impossible shape"},
+      // A name with a newline is shown escaped: the message stays one line.
+      {R"({"a\nb":{"dtype":"F32","shape":[2],"data_offsets":[0,9]}})", "tensor 'a\\x0ab' (F32 [2]) needs 8 bytes"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.header);

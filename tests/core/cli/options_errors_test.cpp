@@ -84,6 +84,21 @@ TEST(OptionErrors, WrongTypeOnTheCommandLine) {
   expect_parts(error_of(App::train, {"-m", "m", "--cpu", "perhaps"}), {"'--cpu'", "true or false", "'perhaps'"});
 }
 
+// Found by fuzz/command_line_fuzz.cpp: "--model model\r" (a script with Windows line ends) was accepted, and its
+// --dump-config read back as "model". A carriage return in a value is refused, naming the option.
+TEST(OptionErrors, CarriageReturnInAValueIsRefused) {
+  expect_parts(error_of(App::translate, {"-m", "model\r"}), {"'--model'", "carriage return", "Windows line end"});
+  expect_parts(error_of(App::train, {"-m", "m", "--vocabs", "a.spm", "b\r.spm"}), {"'--vocabs'", "carriage return"});
+  TempDir dir("carriage");
+  std::string file = dir.write("escaped.yaml", "seed: 1\nlog: \"train\\r\"\n");
+  expect_parts(error_of(App::train, {"-m", "m", "-c", file}), {"'log'", "line 2", "carriage return"});
+  // A config file with Windows line ends reads as any other.
+  std::string crlf = dir.write("crlf.yaml", "seed: 7\r\nlog: train.log\r\n");
+  auto run = run_parse(App::train, {"-m", "m", "-c", crlf});
+  ASSERT_EQ(run.parsed.exit_code, 0) << run.err;
+  EXPECT_EQ(run.parsed.options.get_string("log"), "train.log");
+}
+
 TEST(OptionErrors, MissingConfigFileAndYamlSyntaxError) {
   TempDir dir("files");
   std::string missing = dir.path("nowhere.yaml");
