@@ -46,6 +46,12 @@ std::vector<int32_t> encode_in_pieces(std::string_view line, const TextEncoder& 
 
 }  // namespace
 
+std::vector<int32_t> encode_text_until(std::string_view text, const TextEncoder& encoder, int max_length, bool& whole) {
+  whole = true;
+  if (text.size() > kLongLineBytes) return encode_in_pieces(text, encoder, max_length, whole);
+  return encoder(text);
+}
+
 EncodedLine encode_input_line(const std::string& line, const std::string& where, const TextEncoder& encoder,
                               const TranslationInputOptions& options) {
   EncodedLine out;
@@ -58,7 +64,7 @@ EncodedLine encode_input_line(const std::string& line, const std::string& where,
   }
   bool whole = true;
   if (encoder) {
-    out.ids = line.size() > kLongLineBytes ? encode_in_pieces(line, encoder, options.max_length, whole) : encoder(line);
+    out.ids = encode_text_until(line, encoder, options.max_length, whole);
   } else {
     const std::string why = parse_token_ids(line, options.vocab_size, out.ids);
     if (!why.empty()) {

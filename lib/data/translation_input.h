@@ -46,6 +46,13 @@ struct EncodedLine {
   bool rejected = false;     // invalid UTF-8 or a bad id (a warning was logged)
 };
 
+// The ids of `text` (no eos), encoded until there are more than max_length of them (max_length 0: no limit): a text
+// of more than 64 KiB is encoded in pieces cut at spaces and stops once past max_length, so that a huge line costs
+// no more than its cropped part (translation_input.cpp says why the ids are the whole text's). `whole` tells
+// whether all of the text was encoded. Nothing is cropped, checked or logged here (lsserve reports over-long
+// sentences to its client itself).
+std::vector<int32_t> encode_text_until(std::string_view text, const TextEncoder& encoder, int max_length, bool& whole);
+
 // Encodes one line as described above; warnings go to spdlog and name `where` ("file line N").
 EncodedLine encode_input_line(const std::string& line, const std::string& where, const TextEncoder& encoder,
                               const TranslationInputOptions& options);
