@@ -14,12 +14,12 @@
 
 namespace lseq {
 
-// The programs that read options. train, translate and score work on a model directory (--model is required);
-// eval is lseval; bench is every benchmark under bench/ (they share one set of options).
-enum class App { train, translate, score, eval, bench };
+// The programs that read options. train, translate, score and serve work on a model directory (--model is
+// required); eval is lseval; bench is every benchmark under bench/ (they share one set of options); serve is lsserve.
+enum class App { train, translate, score, eval, bench, serve };
 
-const char* app_name(App app);  // "lstrain", "lstranslate", "lsscore", "lseval", "lseq's benchmarks"
-bool needs_model(App app);      // train, translate and score
+const char* app_name(App app);  // "lstrain", "lstranslate", "lsscore", "lseval", "lseq's benchmarks", "lsserve"
+bool needs_model(App app);      // train, translate, score and serve
 
 // Parses a count in training units (core/train/frequency.h); `allowed_units` lists the unit letters accepted
 // (e.g. "ut"); throws lseq::Error naming `what` (e.g. "option 'after' in x.yaml line 3") when the text is not such

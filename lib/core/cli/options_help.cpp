@@ -18,6 +18,7 @@ const char* app_purpose(App app) {
     case App::score: return "scores sentence pairs or rescores n-best lists with a model trained by lstrain";
     case App::eval: return "corpus BLEU and chrF of translations against references, as sacreBLEU computes them";
     case App::bench: return "the options every benchmark under bench/ reads (each uses those it needs)";
+    case App::serve: return "serves a model trained by lstrain over HTTP (POST /translate, GET /health, GET /metrics)";
   }
   return "";
 }
@@ -61,7 +62,8 @@ void print_help(App app, std::ostream& out) {
   out << "Options also come from YAML files with the same names (--config a.yaml b.yaml, merged in order);\n"
          "the command line wins. --dump-config prints the merged result.\n";
   for (OptionGroup group : {OptionGroup::general, OptionGroup::model, OptionGroup::training, OptionGroup::validation,
-                            OptionGroup::translation, OptionGroup::evaluation, OptionGroup::benchmark}) {
+                            OptionGroup::translation, OptionGroup::evaluation, OptionGroup::benchmark,
+                            OptionGroup::serving}) {
     bool header = false;
     for (const auto& spec : option_registry()) {
       if (!spec.accepted_by(app) || spec.group_for(app) != group) continue;

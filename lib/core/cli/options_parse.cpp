@@ -22,7 +22,7 @@ namespace {
 
 std::string apps_text(unsigned apps) {
   std::vector<std::string> names;
-  for (App app : {App::train, App::translate, App::score, App::eval, App::bench})
+  for (App app : {App::train, App::translate, App::score, App::eval, App::bench, App::serve})
     if (apps & app_bit(app)) names.push_back(app_name(app));
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
@@ -180,11 +180,11 @@ Options merge_layers(App app, const std::vector<GivenOption>& given, const std::
   return options;
 }
 
-// lstranslate reads the model directory's decoder.yml (written by lstrain) as the lowest config layer,
+// lstranslate (and lsserve) read the model directory's decoder.yml (written by lstrain) as the lowest config layer,
 // so its beam size, normalization etc. apply unless a config file or the command line says otherwise.
 Options merge_options(App app, const std::vector<GivenOption>& given) {
   Options options = merge_layers(app, given, "");
-  if (app == App::translate && options.has("model")) {
+  if ((app == App::translate || app == App::serve) && options.has("model")) {
     const std::string decoder_config = options.get_string("model") + "/decoder.yml";
     std::error_code ec;
     if (std::filesystem::is_regular_file(decoder_config, ec)) options = merge_layers(app, given, decoder_config);

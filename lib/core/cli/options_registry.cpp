@@ -1,9 +1,11 @@
 #include "core/cli/options_registry.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 
 #include "core/model/model_config.h"
+#include "util/error.h"
 
 namespace lseq {
 
@@ -526,6 +528,88 @@ std::vector<OptionSpec> build_registry() {
     };
     for (auto& x : o) add(x);
   }
+
+  // ---- Serving (lsserve, App::serve) ----
+  // lsserve's own options, then the options it shares with lstranslate (model, backend, search, batching): those
+  // accept App::serve too, with lstranslate's defaults, groups and help unless lsserve's own are given here (they
+  // are put first, so they win). docs/serving.md describes the server.
+  {
+    Opt o[] = {
+        Opt("bind", T::string, G::serving, kServe, def("127.0.0.1"),
+            "Address to listen on; 0.0.0.0 listens on every interface (lsserve has no authentication)"),
+        Opt("port", T::integer, G::serving, kServe, def("8080"), "TCP port; 0 picks a free one (the log names it)")
+            .in(0, 65535),
+        Opt("http-threads", T::integer, G::serving, kServe, def("128"),
+            "Threads serving connections, one connection each (a kept-alive one until it idles 5 s); more clients "
+            "wait for a thread")
+            .in(1, 4096),
+        Opt("max-wait-ms", T::floating, G::serving, kServe, def("20"),
+            "Fuller batches may go first while a sentence waits up to this long; then its batch is next (the decoder "
+            "never idles while sentences wait)")
+            .in(0, 3600e3),
+        Opt("max-queue", T::integer, G::serving, kServe, def("4096"),
+            "Sentences waiting to be decoded, from all requests; a request that does not fit gets 503 with "
+            "Retry-After")
+            .in(1, 1 << 24),
+        Opt("max-request-sentences", T::integer, G::serving, kServe, def("1024"),
+            "Sentences in one request; more get 413")
+            .in(1, 1 << 24),
+        Opt("max-request-bytes", T::integer, G::serving, kServe, def("1048576"),
+            "Bytes in one request body; more get 413")
+            .in(2, 1 << 30),
+        Opt("request-timeout", T::floating, G::serving, kServe, def("60"),
+            "Seconds from a request's arrival to its answer; sentences not translated by then are dropped from the "
+            "queue and answered with an error")
+            .in(0.001, 86400),
+        Opt("batch-fixed-cost", T::floating, G::serving, kServe, def("16"),
+            "The scheduler costs a batch as its longest source times (sentences + N): N is the part of a decoding "
+            "step that does not grow with the batch; larger: fewer, fuller batches of more mixed lengths")
+            .in(0, 1e6),
+    };
+    for (auto& x : o) add(x);
+
+    struct Shared {
+      const char* name;
+      std::optional<DefaultTokens> default_value = std::nullopt;  // lsserve's own default
+      const char* help = nullptr;                                 // lsserve's own help
+    };
+    const Shared shared[] = {
+        {"help"}, {"version"}, {"config"}, {"dump-config"}, {"model"}, {"log"}, {"quiet"}, {"cpu"}, {"cpu-threads"},
+        {"precision"}, {"workspace"}, {"max-length-factor"}, {"no-spm-encode"}, {"no-spm-decode"},
+        {"devices", std::nullopt, "The GPU to serve on (one id)"},
+        {"seed", std::nullopt, "Seed of sampling requests that give none ('seed')"},
+        {"beam-size", std::nullopt,
+         "Beam size of requests that give none ('beam-size'), and the largest a request may ask for (the decoder's "
+         "memory is planned for it); 1 is greedy search"},
+        {"normalize", std::nullopt, "Length normalisation of requests that give none ('normalize'); alone means 1"},
+        {"word-penalty", std::nullopt, "Word penalty of requests that give none ('word-penalty')"},
+        {"n-best", std::nullopt, "Answer n-best lists to requests that do not say ('n-best')"},
+        {"word-scores", std::nullopt, "Add word scores for requests that do not say ('word-scores')"},
+        {"output-sampling", std::nullopt,
+         "Sample for requests that do not say ('output-sampling'): full, topk 10, topp 0.9, temperature 0.7"},
+        {"mini-batch", def("64"), "Most sentences in one batch (the decoder's memory is planned for it)"},
+        {"mini-batch-words", def("4096"),
+         "Token budget of a batch: padded source tokens (sentences x longest, eos included); 0: no limit"},
+        {"max-length", def("256"),
+         "Longest sentence in tokens: longer ones get an error in the answer (the decoder's memory is planned for "
+         "it)"},
+        {"max-length-crop", std::nullopt, "Crop longer sentences to max-length, as lstranslate does, instead"},
+        // In the decoder.yml that lstrain writes beside a model, which lsserve reads as lstranslate does.
+        {"maxi-batch", std::nullopt, "Not used: lsserve pools every waiting sentence (lstranslate's, in decoder.yml)"},
+    };
+    for (const Shared& s : shared) {
+      auto spec = std::find_if(r.begin(), r.end(), [&](const OptionSpec& x) { return x.name == s.name; });
+      if (spec == r.end()) fail("internal: lsserve shares option '{}', which the registry does not declare", s.name);
+      spec->apps |= kServe;
+      std::vector<OptionSpec::AppOverride> own;
+      if (s.default_value || s.help)
+        own.push_back({App::serve, s.default_value, std::nullopt,
+                       s.help ? std::optional<std::string>(s.help) : std::nullopt});
+      for (const auto& o : spec->overrides)
+        if (o.app == App::translate) own.push_back({App::serve, o.default_value, o.group, o.help});
+      spec->overrides.insert(spec->overrides.begin(), own.begin(), own.end());
+    }
+  }
   return r;
 }
 
@@ -552,7 +636,9 @@ const OptionSpec* find_short_option(App app, char flag) {
   return nullptr;
 }
 
-bool needs_model(App app) { return app == App::train || app == App::translate || app == App::score; }
+bool needs_model(App app) {
+  return app == App::train || app == App::translate || app == App::score || app == App::serve;
+}
 
 const char* app_name(App app) {
   switch (app) {
@@ -561,6 +647,7 @@ const char* app_name(App app) {
     case App::score: return "lsscore";
     case App::eval: return "lseval";
     case App::bench: return "lseq's benchmarks";
+    case App::serve: return "lsserve";
   }
   return "lseq";
 }
@@ -574,6 +661,7 @@ const char* group_title(OptionGroup group) {
     case OptionGroup::translation: return "Translation options";
     case OptionGroup::evaluation: return "Evaluation options";
     case OptionGroup::benchmark: return "Benchmark options";
+    case OptionGroup::serving: return "Serving options";
   }
   return "Options";
 }

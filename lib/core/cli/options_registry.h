@@ -11,7 +11,7 @@
 namespace lseq {
 
 enum class OptionType { boolean, integer, floating, string, strings, ints, floats };
-enum class OptionGroup { general, model, training, validation, translation, evaluation, benchmark };
+enum class OptionGroup { general, model, training, validation, translation, evaluation, benchmark, serving };
 
 // Bit of an app in OptionSpec::apps.
 constexpr unsigned app_bit(App app) { return 1u << static_cast<unsigned>(app); }
@@ -20,6 +20,7 @@ constexpr unsigned kTranslate = app_bit(App::translate);
 constexpr unsigned kScore = app_bit(App::score);
 constexpr unsigned kEval = app_bit(App::eval);
 constexpr unsigned kBench = app_bit(App::bench);
+constexpr unsigned kServe = app_bit(App::serve);
 constexpr unsigned kAllApps = kTrain | kTranslate | kScore;  // the programs that work on a model directory
 constexpr unsigned kEveryProgram = kAllApps | kEval | kBench;
 
