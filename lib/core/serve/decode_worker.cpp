@@ -1,0 +1,67 @@
+#include "core/serve/decode_worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <exception>
+
+#include "core/search/beam_search.h"
+#include "core/search/sampling.h"
+
+namespace lseq::serve {
+
+DecodeWorker::DecodeWorker(StepModel& model, Scheduler& scheduler, ServeMetrics& metrics)
+    : model_(model), scheduler_(scheduler), metrics_(metrics) {}
+
+DecodeWorker::~DecodeWorker() { join(); }
+
+void DecodeWorker::start() { thread_ = std::thread([this] { run(); }); }
+
+void DecodeWorker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void DecodeWorker::run() {
+  ScheduledBatch scheduled;
+  while (scheduler_.next(scheduled)) decode(scheduled);
+}
+
+void DecodeWorker::decode(ScheduledBatch& scheduled) {
+  const Clock::time_point begin = Clock::now();
+  const data::Batch& batch = scheduled.batch;
+  BatchReport report;
+  report.sentences = batch.size;
+  report.source_tokens = batch.src_tokens();
+  report.padded_tokens = static_cast<int64_t>(batch.size) * batch.src_len;
+  report.queue_seconds = std::chrono::duration<double>(begin - scheduled.oldest_arrival).count();
+  std::vector<NBestList> lists;
+  std::string failure;
+  try {
+    lists = scheduled.settings.sample ? sample(model_, batch, scheduled.settings.sampling)
+                                      : beam_search(model_, batch, scheduled.settings.beam);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  if (failure.empty() && static_cast<int>(lists.size()) != batch.size)
+    failure = "internal: the search returned " + std::to_string(lists.size()) + " lists for " +
+              std::to_string(batch.size) + " sentences";
+  if (!failure.empty()) {
+    spdlog::error("decoding a batch of {} sentences failed: {}", batch.size, failure);
+    for (int i = 0; i < batch.size; ++i)
+      scheduled.requests[static_cast<size_t>(i)]->set_error(static_cast<int>(batch.line_ids[static_cast<size_t>(i)]),
+                                                            "decoding failed: " + failure);
+    metrics_.count_sentences("error", batch.size);
+  } else {
+    for (int i = 0; i < batch.size; ++i) {
+      NBestList& list = lists[static_cast<size_t>(i)];
+      if (!list.empty()) report.target_tokens += static_cast<int64_t>(list.front().tokens.size());
+      scheduled.requests[static_cast<size_t>(i)]->set_result(static_cast<int>(batch.line_ids[static_cast<size_t>(i)]),
+                                                             std::move(list));
+    }
+  }
+  scheduled.requests.clear();  // the requests no longer wait on this thread
+  const Clock::time_point end = Clock::now();
+  report.decode_seconds = std::chrono::duration<double>(end - begin).count();
+  metrics_.observe_batch(report, end);
+}
+
+}  // namespace lseq::serve

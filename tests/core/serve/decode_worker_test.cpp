@@ -1,0 +1,136 @@
+// The decoding thread over a toy StepModel: requests of mixed sizes and searches, pooled into batches, get what
+// lstranslate writes for the same lines with the same options; a batch that fails answers its sentences with the
+// error and the thread goes on.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "core/search/toy_step_model.h"
+#include "core/search/translator.h"
+#include "core/serve/decode_worker.h"
+#include "core/serve/translate_response.h"
+#include "data/input_line_reader.h"
+
+namespace lseq::serve {
+namespace {
+
+constexpr int kVocab = 40;
+
+std::vector<std::vector<int32_t>> random_sentences(int count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> out(count);
+  for (auto& s : out) {
+    const int length = 1 + static_cast<int>(rng() % 9);
+    for (int i = 0; i < length; ++i) s.push_back(4 + static_cast<int32_t>(rng() % (kVocab - 4)));
+  }
+  return out;
+}
+
+// lstranslate's output for these sentences as its input lines (token ids, no SentencePiece), one string per line.
+std::vector<std::string> lstranslate(const std::vector<std::vector<int32_t>>& sentences,
+                                     const TranslateSettings& settings) {
+  std::string text;
+  for (const auto& s : sentences) text += ids_to_text(s) + "\n";
+  std::istringstream in(text);
+  data::InputLineReader reader(in, "input");
+  data::TranslationInputOptions options;
+  options.mini_batch = 3;
+  options.vocab_size = kVocab;
+  data::TranslationInput input(reader, nullptr, options);
+  testing::ToyStepModel model(kVocab, 11, -1.0);
+  std::ostringstream out;
+  translate_all(model, input, nullptr, settings, out);
+  std::vector<std::string> lines;
+  std::istringstream written(out.str());
+  std::string line;
+  while (std::getline(written, line)) lines.push_back(line);
+  return lines;
+}
+
+TEST(DecodeWorker, PooledRequestsGetWhatLstranslateWrites) {
+  testing::ToyStepModel model(kVocab, 11, -1.0);
+  SchedulerOptions options;
+  options.limits.max_sentences = 5;
+  options.limits.max_tokens = 30;
+  options.max_wait = std::chrono::milliseconds(1);
+  Scheduler scheduler(options);
+  ServeMetrics metrics(5);
+  DecodeWorker worker(model, scheduler, metrics);
+
+  std::vector<TranslateSettings> searches(4);
+  searches[1].beam.beam_size = 1;
+  searches[2].beam.beam_size = 3;
+  searches[2].word_scores = true;
+  searches[3].sample = true;
+  searches[3].sampling.seed = 5;
+  struct Sent {
+    std::vector<std::vector<int32_t>> sentences;
+    TranslateSettings settings;
+    std::shared_ptr<PendingRequest> request;
+  };
+  std::vector<Sent> requests;
+  for (int r = 0; r < 12; ++r) {
+    Sent s;
+    s.sentences = random_sentences(1 + r % 6, 100 + static_cast<uint64_t>(r));
+    s.settings = searches[static_cast<size_t>(r) % searches.size()];
+    s.request = std::make_shared<PendingRequest>(static_cast<int>(s.sentences.size()), s.settings, Clock::now());
+    std::vector<SentenceToDecode> to_decode;
+    for (size_t i = 0; i < s.sentences.size(); ++i) to_decode.push_back({static_cast<int>(i), s.sentences[i]});
+    ASSERT_EQ(scheduler.submit(s.request, std::move(to_decode)), Scheduler::Admission::accepted);
+    requests.push_back(std::move(s));
+  }
+  worker.start();
+  for (Sent& s : requests) {
+    ASSERT_EQ(s.request->wait(Clock::now() + std::chrono::seconds(60), nullptr, std::chrono::milliseconds(10)),
+              PendingRequest::Outcome::done);
+    const nlohmann::json answer =
+        nlohmann::json::parse(render_translations(s.request->take(), s.settings, nullptr, "", ""));
+    EXPECT_EQ(answer["translations"].get<std::vector<std::string>>(), lstranslate(s.sentences, s.settings));
+  }
+  scheduler.close();
+  worker.join();
+  const std::string text = metrics.render(ServeGauges{}, Clock::now());
+  EXPECT_NE(text.find("lsserve_batches_total "), std::string::npos);
+  EXPECT_EQ(text.find("lsserve_batches_total 0\n"), std::string::npos) << text;
+}
+
+// A model that fails on any batch holding token 9.
+class FailingModel : public testing::ToyStepModel {
+ public:
+  FailingModel() : ToyStepModel(kVocab, 3) {}
+  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& lengths, int sentences, int len) override {
+    for (int32_t id : src)
+      if (id == 9) throw std::runtime_error("device on fire");
+    ToyStepModel::start(src, lengths, sentences, len);
+  }
+};
+
+TEST(DecodeWorker, AFailedBatchAnswersItsSentencesWithTheErrorAndGoesOn) {
+  FailingModel model;
+  SchedulerOptions options;
+  Scheduler scheduler(options);
+  ServeMetrics metrics(64);
+  DecodeWorker worker(model, scheduler, metrics);
+  auto bad = std::make_shared<PendingRequest>(2, TranslateSettings{}, Clock::now());
+  ASSERT_EQ(scheduler.submit(bad, {{0, {5, 9}}, {1, {6}}}), Scheduler::Admission::accepted);
+  ScheduledBatch batch;
+  ASSERT_TRUE(scheduler.take(Clock::now(), batch));
+  worker.decode(batch);
+  auto entries = bad->take();
+  ASSERT_EQ(entries.size(), 2u);
+  for (const auto& e : entries) EXPECT_NE(e.error.find("decoding failed: device on fire"), std::string::npos);
+
+  auto good = std::make_shared<PendingRequest>(1, TranslateSettings{}, Clock::now());
+  ASSERT_EQ(scheduler.submit(good, {{0, {5, 6}}}), Scheduler::Admission::accepted);
+  ASSERT_TRUE(scheduler.take(Clock::now(), batch));
+  worker.decode(batch);
+  entries = good->take();
+  EXPECT_TRUE(entries[0].done);
+  EXPECT_TRUE(entries[0].error.empty());
+  EXPECT_FALSE(entries[0].list.empty());
+}
+
+}  // namespace
+}  // namespace lseq::serve
