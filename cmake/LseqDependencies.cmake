@@ -34,6 +34,18 @@ lseq_require(SENTENCEPIECE_TRAIN_LIB "SentencePiece trainer library" libsentence
 pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
 lseq_require(OPENBLAS_FOUND "OpenBLAS" libopenblas-dev)
 
+# cpp-httplib (lsserve's HTTP server): Debian 12 ships 0.11, Ubuntu 24.04 0.14, both as a compiled library with a
+# pkg-config file; a CMake package (httplib::httplib) is taken where there is no pkg-config file.
+pkg_check_modules(CPPHTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+if(CPPHTTPLIB_FOUND)
+  set(LSEQ_HTTPLIB_TARGET PkgConfig::CPPHTTPLIB)
+else()
+  find_package(httplib CONFIG QUIET)
+  set(CPPHTTPLIB_FOUND ${httplib_FOUND})
+  set(LSEQ_HTTPLIB_TARGET httplib::httplib)
+endif()
+lseq_require(CPPHTTPLIB_FOUND "cpp-httplib (the HTTP library of lsserve)" libcpp-httplib-dev)
+
 if(LSEQ_BUILD_TESTS)
   find_package(GTest CONFIG QUIET)
   if(NOT GTest_FOUND)

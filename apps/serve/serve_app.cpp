@@ -1,0 +1,135 @@
+// lsserve: loads the model as lstranslate does (its decoder.yml merged by parse_options), plans it once for the
+// largest batch, starts the decoding thread and serves HTTP until SIGTERM or SIGINT has drained it.
+#include "serve_app.h"
+
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <optional>
+#include <thread>
+
+#include "core/cli/model_loader.h"
+#include "core/serve/decode_worker.h"
+#include "core/serve/scheduler.h"
+#include "core/serve/serve_metrics.h"
+#include "data/vocab.h"
+#include "drain_signal.h"
+#include "http_server.h"
+#include "util/error.h"
+
+namespace lseq {
+
+namespace {
+
+// The search of requests that give no options: lstranslate's settings from the same options.
+TranslateSettings default_settings(const Options& options) {
+  TranslateSettings s;
+  s.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
+  s.beam.normalize = options.get_float("normalize");
+  s.beam.word_penalty = options.get_float("word-penalty");
+  s.beam.max_length_factor = options.get_float("max-length-factor");
+  s.n_best = options.get_bool("n-best");
+  s.word_scores = options.get_bool("word-scores");
+  // Requests may ask for sampling whatever the server's default: the base is always filled.
+  s.sampling.seed = static_cast<uint64_t>(options.get_int("seed"));
+  s.sampling.normalize = s.beam.normalize;
+  s.sampling.word_penalty = s.beam.word_penalty;
+  s.sampling.max_length_factor = s.beam.max_length_factor;
+  const std::vector<std::string> sampling = options.get_strings("output-sampling");
+  if (!sampling.empty()) {
+    s.sampling = parse_output_sampling(sampling, s.sampling);
+    s.sample = true;
+  }
+  return s;
+}
+
+}  // namespace
+
+int run_serve(const Options& options) {
+  DrainSignal signals;  // until armed, a signal ends lsserve at once
+  const ModelFiles files = find_model_files(options.get_string("model"));
+  const TranslateSettings defaults = default_settings(options);
+  if (options.get_int("mini-batch") == 0 && options.get_int("mini-batch-words") == 0)
+    fail("--mini-batch and --mini-batch-words are both 0; set at least one of them");
+
+  const bool encode = !options.get_bool("no-spm-encode"), decode = !options.get_bool("no-spm-decode");
+  if ((encode || decode) && files.source_vocab.empty())
+    fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm); without them use "
+         "--no-spm-encode and --no-spm-decode with token ids",
+         files.dir);
+  std::optional<data::Vocab> source_vocab, target_vocab;
+  if (!files.source_vocab.empty()) {
+    source_vocab.emplace(data::Vocab::load(files.source_vocab));
+    target_vocab.emplace(data::Vocab::load(files.target_vocab));
+  }
+  const ModelVocabSizes sizes =
+      check_model_vocabs(files, source_vocab ? &*source_vocab : nullptr, target_vocab ? &*target_vocab : nullptr);
+  // Planned once for --mini-batch sentences x --beam-size hypotheses of up to --max-length tokens: no batch the
+  // scheduler forms is larger, so serving allocates nothing on the device.
+  std::unique_ptr<StepModel> model = load_step_model(files, options);
+
+  serve::SchedulerOptions scheduling;
+  scheduling.limits.max_sentences = static_cast<int>(options.get_int("mini-batch"));
+  scheduling.limits.max_tokens = options.get_int("mini-batch-words");
+  scheduling.limits.fixed_cost = options.get_float("batch-fixed-cost");
+  if (scheduling.limits.max_sentences == 0) {
+    // load_step_model planned for --mini-batch-words one-token sentences: the most a batch can hold.
+    scheduling.limits.max_sentences = static_cast<int>(scheduling.limits.max_tokens);
+  }
+  scheduling.max_queue = static_cast<int>(options.get_int("max-queue"));
+  scheduling.max_wait = std::chrono::duration_cast<serve::Clock::duration>(
+      std::chrono::duration<double, std::milli>(options.get_float("max-wait-ms")));
+
+  HttpServerConfig http;
+  http.bind = options.get_string("bind");
+  http.port = static_cast<int>(options.get_int("port"));
+  http.threads = static_cast<int>(options.get_int("http-threads"));
+  http.max_request_bytes = static_cast<size_t>(options.get_int("max-request-bytes"));
+  http.request_timeout_seconds = options.get_float("request-timeout");
+  http.limits.max_sentences = static_cast<int>(options.get_int("max-request-sentences"));
+  http.limits.max_beam_size = defaults.beam.beam_size;
+  http.limits.max_queue = scheduling.max_queue;
+  http.encoding.max_length = static_cast<int>(options.get_int("max-length"));
+  http.encoding.crop = options.get_bool("max-length-crop");
+  http.encoding.vocab_size = sizes.source;
+  if (encode) http.encoding.encoder = [&](std::string_view text) { return source_vocab->encode(text); };
+  if (decode) http.detokenize = [&](const std::vector<int32_t>& ids) { return target_vocab->decode(ids); };
+  http.defaults = defaults;
+
+  serve::Scheduler scheduler(scheduling);
+  serve::ServeMetrics metrics(scheduling.limits.max_sentences);
+  serve::DecodeWorker worker(*model, scheduler, metrics);
+  HttpServer server(std::move(http), scheduler, metrics);
+  const int port = server.bind();
+  worker.start();
+  signals.arm();
+  std::thread drainer([&] {
+    const int signal = signals.wait();
+    if (signal == 0) return;
+    spdlog::info("{}: draining: new requests get 503; answering the {} waiting sentences", signal == SIGINT ? "SIGINT"
+                                                                                                           : "SIGTERM",
+                 scheduler.waiting());
+    server.drain();
+  });
+  spdlog::info("lsserve: listening on http://{}:{} (POST /translate, GET /health, GET /metrics); batches of up to {} "
+               "sentences and {} tokens, beam size up to {}",
+               options.get_string("bind"), port, scheduling.limits.max_sentences, scheduling.limits.max_tokens,
+               defaults.beam.beam_size);
+  try {
+    server.serve();
+  } catch (...) {
+    signals.release();
+    drainer.join();
+    scheduler.close();
+    worker.join();
+    throw;
+  }
+  signals.release();
+  drainer.join();
+  scheduler.close();
+  worker.join();
+  spdlog::info("lsserve: drained; exiting");
+  return 0;
+}
+
+}  // namespace lseq
