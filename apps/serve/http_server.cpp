@@ -4,6 +4,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -218,6 +220,12 @@ HttpServer::HttpServer(HttpServerConfig config, serve::Scheduler& scheduler, ser
   s.server.set_read_timeout(10);
   s.server.set_write_timeout(10);
   s.server.set_tcp_nodelay(true);
+  // httplib's default also sets SO_REUSEPORT, with which a second lsserve on a port in use would start and silently
+  // share its connections; SO_REUSEADDR alone still lets a restarted lsserve take the port of one just stopped.
+  s.server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   // A Content-Length above the limit is refused with 413 without reading the body into memory.
   s.server.set_payload_max_length(s.config.max_request_bytes);
   s.routes();

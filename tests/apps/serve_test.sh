@@ -82,6 +82,29 @@ start_server main --max-queue 1000 --max-request-sentences 60 --max-request-byte
   --max-length-crop
 main_port=$port main_pid=$pid
 
+# ---- where it listens: 127.0.0.1 by default, and a port in use is an error naming it ----
+python3 - "$main_port" <<'EOF' >"$work/listen.log" 2>&1
+import sys
+port = "%04X" % int(sys.argv[1])
+found = []
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        rows = open(table).read().splitlines()[1:]
+    except OSError:
+        continue
+    for row in rows:
+        local, state = row.split()[1], row.split()[3]
+        if state == "0A" and local.endswith(":" + port):  # 0A: LISTEN
+            found.append((table, local))
+print("listening sockets:", found)
+sys.exit(0 if found == [("/proc/net/tcp", "0100007F:" + port)] else 1)
+EOF
+check "without --bind it listens on 127.0.0.1 only ($(tail -n 1 "$work/listen.log"))" test $? -eq 0
+timeout 60 "$lsserve" -m "$work/model" --cpu --cpu-threads 1 --port "$main_port" >/dev/null 2>"$work/taken.log"
+code=$?
+check "a second lsserve on the same port exits 1 (got $code)" test "$code" -eq 1
+check "... naming the address it cannot listen on" grep -q "cannot listen on 127.0.0.1:$main_port" "$work/taken.log"
+
 # ---- the same translations as lstranslate ----
 same_as_lstranslate() {  # same_as_lstranslate <name> <JSON options> <lstranslate options...>
   local name=$1 json=$2; shift 2
