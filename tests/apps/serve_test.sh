@@ -191,9 +191,19 @@ def filler():
     r = c.getresponse()
     r.read()
     statuses.append(r.status)
+def in_flight():
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    return int(next(l.split()[1] for l in text.splitlines() if l.startswith("lsserve_requests_in_flight ")))
 threads = [threading.Thread(target=filler) for _ in range(3)]
 for t in threads: t.start()
-time.sleep(0.1)
+# The fourth request goes in once the three are in, so that its sentences wait behind theirs.
+deadline = time.time() + 30
+while in_flight() < 3 and time.time() < deadline:
+    time.sleep(0.01)
+time.sleep(0.05)
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
 s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
           % len(body) + body)
@@ -298,13 +308,23 @@ wait "$pid" 2>/dev/null
 
 # ---- SIGTERM drains: the requests in flight are answered, later ones are refused, exit 0 ----
 request "$work/lines.de" '{"beam-size": 4}' >"$work/drain.json"
+answered_before=$(curl -sS --max-time 10 "http://127.0.0.1:$main_port/metrics" |
+  sed -n 's/^lsserve_requests_total{code="200"} //p')
 drain_clients=()
 for i in 1 2 3 4; do
   ( post "$main_port" "$work/slow.json" "$work/drain$i.answer" >"$work/drain$i.status" ) &
   drain_clients+=($!)
 done
-for _ in $(seq 1 100); do  # until all four are in flight (they take about 2 s together)
-  curl -sS --max-time 10 "http://127.0.0.1:$main_port/metrics" | grep -q '^lsserve_requests_in_flight 4$' && break
+# Until all four are accepted: in flight now, or already answered (they take about 2 s together on one core; a
+# loaded machine may finish the first before the last is sent). Twice in a row, since an answer is counted a moment
+# before its request leaves the in-flight count. At most about 30 s.
+seen=0
+for _ in $(seq 1 1500); do
+  accepted=$(curl -sS --max-time 10 "http://127.0.0.1:$main_port/metrics" | awk -v before="${answered_before:-0}" '
+    /^lsserve_requests_in_flight / { n += $2 } /^lsserve_requests_total\{code="200"\} / { n += $2 - before }
+    END { print n + 0 }')
+  if [ "$accepted" -ge 4 ]; then seen=$((seen + 1)); else seen=0; fi
+  [ "$seen" -ge 2 ] && break
   sleep 0.02
 done
 kill -TERM "$main_pid"
