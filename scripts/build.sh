@@ -9,6 +9,7 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 args=(-DCMAKE_BUILD_TYPE=${LSEQ_BUILD_TYPE:-Release})
 [ -n "${LSEQ_CUDA_ARCHS:-}" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$LSEQ_CUDA_ARCHS")
 [ -n "${LSEQ_CUDA:-}" ] && args+=(-DLSEQ_CUDA="$LSEQ_CUDA")
+[ -n "${LSEQ_SERVE:-}" ] && args+=(-DLSEQ_SERVE="$LSEQ_SERVE")
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" "${args[@]}" "$@" >/dev/null
 else

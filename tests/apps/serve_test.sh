@@ -24,6 +24,9 @@ check() {  # check <description> <command...>
   local what=$1; shift
   if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
 }
+if [ ! -x "$lsserve" ]; then  # LSEQ_SERVE=AUTO without cpp-httplib: ctest counts exit 77 as skipped
+  echo "SKIP: $lsserve was not built (cpp-httplib not found when configuring; install libcpp-httplib-dev)"; exit 77
+fi
 command -v curl >/dev/null || { echo "FAIL: curl not found (scripts/install-deps.sh installs it)"; exit 1; }
 
 sample="$source_dir/data/sample-de-en"
