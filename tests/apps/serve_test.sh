@@ -165,6 +165,9 @@ python3 -c 'import json; print(json.dumps({"text": ["Hallo Welt. " * 100] * 20})
 status=$(post "$main_port" "$work/big.json" "$work/big.answer")
 check "a body over --max-request-bytes: 413 (got $status)" test "$status" = 413
 check "... naming the limit" grep -q 'max-request-bytes 20000' "$work/big.answer"
+status=$(post "$main_port" "$work/big.json" "$work/big-chunked.answer" -H 'Transfer-Encoding: chunked')
+check "the same body chunked (no Content-Length, read until the limit): 413 (got $status)" test "$status" = 413
+check "... naming the limit" grep -q 'max-request-bytes 20000' "$work/big-chunked.answer"
 python3 -c 'import json; print(json.dumps({"text": ["Hallo"] * 61}))' >"$work/many.json"
 status=$(post "$main_port" "$work/many.json" "$work/many.answer")
 check "61 sentences over --max-request-sentences 60: 413 (got $status)" test "$status" = 413
