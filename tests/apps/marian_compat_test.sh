@@ -4,9 +4,9 @@
 # training-basics-sentencepiece/run-me.sh; only the paths changed: variables, .spm vocabularies) pass through
 # lstrain --dump-config with no option refused, except the documented RNN ones, each refused with one line; the
 # transformer command line starts training; lstranslate reads Marian's decoder.yml keys and decoder options.
-# Usage: marian_compat_test.sh <bin dir> <source dir>
+# Usage: marian_compat_test.sh <lstrain's directory> <source dir>
 set -uo pipefail
-bin=$1
+bin=$(cd "$1/.." && pwd)
 src=$2
 lstrain=$bin/train/lstrain
 lstranslate=$bin/translate/lstranslate
