@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -27,6 +28,17 @@ bool all_finite(const std::vector<float>& values) {
 }
 
 }  // namespace
+
+double cost_gradient_scale(TrainerOptions::Cost cost, double loss_sum, int64_t target_tokens, int64_t sentences) {
+  const double tokens = static_cast<double>(target_tokens);
+  switch (cost) {
+    case TrainerOptions::Cost::ce_mean_words: return 1.0 / tokens;
+    case TrainerOptions::Cost::ce_mean: return 1.0 / static_cast<double>(std::max<int64_t>(sentences, 1));
+    case TrainerOptions::Cost::ce_sum: return 1.0;
+    case TrainerOptions::Cost::perplexity: return std::exp(loss_sum / tokens) / tokens;
+  }
+  return 1.0 / tokens;
+}
 
 void check_batcher_position(const data::Batcher& batcher, const TrainingProgress& progress,
                             const std::string& checkpoint_dir) {
@@ -145,16 +157,7 @@ void Trainer::update() {
     const double lr =
         options_.lr.at(Progress{progress_.updates + 1, progress_.epochs_done, progress_.target_tokens});
     ParamStore& store = model_.param_store();
-    const double tokens = static_cast<double>(total.target_tokens);
-    double per_gradient = 1.0 / tokens;  // ce-mean-words
-    switch (options_.cost) {
-      case TrainerOptions::Cost::ce_mean_words: break;
-      case TrainerOptions::Cost::ce_mean:
-        per_gradient = 1.0 / static_cast<double>(std::max<int64_t>(sentences, 1));
-        break;
-      case TrainerOptions::Cost::ce_sum: per_gradient = 1.0; break;
-      case TrainerOptions::Cost::perplexity: per_gradient = std::exp(total.loss_sum / tokens) / tokens; break;
-    }
+    const double per_gradient = cost_gradient_scale(options_.cost, total.loss_sum, total.target_tokens, sentences);
     optimizer_.step(model_.master(), model_.grads(), static_cast<float>(per_gradient / loss_scale), lr,
                     store.working_dtype(), store.separate_working());
     skipped = last_step_skipped();

@@ -50,6 +50,11 @@ struct TrainerOptions {
   GradientSyncOptions sync;
 };
 
+// The factor on the model's summed gradients for one update under --cost-type (TrainerOptions::Cost):
+// 1/target_tokens (ce-mean-words), 1/sentences (ce-mean; at least one), 1 (ce-sum), or
+// exp(loss_sum/target_tokens)/target_tokens (perplexity). target_tokens must be positive.
+double cost_gradient_scale(TrainerOptions::Cost cost, double loss_sum, int64_t target_tokens, int64_t sentences);
+
 struct TrainResult {
   int64_t updates = 0;
   std::string stop_reason;  // "after", "early-stopping", "signal"
