@@ -104,14 +104,16 @@ sample=$src/data/sample-de-en
 head -n 1500 "$sample/train.en" > "$D/corpus.bpe.en"; head -n 1500 "$sample/train.de" > "$D/corpus.bpe.de"
 head -n 8 "$sample/valid.en" > "$D/valid.bpe.en"; head -n 8 "$sample/valid.de" > "$D/valid.bpe.de"
 mkdir -p "$work/scripts"
-printf '#!/bin/sh\n# prints a score for the translation file ($1)\necho "BLEU = $(wc -l < "$1").5"\n' \
-  > "$work/scripts/validate.sh"
+# --valid-script-args come before the translation file, as in Marian: the score is <lines>.<first argument>.
+printf '#!/bin/sh\n# prints a score from its argument ($1) and the translation file ($2)\n%s\n' \
+  'echo "BLEU = $(wc -l < "$2").$1"' > "$work/scripts/validate.sh"
 (cd "$work" && "$lstrain" "${transformer[@]}" --cpu --cpu-threads 2 -w 24 --enc-depth 1 --dec-depth 1 --dim-emb 64 \
   --transformer-heads 4 --transformer-dim-ffn 128 --dim-vocabs 300 300 --after 2u --max-length 40 \
-  --max-length-factor 1 >"$work/train.log" 2>&1)
+  --max-length-factor 1 --valid-script-args 5 >"$work/train.log" 2>&1)
 check "transformer/run-me.sh starts training" test $? -eq 0
 check "... fits its batches to -w (--mini-batch-fit)" grep -q -- "--mini-batch-fit: batches of up to" "$work/train.log"
-check "... the 'translation' metric is the script's number" grep -q "translation : 8.5000" "$M/valid.log"
+check "... the 'translation' metric is the script's number (--valid-script-args, then the file)" \
+  grep -q "translation : 8.5000" "$M/valid.log"
 check "... the translations are written where asked" test "$(wc -l < "$D/valid.bpe.en.output")" -eq 8
 check "... the model is in the --model file's directory" test -s "$M/model.safetensors"
 
