@@ -268,7 +268,8 @@ std::vector<OptionSpec> build_registry() {
         Opt("max-length", T::integer, G::model, TXS | kBench, def("100"),
             "Longest sentence in tokens; longer ones are skipped (or cropped, see max-length-crop)")
             .in(1, kMaxLength)
-            .differs("Marian's training default is 50; lseq's 100 is what Marian's presets and recipes set")
+            .differs("Marian's training default is 50; lseq's 100 is what Marian's presets and recipes set "
+                     "(for translating and scoring both use 1000)")
             .default_in(App::translate, def("1000"))
             .default_in(App::score, def("1000"))
             .group_in(App::translate, G::translation)

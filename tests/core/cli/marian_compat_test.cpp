@@ -74,6 +74,25 @@ TEST(MarianCompat, ModelFilePathsAndDumpConfigModes) {
   EXPECT_NE(full.out.find("\nlearn-rate: 0.0003\n"), std::string::npos);
 }
 
+// Issue 26: where lseq keeps Marian's name but not its default, --help says so on the option's line.
+TEST(MarianCompat, HelpSaysWhereDefaultsDifferFromMariansOnTheOptionsLine) {
+  const std::string help = run_parse(App::train, {"--help"}).out;
+  for (const std::string option : {"--learn-rate", "--max-length ", "--beam-size", "--normalize", "--enc-depth",
+                                   "--dec-depth", "--seed", "--cost-type"}) {
+    const std::size_t at = help.find(option);
+    ASSERT_NE(at, std::string::npos) << option;
+    const std::string line = help.substr(at, help.find('\n', at) - at);
+    EXPECT_NE(line.find("[Marian: "), std::string::npos) << line;
+  }
+  // The decoder's max-length default (1000) is Marian's decoder default too: the note must not say otherwise.
+  const std::string translate = run_parse(App::translate, {"--help"}).out;
+  const std::size_t at = translate.find("--max-length ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string line = translate.substr(at, translate.find('\n', at) - at);
+  EXPECT_NE(line.find("(default: 1000)"), std::string::npos) << line;
+  EXPECT_NE(line.find("for translating and scoring both use 1000"), std::string::npos) << line;
+}
+
 TEST(MarianCompat, TheTableCountsEveryMarianOption) {
   const std::string table = marian_compat_markdown();
   EXPECT_NE(table.find("lstrain of marian's " + std::to_string(marian_training_options().size()) + " options"),
