@@ -39,8 +39,9 @@ download() {
   [ -f "$raw/training-parallel-nc-v9.tgz" ] ||
     curl -fL -o "$raw/training-parallel-nc-v9.tgz" https://www.statmt.org/wmt14/training-parallel-nc-v9.tgz
   tar -xzf "$raw/training-parallel-nc-v9.tgz" -C "$raw"
-  find "$raw" -name 'europarl-v7.de-en.*' -o -name 'commoncrawl.de-en.*' -o -name 'news-commentary-v9.de-en.*' |
-    while read -r f; do mv "$f" "$raw/"; done
+  # Corpora extracted into a folder (training/) move up to raw/; those at an archive's top level are there already.
+  find "$raw" -mindepth 2 -type f \( -name 'europarl-v7.de-en.*' -o -name 'commoncrawl.de-en.*' \
+    -o -name 'news-commentary-v9.de-en.*' \) | while read -r f; do mv -f "$f" "$raw/"; done
   for year in 2013 2014; do
     for side in src ref; do
       lang=$([ $side = src ] && echo en || echo de)

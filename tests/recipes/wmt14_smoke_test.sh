@@ -44,6 +44,47 @@ check "... and counts what is left" grep -q "pairs after cleaning: $(wc -l < "$r
   "$recipe/data/corpus-stats.txt"
 check "... writes the test set" test "$(wc -l < "$recipe/data/test.en")" -eq 200
 
+# The download path, with stand-ins for curl and sacrebleu on PATH (no network): the archives hold their corpora
+# under training/ or at their top level (both layouts must work, and so must a second run over the same raw/).
+mkdir -p "$work/stubs" "$work/archives"
+for name in europarl-v7 commoncrawl news-commentary-v9; do
+  dir=$work/archives/$name
+  inner=training
+  [ $name = commoncrawl ] && inner=.
+  mkdir -p "$dir/$inner"
+  head -n 300 "$sample/train.en" > "$dir/$inner/$name.de-en.en"
+  head -n 300 "$sample/train.de" > "$dir/$inner/$name.de-en.de"
+  echo "other language pair" > "$dir/$inner/$name.fr-en.fr"
+  tar -czf "$work/archives/$name.tgz" -C "$dir" .
+done
+cat > "$work/stubs/curl" <<STUB
+#!/bin/sh
+# curl -fL -o FILE URL: copies the stand-in archive named by the URL.
+out=""; url=""
+while [ \$# -gt 0 ]; do case \$1 in -o) out=\$2; shift 2 ;; -*) shift ;; *) url=\$1; shift ;; esac; done
+case \$url in
+  *europarl-v7*) cp "$work/archives/europarl-v7.tgz" "\$out" ;;
+  *commoncrawl*) cp "$work/archives/commoncrawl.tgz" "\$out" ;;
+  *nc-v9*) cp "$work/archives/news-commentary-v9.tgz" "\$out" ;;
+  *) echo "curl stand-in: unexpected URL \$url" >&2; exit 22 ;;
+esac
+STUB
+cat > "$work/stubs/sacrebleu" <<STUB
+#!/bin/sh
+# sacrebleu -t wmtYY -l en-de --echo src|ref: the sample's test lines.
+case "\$*" in *"--echo src"*) head -n 50 "$sample/test.en" ;; *"--echo ref"*) head -n 50 "$sample/test.de" ;;
+  *) exit 2 ;; esac
+STUB
+chmod +x "$work/stubs/curl" "$work/stubs/sacrebleu"
+for run in 1 2; do
+  PATH=$work/stubs:$PATH WMT14_DATA=$work/downloaded bash "$recipe/prepare-data.sh" > "$work/download.log" 2>&1
+  check "prepare-data.sh downloads (run $run; stand-ins for curl and sacrebleu)" test $? -eq 0
+done
+check "... takes all three corpora" grep -q \
+  "corpora: europarl-v7.de-en commoncrawl.de-en news-commentary-v9.de-en" "$work/downloaded/corpus-stats.txt"
+check "... with all their pairs" grep -q "pairs before cleaning: 900$" "$work/downloaded/corpus-stats.txt"
+check "... and the test sets from sacrebleu" test "$(wc -l < "$work/downloaded/test.de")" -eq 50
+
 tiny=(--cpu --cpu-threads 2 --precision fp32 --dim-emb 64 --transformer-heads 4 --transformer-dim-ffn 128
       --enc-depth 1 --dec-depth 1 --dim-vocabs 500 500 --sentencepiece-max-lines 10000 --mini-batch-words 1000
       --learn-rate 0.002 --lr-warmup 10 --lr-decay-inv-sqrt 10 --disp-freq 10u --valid-freq 20u --save-freq 20u
@@ -70,7 +111,7 @@ check "... and prints BLEU and chrF with a signature" bash -c "grep -qi 'bleu' '
   grep -qi 'chrf' '$work/eval.log' && grep -q 'nrefs:1' '$work/eval.log'"
 
 if [ "$failures" -ne 0 ]; then
-  for log in prepare train resume eval; do echo "--- $log.log"; tail -n 15 "$work/$log.log"; done
+  for log in prepare download train resume eval; do echo "--- $log.log"; tail -n 15 "$work/$log.log"; done
 fi
 echo "$failures failed"
 [ "$failures" -eq 0 ]
