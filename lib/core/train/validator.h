@@ -3,7 +3,10 @@
 //   cross-entropy (ce-mean-words): mean negative log-likelihood per target token, eos included, as Marian reports;
 //   perplexity: exp(cross-entropy);
 //   bleu, chrf: the validation source translated with the current weights (beam search with --beam-size,
-//   --normalize, --word-penalty, --max-length-factor) and scored against the raw reference lines as sacreBLEU does.
+//   --normalize, --word-penalty, --max-length-factor) and scored against the raw reference lines as sacreBLEU does;
+//   translation: those translations written to a file that --valid-script-path gets as its last argument; the last
+//   number the script prints is the value (higher is better, as in Marian);
+//   valid-script: the last number --valid-script-path prints, run with its arguments only.
 #include <map>
 #include <memory>
 #include <string>
@@ -24,8 +27,22 @@ struct TranslationValidation {
   const data::Vocab* target_vocab = nullptr;
   BeamSearchOptions beam;
   int mini_batch = 32;         // sentences decoded together
-  std::string output_path;     // --valid-translation-output: one line per validation line (empty if skipped)
+  std::string output_path;     // --valid-translation-output: one line per validation line (empty if skipped);
+                               // {E} {B} {U} {T} become the epoch, batch, updates and target labels
+  std::string script;          // --valid-script-path: a command run by /bin/sh
+  std::vector<std::string> script_args;  // --valid-script-args, before the translation file
 };
+
+// Where training is when it validates: for the names of --valid-translation-output.
+struct ValidationPoint {
+  int64_t epoch = 0, batch = 0, updates = 0, labels = 0;
+};
+
+// --valid-translation-output's name with Marian's {E} {B} {U} {T} replaced.
+std::string expand_output_template(const std::string& path, const ValidationPoint& point);
+// Runs `command` through /bin/sh and returns the last number it printed (lseq::Error naming `option` when it fails
+// or prints none).
+double run_validation_script(const std::string& command, const std::string& option);
 
 class Validator {
  public:
@@ -39,6 +56,7 @@ class Validator {
   static void check_metrics(const std::vector<std::string>& metrics);  // unknown -> lseq::Error
 
   std::map<std::string, double> run(EncoderDecoderModel& model, kernels::Workspace& ws);
+  void set_point(const ValidationPoint& point) { point_ = point; }
 
  private:
   double cross_entropy(EncoderDecoderModel& model, kernels::Workspace& ws) const;
@@ -51,6 +69,7 @@ class Validator {
   int mini_batch_;
   TranslationValidation translation_;
   std::unique_ptr<StepModel> step_model_;  // made at the first translation, planned for the validation set
+  ValidationPoint point_;
 };
 
 }  // namespace lseq
