@@ -1,10 +1,10 @@
 // The language model on the GPU against the CPU oracle, as gpu_model_test.cpp does for the encoder-decoder model:
 // one training step (loss and gradient norm) over lines (the fused attention core) and over packed blocks with
-// document masks and past 128 positions (the composed core with key starts), in fp32, bf16 and fp16; incremental
-// decoding of prompts of different lengths (per-step log-probabilities, greedy search); recorded steps against
-// op-by-op steps. The same random parameters on both sides. Skips where no GPU is present;
-// LSEQ_TEST_GPU_WITH_CPU=1 runs the fp32 parts against a second CPU backend instead (that checks the tests
-// themselves, not the CUDA code).
+// document masks (the composed core with key starts), in fp32, bf16 and fp16; incremental decoding of prompts of
+// different lengths (per-step log-probabilities, greedy search); recorded steps against op-by-op steps; the refusal
+// of contexts longer than the fused attention core's. The same random parameters on both sides. Skips where no GPU
+// is present; LSEQ_TEST_GPU_WITH_CPU=1 runs the fp32 parts against a second CPU backend instead (that checks the
+// tests themselves, not the CUDA code).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "kernels/workspace.h"
 #include "lm_test_util.h"
 #include "model_test_util.h"
+#include "util/error.h"
 
 namespace lseq {
 namespace {
@@ -44,7 +45,8 @@ std::vector<DType> sixteen_bits() {
 constexpr int kVocab = 500;
 
 ModelConfig small_lm(bool learned) {
-  ModelConfig c = test::tiny_lm_config(NormPlacement::pre, learned, kernels::Activation::gelu, 0.0f, 200);
+  ModelConfig c = test::tiny_lm_config(NormPlacement::pre, learned, kernels::Activation::gelu, 0.0f,
+                                               kernels::Backend::kMaxFusedAttentionLen - 1);
   c.src_vocab = c.tgt_vocab = kVocab;
   c.dim_emb = 64;
   c.heads = 4;
@@ -94,8 +96,9 @@ TEST(GpuLm, OneTrainingStepMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(3);
   const auto lines = test::random_lines(rng, 40, 3, 40, kVocab);
-  const auto long_lines = test::random_lines(rng, 6, 60, 90, kVocab);
-  // Lines (fused core), and blocks of documents past 128 positions with masks (composed core, key starts).
+  const auto long_lines = test::random_lines(rng, 6, 40, 60, kVocab);
+  // Lines (fused core), and blocks of documents with masks (composed core, key starts). Longer contexts are
+  // refused on the GPU (GpuLm.LongContextIsRefused).
   const std::vector<data::Batch> batches = {
       test::lines_batch(lines),
       test::packed_batch({{long_lines[0], long_lines[1]}, {long_lines[2], long_lines[3]}, {long_lines[4]}}, true)};
@@ -127,12 +130,12 @@ data::Batch prompts(uint64_t seed, const std::vector<int>& words) {
   return data::make_source_batch(lines, {});
 }
 
-// Per-step log-probabilities of prompts of different lengths (one past 128 tokens), fed the CPU's greedy tokens,
+// Per-step log-probabilities of prompts of different lengths (one near the model's limit), fed the CPU's greedy tokens,
 // then greedy search end to end.
 TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   Oracle cpu(true, 31, 0.3);
-  const data::Batch b = prompts(5, {7, 0, 140, 3});
+  const data::Batch b = prompts(5, {7, 0, 110, 3});
   constexpr int kSteps = 8;
   DecoderOnlyStepModel want(cpu.model, b.size, b.src_len, kSteps + 1);
   OnGpu fp32(true, cpu.params, DType::f32);
@@ -155,7 +158,7 @@ TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
   BeamSearchOptions options;
   options.beam_size = 1;
   options.max_new_tokens = kSteps;
-  options.max_context = 200;
+  options.max_context = kernels::Backend::kMaxFusedAttentionLen;
   DecoderOnlyStepModel cpu_search(cpu.model, b.size, b.src_len, kSteps + 1);
   DecoderOnlyStepModel gpu_search(*fp32.model, b.size, b.src_len, kSteps + 1);
   const auto a = beam_search(cpu_search, b, options), c = beam_search(gpu_search, b, options);
@@ -188,6 +191,23 @@ TEST(GpuLm, RecordedDecodingStepsEqualOpByOpSteps) {
     }
   if (on_cuda()) EXPECT_GT(recorded.recorded_graphs(), 2u);
   EXPECT_EQ(plain.recorded_graphs(), 0u);
+}
+
+// A language model whose positions exceed the fused attention core's is refused on the GPU in one line naming
+// --max-length (no flash-style long-context attention yet); the CPU takes it.
+TEST(GpuLm, LongContextIsRefused) {
+  if (!on_cuda()) GTEST_SKIP() << "no CUDA GPU visible";
+  ModelConfig c = small_lm(false);
+  c.max_length = kernels::Backend::kMaxFusedAttentionLen;
+  std::unique_ptr<kernels::Backend> gpu = kernels::make_cuda_backend(0);
+  try {
+    DecoderOnlyModel model(c, *gpu);
+    FAIL() << "a GPU language model of --max-length " << c.max_length << " was built";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-length"), std::string::npos) << e.what();
+  }
+  auto cpu = kernels::make_cpu_backend(1);
+  EXPECT_NO_THROW(DecoderOnlyModel(c, *cpu));
 }
 
 }  // namespace

@@ -258,5 +258,23 @@ TEST(LmTraining, LossDecreasesUnderGradientSteps) {
   EXPECT_LT(after.nll_sum / after.target_tokens, 0.7 * losses.front());
 }
 
+// A GPU refuses a language model whose positions exceed the fused attention core's, in one line naming
+// --max-length; the CPU takes any length (checked with the device kind, so it runs without a GPU).
+TEST(LmBatches, LongContextIsRefusedOnTheGpuOnly) {
+  ModelConfig c = tiny_lm_config();
+  c.max_length = kernels::Backend::kMaxFusedAttentionLen - 1;
+  EXPECT_NO_THROW(check_lm_context(c.max_length, kernels::DeviceKind::cuda));
+  c.max_length = kernels::Backend::kMaxFusedAttentionLen;
+  EXPECT_NO_THROW(check_lm_context(c.max_length, kernels::DeviceKind::cpu));
+  try {
+    check_lm_context(c.max_length, kernels::DeviceKind::cuda);
+    ADD_FAILURE() << "a GPU language model of --max-length " << c.max_length << " was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--max-length 128"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace lseq

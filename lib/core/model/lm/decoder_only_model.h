@@ -17,6 +17,14 @@
 
 namespace lseq {
 
+// Throws (one line naming --max-length) when a language model of --max-length max_length may not run on a backend
+// of this kind: on the GPU its positions (--max-length + 1) must fit the fused attention core
+// (Backend::kMaxFusedAttentionLen). Longer contexts would run composed (batched GEMMs around the softmax), which
+// is neither the flash-style long-context kernel issue 25 asks for nor checked on a GPU yet, so they are refused
+// rather than run slowly and unverified. The CPU takes any length. DecoderOnlyModel's constructor checks it, and
+// lstrain before it writes anything.
+void check_lm_context(int max_length, kernels::DeviceKind kind);
+
 class DecoderOnlyModel : public Model {
  public:
   // Validates the config (config.type must be ModelType::lm), lays out and allocates parameters; see make_model.
