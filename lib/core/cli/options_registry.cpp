@@ -151,8 +151,10 @@ std::vector<OptionSpec> build_registry() {
   {
     Opt o[] = {
         Opt("type", T::string, G::model, kTrain, def("transformer"),
-            "Model type: transformer (encoder-decoder) or lm-transformer (decoder-only)")
-            .one_of({"transformer", "lm-transformer"}),
+            "Model type: transformer (encoder-decoder) or lm (decoder-only language model; Marian's "
+            "lm-transformer also accepted)")
+            .one_of({"transformer", "lm"})
+            .alias("lm-transformer", "lm"),
         // Benchmarks: their own default each (bench/bench_options.h).
         Opt("dim-vocabs", T::ints, G::model, kTrain | kBench, defs({"8000", "8000"}),
             "Vocabulary sizes (source, target); also the SentencePiece size when lstrain creates the vocabularies")
@@ -361,6 +363,23 @@ std::vector<OptionSpec> build_registry() {
         Opt("dist-timeout", T::integer, G::training, kTrain | kBench, def("600"),
             "Seconds to wait for the other processes of a multi-device job (start-up, a collective) before stopping")
             .in(1, 86400),
+    };
+    for (auto& x : o) add(x);
+  }
+
+  // ---- Language models (lstrain --type lm; the decoder-only model: docs/decoding.md, README) ----
+  // lstranslate and lsscore need no options of their own for a language model: its model directory says what it
+  // is; lstranslate's --max-length then counts the new tokens of each continuation.
+  {
+    Opt o[] = {
+        Opt("transformer-train-position-embeddings", T::boolean, G::model, kTrain, def("false"),
+            "Learn the position embeddings instead of using sinusoidal ones (language models)"),
+        Opt("lm-pack-blocks", T::boolean, G::training, kTrain, def("false"),
+            "Language models: cut the corpus into blocks of max-length tokens, lines end to end (GPT style), instead "
+            "of one line per sequence"),
+        Opt("lm-document-masks", T::boolean, G::training, kTrain, def("false"),
+            "Language models with lm-pack-blocks: blank lines end documents, and attention and positions stay within "
+            "each document"),
     };
     for (auto& x : o) add(x);
   }
