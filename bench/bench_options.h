@@ -26,7 +26,9 @@ inline std::vector<int64_t> ints_or(const Options& options, const std::string& k
 
 // --precision as given; otherwise bf16, or fp32 with --cpu (the CPU backend computes in fp32 only).
 inline std::string precision(const Options& options) {
-  if (options.has("precision")) return options.get_string("precision");
+  const std::vector<std::string> given = options.has("precision") ? options.get_strings("precision")
+                                                                   : std::vector<std::string>{};
+  if (!given.empty()) return given.front();
   return options.get_bool("cpu") ? "fp32" : "bf16";
 }
 

@@ -23,6 +23,9 @@ find_package(spdlog CONFIG QUIET)
 lseq_require(spdlog_FOUND "spdlog" libspdlog-dev)
 find_package(nlohmann_json CONFIG QUIET)
 lseq_require(nlohmann_json_FOUND "nlohmann-json" nlohmann-json3-dev)
+# CLI11 reads the command line under the option registry (2.1.2 on Debian 12, 2.4.1 on Ubuntu 24.04).
+find_package(CLI11 CONFIG QUIET)
+lseq_require(CLI11_FOUND "CLI11" libcli11-dev)
 find_package(ZLIB QUIET)
 lseq_require(ZLIB_FOUND "zlib" zlib1g-dev)
 

@@ -1,16 +1,20 @@
 // The binary corpus cache (data/corpus_cache.h) that lstrain maps instead of re-encoding its corpus: the input is
 // written over the cache file of a small corpus built at start-up, and EncodedCorpus::open_or_build must either
 // reject it (and rebuild) or give a corpus whose every pair can be read. The cache's 16-byte key (a hash of the
-// corpus files' paths, sizes and times, which no seed file can know) is copied into the input, so that the
-// fuzzer's work goes into the rest of the file.
+// corpus files' paths, sizes and times, which no seed file can know) is copied into the input, and the header's
+// CRC-32 of the body is made to match the input's body, so that the fuzzer's work reaches the checks of the body
+// itself rather than stopping at the checksum.
 // Promises checked: every pair's tokens of every side lie inside the file (ASan) and are ids of the vocabulary.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <zlib.h>
 
 #include "data/corpus_cache.h"
 #include "data/vocab.h"
@@ -18,12 +22,19 @@
 
 namespace {
 
-// Where the header keeps the key (corpus_cache.cpp's Header: magic[8], four uint32, then uint64 key[2]).
-constexpr size_t kKeyOffset = 24, kKeyBytes = 16;
+// Where the header keeps the key (corpus_cache.cpp's Header: magic[8], four uint32, then uint64 key[2]), and its
+// size (the body's CRC-32 covers every byte after it).
+constexpr size_t kKeyOffset = 24, kKeyBytes = 16, kHeaderBytes = 256;
 
 std::unique_ptr<lseq::data::Vocab> vocab;
 lseq::data::CorpusOptions options;
 std::string cache_path, key;
+size_t crc_offset = 0;  // where the header holds the CRC (found at start-up: the built cache's CRC's position)
+
+uint32_t body_crc(const std::string& bytes) {
+  const Bytef* body = reinterpret_cast<const Bytef*>(bytes.data()) + kHeaderBytes;
+  return static_cast<uint32_t>(crc32_z(crc32_z(0, nullptr, 0), body, bytes.size() - kHeaderBytes));
+}
 
 std::shared_ptr<const lseq::data::EncodedCorpus> open() {
   return lseq::data::EncodedCorpus::open_or_build(options, {vocab.get(), vocab.get()});
@@ -42,16 +53,23 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const auto corpus = open();
   cache_path = corpus->cache_path();
   std::ifstream in(cache_path, std::ios::binary);
-  std::string header(kKeyOffset + kKeyBytes, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header.size()));
-  LSEQ_FUZZ_EXPECT(in && header.compare(0, 8, "LSEQCORP") == 0, "the start-up cache has no lseq header");
-  key = header.substr(kKeyOffset, kKeyBytes);
+  const std::string built((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  LSEQ_FUZZ_EXPECT(built.size() > kHeaderBytes && built.compare(0, 8, "LSEQCORP") == 0,
+                   "the start-up cache has no lseq header");
+  key = built.substr(kKeyOffset, kKeyBytes);
+  const uint32_t crc = body_crc(built);
+  crc_offset = built.find(std::string(reinterpret_cast<const char*>(&crc), sizeof(crc)), kKeyOffset + kKeyBytes);
+  LSEQ_FUZZ_EXPECT(crc_offset + sizeof(crc) <= kHeaderBytes, "the start-up cache's header holds no CRC of its body");
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
   if (bytes.size() >= kKeyOffset + kKeyBytes) bytes.replace(kKeyOffset, kKeyBytes, key);
+  if (bytes.size() > kHeaderBytes) {
+    const uint32_t crc = body_crc(bytes);
+    std::memcpy(bytes.data() + crc_offset, &crc, sizeof(crc));
+  }
   lseq::fuzz::write_bytes(cache_path, bytes);
   std::shared_ptr<const lseq::data::EncodedCorpus> corpus;
   if (!lseq::fuzz::guarded([&] { corpus = open(); })) return 0;

@@ -54,6 +54,15 @@ printf '%s\n' lsscore -m model/ --train-sets test.de test.en --n-best nbest.txt 
 printf '%s\n' lseval -r test.en -i output.en --metrics bleu chrf >"$seeds/command_line/eval"
 printf '%s\n' lstrain --sentencepiece-options "--character_coverage=1 --model_type=bpe" --optimizer-params 0.9 0.98 \
   1e-09 --lr-warmup 16000 --help >"$seeds/command_line/train-help"
+# Marian's spellings (marian-examples' command lines): a preset, a model file name, warnings, attached short values.
+printf '%s\n' lstrain --task transformer-base -m model/model.npz -t corpus.en corpus.de -v vocab.spm vocab.spm \
+  --mini-batch-fit -w 9500 --cost-type=ce-mean-words --valid-metrics ce-mean-words translation \
+  --valid-script-path "bash ./validate.sh" --valid-script-args 1 --valid-translation-output "valid.{U}.out" \
+  --lr-warmup 2e --lr-decay-inv-sqrt 16000u 8000u --lr-report --exponential-smoothing --sync-sgd --tempdir tmp \
+  --shuffle batches --no-reload --overwrite --dump-config minimal >"$seeds/command_line/train-marian"
+printf '%s\n' lstrain -m model --type s2s --dim-rnn 1024 --layer-normalization >"$seeds/command_line/train-marian-rnn"
+printf '%s\n' lstranslate -m model -b6 -n0.6 -w 2500 -d 0 --maxi-batch-sort src --max-length-crop --dump-config \
+  >"$seeds/command_line/translate-marian"
 
 head -n 20 "$sample/train.de" >"$seeds/corpus_reader/train.de"
 head -n 20 "$sample/train.en" | gzip -9n >"$seeds/corpus_reader/train.en.gz"

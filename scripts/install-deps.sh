@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev libspdlog-dev libfmt-dev
   libsentencepiece-dev libgtest-dev libgmock-dev
-  libopenblas-dev nlohmann-json3-dev zlib1g-dev
+  libopenblas-dev nlohmann-json3-dev zlib1g-dev libcli11-dev
   python3-numpy python3-sentencepiece python3-protobuf python3-yaml  # tools/marian and its tests
   "$@"
 )

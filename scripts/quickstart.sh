@@ -12,7 +12,7 @@ sample=$root/data/sample-de-en
 model=${LSEQ_QUICKSTART_MODEL:-$PWD/quickstart-model}
 
 rm -f "$model.train.log" "$model.translate.log"
-"$bin/train/lstrain" --config "$root/configs/tiny.yaml" --model "$model" --overwrite \
+"$bin/train/lstrain" --config "$root/configs/tiny.yaml" --model "$model" --no-reload \
   --train-sets "$sample/train.de" "$sample/train.en" \
   --valid-sets "$sample/valid.de" "$sample/valid.en" \
   --log "$model.train.log"

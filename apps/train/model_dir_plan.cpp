@@ -55,20 +55,20 @@ std::string joined(const std::vector<std::string>& names) {
   return text;
 }
 
-ModelDirPlan plan_overwrite(const ModelDir& dir, const std::vector<NamedPath>& keep) {
+ModelDirPlan plan_fresh_start(const ModelDir& dir, const std::vector<NamedPath>& keep) {
   ModelDirPlan plan;
   for (const std::string& path : made_by_lstrain(dir)) {
     const NamedPath* kept = nullptr;
     for (const NamedPath& named : keep) {
       if (same_path(path, named.path)) kept = &named;
       if (inside(named.path, path)) {
-        fail("--overwrite would delete '{}', which holds '{}' given with {}; move that file out of the model "
+        fail("--no-reload would delete '{}', which holds '{}' given with {}; move that file out of the model "
              "directory first",
              path, named.path, named.option);
       }
     }
     if (kept != nullptr) {
-      spdlog::info("--overwrite: keeping '{}', given with {}", path, kept->option);
+      spdlog::info("--no-reload: keeping '{}', given with {}", path, kept->option);
     } else {
       plan.to_delete.push_back(path);
     }
@@ -91,8 +91,8 @@ std::vector<NamedPath> paths_named_by_options(const Options& options) {
   return named;
 }
 
-ModelDirPlan plan_model_dir(const ModelDir& dir, bool overwrite, const std::vector<NamedPath>& keep) {
-  if (overwrite) return plan_overwrite(dir, keep);
+ModelDirPlan plan_model_dir(const ModelDir& dir, bool fresh_start, const std::vector<NamedPath>& keep) {
+  if (fresh_start) return plan_fresh_start(dir, keep);
   ModelDirPlan plan;
   plan.resume_from = dir.latest_name();  // a damaged `latest` is refused here
   if (!plan.resume_from.empty()) return plan;
@@ -110,23 +110,23 @@ ModelDirPlan plan_model_dir(const ModelDir& dir, bool overwrite, const std::vect
   }
   if (!complete.empty()) {
     fail("'{}' is missing but '{}' holds the complete checkpoint(s) {}: to resume, write the name of one into it "
-         "(echo {} > {}); to start afresh and delete them, pass --overwrite",
+         "(echo {} > {}); to start afresh and delete them, pass --no-reload",
          pointer, dir.path(), joined(complete), complete.back(), pointer);
   }
   if (!weights.empty()) {
     fail("'{}' holds a trained model ({}) but no checkpoint to resume from; train into another directory, or pass "
-         "--overwrite to replace it",
+         "--no-reload to replace it",
          dir.path(), joined(weights));
   }
   return plan;
 }
 
-void delete_for_overwrite(const ModelDirPlan& plan) {
+void delete_for_fresh_start(const ModelDirPlan& plan) {
   for (const std::string& path : plan.to_delete) {
     std::error_code ec;
     fs::remove_all(path, ec);
-    if (ec) fail("--overwrite cannot delete '{}': {}", path, ec.message());
-    spdlog::info("--overwrite: deleted '{}'", path);
+    if (ec) fail("--no-reload cannot delete '{}': {}", path, ec.message());
+    spdlog::info("--no-reload: deleted '{}'", path);
   }
 }
 

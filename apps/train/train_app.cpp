@@ -88,6 +88,13 @@ void check_options(const Options& options) {
     for (const char* option : {"lm-pack-blocks", "lm-document-masks", "transformer-train-position-embeddings"})
       if (options.get_bool(option)) fail("--{} is for language models: add --type lm", option);
   }
+  for (const char* scripted : {"translation", "valid-script"}) {
+    if (!valid_sets.empty() && std::count(metrics.begin(), metrics.end(), scripted) > 0 &&
+        !options.has("valid-script-path")) {
+      fail("--valid-metrics {} is the number --valid-script-path prints; give that script (or use bleu, which lseq "
+           "computes as sacreBLEU does)", scripted);
+    }
+  }
   if (options.has("valid-translation-output")) {
     if (std::none_of(metrics.begin(), metrics.end(), Validator::needs_translation)) {
       fail("--valid-translation-output needs a translation metric: add bleu or chrf to --valid-metrics");
@@ -159,6 +166,31 @@ std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, Mo
   return workspace;
 }
 
+// --mini-batch-fit (Marian): the largest token budget whose planned activations, for batches of the longest
+// sentences, fit in --workspace MiB. The plan is the step's own code run over the planning backend
+// (Model::workspace_bytes: the encoder-decoder model's or the language model's), so it is what the step will use.
+int64_t fitted_batch_words(const Options& options, Model& model, int max_len) {
+  const std::size_t budget = static_cast<std::size_t>(options.get_int("workspace")) << 20;
+  if (budget == 0) fail("--mini-batch-fit fits the batches to --workspace MiB; give it (e.g. -w 9000)");
+  if (model.workspace_bytes(max_len, max_len) > budget) {
+    fail("--mini-batch-fit: even one sentence of {} tokens needs {:.1f} MiB of activations, more than --workspace {}; "
+         "raise --workspace or lower --max-length", max_len, model.workspace_bytes(max_len, max_len) / 1048576.0,
+         options.get_int("workspace"));
+  }
+  int64_t low = max_len, high = int64_t{1} << 24;  // low fits; find the largest that does
+  while (low < high) {
+    const int64_t mid = low + (high - low + 1) / 2;
+    if (model.workspace_bytes(mid, max_len) <= budget) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  spdlog::info("--mini-batch-fit: batches of up to {} tokens per side fit in --workspace {} MiB (activations "
+               "planned for sentences of {} tokens)", low, options.get_int("workspace"), max_len);
+  return low;
+}
+
 // The validator of --valid-sets (encoded in memory), or null without them. Only the writer (rank 0 of several)
 // writes --valid-translation-output.
 std::unique_ptr<Validator> make_validator(const Options& options, const Vocabularies& vocabs,
@@ -197,6 +229,10 @@ std::unique_ptr<Validator> make_validator(const Options& options, const Vocabula
       translation.output_path = options.get_string("valid-translation-output");
     }
   }
+  if (options.has("valid-script-path")) {
+    translation.script = options.get_string("valid-script-path");
+    translation.script_args = options.get_strings("valid-script-args");
+  }
   return std::make_unique<Validator>(valid, metrics, max_tokens, static_cast<int>(options.get_int("valid-mini-batch")),
                                      std::move(translation), blocks);
 }
@@ -232,11 +268,11 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
   } else {
     check_prepared_by_rank0(options, dir, group->rank());
   }
-  // The other ranks find the directory as rank 0 left it (its --overwrite done): they resume what it resumes.
-  const bool overwrite = leader && options.get_bool("overwrite");
-  const ModelDirPlan plan = plan_model_dir(dir, overwrite, paths_named_by_options(options));
+  // The other ranks find the directory as rank 0 left it (its --no-reload done): they resume what it resumes.
+  const bool fresh_start = leader && options.get_bool("no-reload");
+  const ModelDirPlan plan = plan_model_dir(dir, fresh_start, paths_named_by_options(options));
 
-  const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets, !overwrite);
+  const Vocabularies vocabs = prepare_vocabularies(options, dir, train_sets, !fresh_start);
   const ModelConfig config = model_config_from(options, vocabs);
   TrainingProgress resumed;
   if (!plan.resume_from.empty()) {
@@ -271,7 +307,8 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
     blocks.document_masks = options.get_bool("lm-document-masks");
   }
   const int max_len = config.max_length + 1;  // + eos / bos
-  const int64_t words = options.get_int("mini-batch-words");
+  const int64_t words = options.get_bool("mini-batch-fit") ? fitted_batch_words(options, model, max_len)
+                                                           : options.get_int("mini-batch-words");
   const int sentences = static_cast<int>(options.get_int("mini-batch"));
   const int64_t max_tokens = words > 0 ? std::max<int64_t>(words, max_len) : int64_t(sentences) * max_len;
   StateLayout layout;
@@ -311,6 +348,7 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
   batcher_options.mini_batch = sentences;
   batcher_options.maxi_batch = static_cast<int>(options.get_int("maxi-batch"));
   batcher_options.shuffle = options.get_string("shuffle") != "none";
+  batcher_options.shuffle_batches_only = options.get_string("shuffle") == "batches";
   batcher_options.seed = static_cast<uint64_t>(options.get_int("seed"));
   batcher_options.rank = group ? group->rank() : 0;
   batcher_options.world_size = ranks;
@@ -341,7 +379,7 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
 
   // Every check has passed: only now does the model directory change.
   if (leader) {
-    delete_for_overwrite(plan);
+    delete_for_fresh_start(plan);
     write_file_atomic(dir.file("config.yml"), options.dump());
     write_decoder_config(dir, options, config);
     write_vocabulary_copies(vocabs, dir);

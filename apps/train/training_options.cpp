@@ -20,12 +20,29 @@ Frequency after_limit(const Options& options) {
   return after;
 }
 
-int64_t updates_option(const Options& options, const std::string& key) {
-  const Schedule s = options.get_schedule(key);
-  if (s.count > 0 && s.unit != ScheduleUnit::updates) {
-    fail("--{} {} must be given in updates (e.g. 16000 or 16000u)", key, options.get_string(key));
+// --lr-decay-inv-sqrt N [B]: the decay point and where the decay starts, in one unit (Marian's rule).
+void inv_sqrt_decay(const Options& options, LrSchedule& lr) {
+  const std::vector<std::string> values = options.get_strings("lr-decay-inv-sqrt");
+  if (values.empty()) return;
+  if (values.size() > 2)
+    fail("--lr-decay-inv-sqrt takes one or two values (decay point, start), got {}", values.size());
+  const Schedule decay = parse_schedule(values[0], "ute", "option '--lr-decay-inv-sqrt'");
+  lr.decay_start = decay.count;
+  lr.decay_unit = decay.unit;
+  if (values.size() == 2) {
+    const Schedule from = parse_schedule(values[1], "ute", "option '--lr-decay-inv-sqrt'");
+    if (from.count > 0 && from.unit != decay.unit)
+      fail("--lr-decay-inv-sqrt {} {}: both values must have the same unit", values[0], values[1]);
+    lr.decay_from = from.count;
   }
-  return s.count;
+}
+
+TrainerOptions::Cost cost_type(const Options& options) {
+  const std::string cost = options.get_string("cost-type");
+  if (cost == "ce-mean") return TrainerOptions::Cost::ce_mean;
+  if (cost == "ce-sum") return TrainerOptions::Cost::ce_sum;
+  if (cost == "perplexity") return TrainerOptions::Cost::perplexity;
+  return TrainerOptions::Cost::ce_mean_words;
 }
 
 }  // namespace
@@ -66,16 +83,16 @@ TrainerOptions trainer_options(const Options& options) {
   t.keep_best = options.get_bool("keep-best");
   t.max_nan_steps = static_cast<int>(std::max<int64_t>(1, options.get_int("max-nan-steps")));
   t.precision = precision_dtype(options);
-  if (!options.get_bool("sync-sgd")) {
-    fail("--sync-sgd false (asynchronous SGD) is not implemented: lseq trains over several devices synchronously; "
-         "drop the option");
-  }
   t.sync.wire = options.get_string("sync-precision") == "bf16" ? kernels::DType::bf16 : kernels::DType::f32;
   t.sync.bucket_elements = static_cast<std::size_t>(options.get_int("sync-bucket-mib")) << 18;  // MiB of fp32
 
   t.lr.base = options.get_float("learn-rate");
-  t.lr.warmup = updates_option(options, "lr-warmup");
-  t.lr.decay_start = updates_option(options, "lr-decay-inv-sqrt");
+  const Schedule warmup = options.get_schedule("lr-warmup");
+  t.lr.warmup = warmup.count;
+  t.lr.warmup_unit = warmup.unit;
+  inv_sqrt_decay(options, t.lr);
+  t.cost = cost_type(options);
+  if (options.has("valid-log")) t.valid_log = options.get_string("valid-log");
   const std::string schedule = options.get_string("lr-schedule");
   if (schedule == "constant") {
     t.lr.kind = LrSchedule::Kind::constant;
@@ -83,6 +100,8 @@ TrainerOptions trainer_options(const Options& options) {
     if (!t.after.enabled() || t.after.schedule.unit != ScheduleUnit::updates) {
       fail("--lr-schedule cosine decays to zero at --after, which must then be given in updates (e.g. 50000u)");
     }
+    if (t.lr.warmup > 0 && t.lr.warmup_unit != ScheduleUnit::updates)
+      fail("--lr-schedule cosine counts in updates: give --lr-warmup in updates (e.g. 16000u)");
     t.lr.kind = LrSchedule::Kind::cosine;
     t.lr.total = t.after.schedule.count;
   } else {

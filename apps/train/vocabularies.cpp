@@ -37,6 +37,18 @@ std::string fingerprint(const std::string& bytes) {
 // A --vocabs path must be a file, or a new file in an existing directory (lstrain trains it there).
 void check_vocab_path(const std::string& path) {
   std::error_code ec;
+  const std::string extension = fs::path(path).extension().string();
+  if (extension == ".json") {  // Marian's JSON word list, or GPT-2's vocab.json (with merges.txt)
+    fail("--vocabs '{}' is a Marian vocabulary (a word list) or a GPT-2 byte-level BPE tokenizer (vocab.json, "
+         "merges.txt), which lseq does not read (the BPE tokenizer not yet: issue 25): lseq uses SentencePiece "
+         "models; give a path ending in .spm (lstrain creates it from the training data when it does not exist)",
+         path);
+  }
+  if (extension == ".yml" || extension == ".yaml") {
+    fail("--vocabs '{}' is a Marian vocabulary (a word list), which lseq does not read: lseq uses SentencePiece "
+         "models; give a path ending in .spm (lstrain creates it from the training data when it does not exist)",
+         path);
+  }
   if (fs::is_directory(path, ec)) {
     fail("--vocabs '{}' is a directory; give the path of a SentencePiece model file (e.g. '{}/vocab.spm'), which "
          "lstrain trains from the corpus when it does not exist",
@@ -113,7 +125,7 @@ Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
   train.max_lines = options.get_int("sentencepiece-max-lines");
   train.seed = static_cast<uint64_t>(options.get_int("seed"));
   train.extra_options = options.get_string("sentencepiece-options");
-  // The model directory's copy is reused unless --overwrite discards it; a new one is only written at the start.
+  // The model directory's copy is reused unless --no-reload discards it; a new one is only written at the start.
   const auto usable = [&](const std::string& path) { return (given || use_copies) && fs::exists(path, ec); };
 
   Vocabularies v;
@@ -166,7 +178,7 @@ void check_checkpoint_vocabularies(const Vocabularies& vocabs, const TrainingPro
     const std::string& path = side == 0 ? vocabs.src_path : vocabs.tgt_path;
     fail("the checkpoint in '{}' was trained with another {} vocabulary than '{}' ({}); give --vocabs the "
          "vocabularies it was trained with (the model directory keeps copies), train into another --model, or "
-         "start afresh with --overwrite",
+         "start afresh with --no-reload",
          dir.path(), vocabs.joint() ? "joint" : side == 0 ? "source" : "target", path,
          vocabs.given ? "--vocabs" : "trained anew: the model directory has no copy");
   }

@@ -87,7 +87,7 @@ const Plan& Batcher::Impl::plan_for(int64_t epoch) const {
   p.epoch = epoch;
   p.order.resize(n);
   for (uint64_t i = 0; i < n; ++i) p.order[i] = static_cast<uint32_t>(i);
-  if (options.shuffle) {
+  if (options.shuffle && !options.shuffle_batches_only) {
     SplitMix64 rng(mix_seed(options.seed, static_cast<uint64_t>(epoch), 1));
     shuffle_in_place(p.order.data(), n, rng);
   }

@@ -18,6 +18,8 @@ struct BatcherOptions {
   int mini_batch = 0;               // --mini-batch: at most this many sentences a batch (0: no limit)
   int maxi_batch = 100;             // --maxi-batch: sort windows of maxi_batch * (sentences per mini-batch)
   bool shuffle = true;              // shuffle sentences and batch order per epoch (false: corpus order)
+  bool shuffle_batches_only = false;  // with shuffle: read sentences in corpus order, shuffle only the batches
+                                      // (Marian's --shuffle batches)
   bool sort_by_length = true;       // sort each maxi-batch window by length (false: only to measure padding)
   uint64_t seed = 1234;
   int rank = 0, world_size = 1;     // data parallelism: the global stream of batches (the same for every world

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks that lstrain never loses or silently misuses a model directory: refusals that leave the
 # directory byte for byte as it was (a missing `latest`, weights without a checkpoint, a resume with other
-# options or vocabularies), --overwrite keeping the files the options name, damaged weights and progress files,
+# options or vocabularies), --no-reload keeping the files the options name (Marian's --overwrite deletes nothing), damaged weights and progress files,
 # output paths checked before training, one run per directory, and clear messages for bad paths.
 # Usage: bash model_dir_test.sh <dir of lstrain> <source dir>
 set -uo pipefail
@@ -58,7 +58,7 @@ check "a second vocabulary of the same size differs" bash -c "! cmp -s '$work/vo
 fresh m1 && rm "$work/m1/checkpoint/latest" && before=$(fingerprint "$work/m1")
 expect_error "latest removed, checkpoint intact" "holds the complete checkpoint(s) u000000020: to resume" \
   "${common[@]}" -m "$work/m1" --after 30u
-check "... names what to do" grep -q -- "echo u000000020 > .*--overwrite" "$work/err"
+check "... names what to do" grep -q -- "echo u000000020 > .*--no-reload" "$work/err"
 check "... and leaves the directory as it was" test "$(fingerprint "$work/m1")" = "$before"
 
 fresh m2 && rm "$work/m2/checkpoint/latest" "$work/m2/model.safetensors"
@@ -70,9 +70,12 @@ fresh m3 && rm -r "$work/m3/checkpoint" && before=$(fingerprint "$work/m3")
 expect_error "trained weights without checkpoint" "holds a trained model (model.safetensors) but no checkpoint" \
   "${common[@]}" -m "$work/m3" --after 5u
 check "... and leaves the weights as they were" test "$(fingerprint "$work/m3")" = "$before"
-"$lstrain" "${common[@]}" -m "$work/m3" --after 5u --overwrite >"$work/m3.log" 2>&1
-check "... --overwrite replaces them" test $? -eq 0
-check "... logging each deletion" grep -q -- "--overwrite: deleted '$work/m3/model.safetensors'" "$work/m3.log"
+expect_error "Marian's --overwrite (no numbered model files) does not start anew" \
+  "holds a trained model (model.safetensors) but no checkpoint" "${common[@]}" -m "$work/m3" --after 5u --overwrite
+check "... and deletes nothing" test "$(fingerprint "$work/m3")" = "$before"
+"$lstrain" "${common[@]}" -m "$work/m3" --after 5u --no-reload >"$work/m3.log" 2>&1
+check "... --no-reload replaces them" test $? -eq 0
+check "... logging each deletion" grep -q -- "--no-reload: deleted '$work/m3/model.safetensors'" "$work/m3.log"
 
 fresh m4 && before=$(fingerprint "$work/m4")
 expect_error "resume with another --max-length" "max-length is 40 in the checkpoint but 30" \
@@ -85,13 +88,13 @@ check "... leaves the directory as it was" test "$(fingerprint "$work/m4")" = "$
 mkdir "$work/m5" && cp "$work/other.spm" "$work/m5/vocab.spm" && cp "$work/valid.de" "$work/m5/valid.de"
 "$lstrain" "${base[@]}" --vocabs "$work/m5/vocab.spm" -m "$work/m5" --after 2u >/dev/null 2>&1
 vocab_sum=$(md5sum <"$work/m5/vocab.spm")
-"$lstrain" "${base[@]}" --vocabs "$work/m5/vocab.spm" -m "$work/m5" --after 2u --overwrite \
+"$lstrain" "${base[@]}" --vocabs "$work/m5/vocab.spm" -m "$work/m5" --after 2u --no-reload \
   --valid-sets "$work/m5/valid.de" "$work/valid.en" >"$work/m5.log" 2>&1
-check "--overwrite with the vocabulary inside the model directory trains" test $? -eq 0
+check "--no-reload with the vocabulary inside the model directory trains" test $? -eq 0
 check "... keeps the --vocabs file" test "$(md5sum <"$work/m5/vocab.spm")" = "$vocab_sum"
-check "... says so" grep -q -- "--overwrite: keeping '$work/m5/vocab.spm', given with --vocabs" "$work/m5.log"
+check "... says so" grep -q -- "--no-reload: keeping '$work/m5/vocab.spm', given with --vocabs" "$work/m5.log"
 check "... keeps a --valid-sets file there too" test -s "$work/m5/valid.de"
-check "... logs the checkpoint's deletion" grep -q -- "--overwrite: deleted '$work/m5/checkpoint'" "$work/m5.log"
+check "... logs the checkpoint's deletion" grep -q -- "--no-reload: deleted '$work/m5/checkpoint'" "$work/m5.log"
 check "... and trained no new vocabulary" bash -c "! grep -q 'creating joint vocabulary' '$work/m5.log'"
 
 # 2. Silent wrong results.

@@ -6,8 +6,15 @@
 
 namespace lseq {
 
+// --precision's first value (Marian's second, the optimizer's type, is fp32 here).
+std::string compute_precision(const Options& options) {
+  const std::vector<std::string> precision = options.get_strings("precision");
+  if (precision.empty()) fail("--precision is empty; give fp32, bf16 or fp16");
+  return precision.front();
+}
+
 std::unique_ptr<kernels::Backend> select_backend(const Options& options, const BackendPlace& place) {
-  const std::string precision = options.get_string("precision");
+  const std::string precision = compute_precision(options);
   std::unique_ptr<kernels::Backend> backend;
   if (!options.get_bool("cpu") && kernels::cuda_backend_available()) {
     const std::vector<int64_t> devices = options.get_ints("devices");
@@ -30,7 +37,7 @@ std::unique_ptr<kernels::Backend> select_backend(const Options& options, const B
 }
 
 kernels::DType precision_dtype(const Options& options) {
-  const std::string precision = options.get_string("precision");
+  const std::string precision = compute_precision(options);
   if (precision == "fp32") return kernels::DType::f32;
   if (precision == "bf16") return kernels::DType::bf16;
   if (precision == "fp16") return kernels::DType::f16;

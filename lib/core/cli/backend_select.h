@@ -19,6 +19,9 @@ struct BackendPlace {
 // Without a place, --devices must name one GPU (lstrain runs one process per device: apps/train/ranks.h).
 std::unique_ptr<kernels::Backend> select_backend(const Options& options, const BackendPlace& place = {});
 
+// --precision's first value: fp32, bf16 or fp16 (a second value, Marian's optimizer type, is always fp32 here).
+std::string compute_precision(const Options& options);
+
 // The compute dtype --precision names (the options normalise it to fp32, bf16 or fp16).
 kernels::DType precision_dtype(const Options& options);
 

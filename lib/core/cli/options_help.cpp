@@ -71,6 +71,13 @@ void print_help(App app, std::ostream& out) {
       std::string placeholder = value_placeholder(spec);
       if (!placeholder.empty()) left += " " + placeholder;
       std::string text = spec.help_for(app) + default_text(spec, app);
+      if (!spec.marian_differs.empty() && (app == App::train || app == App::translate || app == App::score))
+        text += " [Marian: " + spec.marian_differs + "]";
+      const auto whole = [](const std::vector<OptionSpec::ValueNote>& notes) {
+        return !notes.empty() && notes.front().value.empty() ? notes.front().text : std::string();
+      };
+      if (!whole(spec.refused).empty()) text += " [refused: " + whole(spec.refused) + "]";
+      if (!whole(spec.ignored).empty()) text += " [no effect here: " + whole(spec.ignored) + "]";
       if (left.size() + 2 > kColumn) {
         out << left << "\n" << std::string(kColumn, ' ') << text << "\n";
       } else {

@@ -1,5 +1,6 @@
 // Reading options: config files, the command line, merging them over the defaults, and reporting mistakes as
 // one line that names the option, where it was given and what would be valid.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,7 +8,9 @@
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <sstream>
 
+#include "core/cli/marian_compat.h"
 #include "core/cli/options.h"
 #include "core/cli/options_help.h"
 #include "core/cli/options_registry.h"
@@ -55,61 +58,86 @@ struct GivenOption {
   std::string typed;                 // "--dim-emb", "-m"; empty for a stray word
   std::string name;                  // without dashes (long options) or as typed (short ones)
   const OptionSpec* spec = nullptr;  // nullptr: unknown (reported after --help had its chance)
-  std::vector<std::string> words;
-  bool with_equals = false;  // "--opt=value": exactly that one value
+  std::vector<std::string> words;    // empty: given without a value
 };
 
-bool is_option_word(const std::string& word) {
-  if (word.size() >= 3 && word[0] == '-' && word[1] == '-') {
-    // A word with spaces that names no option is a value, e.g. "--character_coverage=1 --model_type=bpe" for
-    // --sentencepiece-options (a single "--x" value can be given as --sentencepiece-options=--x).
-    if (word.find_first_of(" \t") == std::string::npos) return true;
-    size_t equals = word.find('=');
-    return find_option(word.substr(2, equals == std::string::npos ? std::string::npos : equals - 2)) != nullptr;
+// What CLI11 hands over for an option given without a value (a flag, "--normalize" alone).
+const char kNoValue[] = "\x01(no value)";
+// What "--opt=" (an empty value) is handed to CLI11 as: CLI11 reads "--opt=" as "--opt" without a value.
+const char kEmptyValue[] = "\x01(empty)";
+// Words one option may take (CLI11 treats more than 2^25 as "unlimited" and then stops at one value).
+constexpr int kMaxWords = 1 << 24;
+
+// An argument that CLI11 did not take: an unknown option, or a word that belongs to none.
+GivenOption leftover(App app, const std::string& word) {
+  GivenOption option;
+  if (word.size() >= 3 && word.compare(0, 2, "--") == 0) {
+    option.name = word.substr(2, word.find('=') == std::string::npos ? std::string::npos : word.find('=') - 2);
+    option.typed = "--" + option.name;
+    option.spec = find_option(option.name);
+  } else if (word.size() >= 2 && word[0] == '-' && std::isalpha(static_cast<unsigned char>(word[1]))) {
+    option.typed = option.name = word;
+    option.spec = word.size() == 2 ? find_short_option(app, word[1]) : nullptr;
+  } else {
+    option.words.push_back(word);
   }
-  // "-m" is an option; "-5" and "-0.5" are (negative) values.
-  return word.size() >= 2 && word[0] == '-' && std::isalpha(static_cast<unsigned char>(word[1]));
+  return option;
 }
 
-// Splits argv into options and their words, without judging them yet, so that --help and --version work
-// whatever else is on the line.
+// Splits argv into options and their words with CLI11, without judging the values yet (the registry does that,
+// for files and the command line alike). Every option of `app` is a CLI11 option that takes its words as strings:
+// CLI11 reads "--opt=value", "-b6", "-n0.6", negative numbers as values, lists that end at the next option or "--",
+// and takes the one value a scalar needs even when it begins with "--" ("--sentencepiece-options --x=1"). A scalar
+// may collect more words, so that "--dim-emb 512 256" is refused by the registry with both values named. Unknown
+// options and stray words come back as leftovers, reported after --help had its chance.
 std::vector<GivenOption> split_command_line(App app, int argc, const char* const* argv) {
   std::vector<GivenOption> given;
-  for (int i = 1; i < argc; ++i) {
-    std::string word = argv[i];
-    if (!is_option_word(word)) {
-      if (given.empty() || given.back().with_equals || given.back().typed.empty()) {
-        GivenOption stray;
-        stray.words.push_back(word);
-        given.push_back(std::move(stray));
-      } else {
-        given.back().words.push_back(word);
-      }
-      continue;
-    }
-    GivenOption option;
-    if (word[1] == '-') {
-      option.name = word.substr(2);
-      size_t equals = option.name.find('=');
-      if (equals != std::string::npos) {
-        option.words.push_back(option.name.substr(equals + 1));
-        option.with_equals = true;
-        option.name = option.name.substr(0, equals);
-      }
-      option.typed = "--" + option.name;
-      option.spec = find_option(option.name);
-    } else {
-      option.typed = option.name = word;
-      option.spec = word.size() == 2 ? find_short_option(app, word[1]) : nullptr;
-    }
-    given.push_back(std::move(option));
+  CLI::App cli;
+  cli.set_help_flag();  // --help is the registry's
+  cli.allow_extras();
+  for (const auto& spec : option_registry()) {
+    if (!spec.accepted_by(app)) continue;
+    std::string names = "--" + spec.name;
+    if (spec.short_flag) names = std::string("-") + spec.short_flag + "," + names;
+    const OptionSpec* s = &spec;
+    CLI::Option* option = cli.add_option(names, [&given, s](const CLI::results_t& results) {
+      GivenOption g;
+      g.spec = s;
+      g.name = s->name;
+      g.typed = "--" + s->name;
+      for (const auto& word : results)
+        if (word != kNoValue) g.words.push_back(word == kEmptyValue ? std::string() : word);
+      given.push_back(std::move(g));
+      return true;
+    });
+    const bool value_optional = spec.type == OptionType::boolean || spec.implicit_value || spec.is_list();
+    option->expected(value_optional ? 0 : 1, kMaxWords);
+    option->default_str(kNoValue);
+    option->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    option->trigger_on_parse();
   }
+  // CLI11 takes the words last first.
+  std::vector<std::string> words;
+  for (int i = argc - 1; i >= 1; --i) {
+    const std::string word = argv[i];
+    const bool empty_value = word.size() > 3 && word.compare(0, 2, "--") == 0 && word.find('=') == word.size() - 1;
+    if (empty_value) words.push_back(kEmptyValue);
+    words.push_back(empty_value ? word.substr(0, word.size() - 1) : word);
+  }
+  try {
+    cli.parse(words);
+  } catch (const CLI::ArgumentMismatch&) {
+    // CLI11 ran out of words for an option that needs a value: the last word of the line.
+    GivenOption last = leftover(app, argv[argc - 1]);
+    if (last.spec && last.spec->accepted_by(app))
+      fail("{} needs a value ({})", ValueSource::command_line().describe(last.spec->name),
+           type_description(last.spec->type));
+    throw;
+  } catch (const CLI::ParseError& e) {
+    fail("the command line could not be read: {}", e.what());
+  }
+  for (const auto& word : cli.remaining()) given.push_back(leftover(app, word));
   return given;
-}
-
-bool has_option(const std::vector<GivenOption>& options, const char* name) {
-  return std::any_of(options.begin(), options.end(),
-                     [name](const GivenOption& o) { return o.spec && o.spec->name == name; });
 }
 
 // Unknown options, stray words and options of other apps.
@@ -161,9 +189,12 @@ std::string one_line(std::string text) {
   return text;
 }
 
-// Defaults, then `first_file` (if any), then the --config files in order, then the command line over them.
-Options merge_layers(App app, const std::vector<GivenOption>& given, const std::string& first_file) {
+// Defaults, then `preset` (Marian's --task), then `first_file` (if any), then the --config files in order, then the
+// command line over them.
+Options merge_layers(App app, const std::vector<GivenOption>& given, const std::string& first_file,
+                     const YAML::Node& preset) {
   Options options = default_options(app);
+  for (const auto& entry : preset) options.set(entry.first.Scalar(), entry.second);
   if (!first_file.empty()) {
     for (const auto& entry : load_config_file(app, first_file)) options.set(entry.first.Scalar(), entry.second);
   }
@@ -182,15 +213,39 @@ Options merge_layers(App app, const std::vector<GivenOption>& given, const std::
 
 // lstranslate reads the model directory's decoder.yml (written by lstrain) as the lowest config layer,
 // so its beam size, normalization etc. apply unless a config file or the command line says otherwise.
-Options merge_options(App app, const std::vector<GivenOption>& given) {
-  Options options = merge_layers(app, given, "");
-  if (app == App::translate && options.has("model")) {
-    const std::string decoder_config = options.get_string("model") + "/decoder.yml";
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(decoder_config, ec)) options = merge_layers(app, given, decoder_config);
+// Marian's --task presets sit above the defaults, below every file and the command line.
+Options merge_options(App app, const std::vector<GivenOption>& given, std::ostream& err) {
+  const YAML::Node none(YAML::NodeType::Map);
+  Options options = merge_layers(app, given, "", none);
+  const YAML::Node preset =
+      find_option("task")->accepted_by(app) ? task_preset_layer(app, options.get_strings("task")) : none;
+  if (preset.size() > 0) options = merge_layers(app, given, "", preset);
+  if (app == App::translate) {
+    Options located = options;  // the model directory, also when given as Marian's --models
+    std::ostringstream ignored;
+    apply_marian_compat(app, located, ignored);
+    if (located.has("model")) {
+      const std::string decoder_config = located.get_string("model") + "/decoder.yml";
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(decoder_config, ec))
+        options = merge_layers(app, given, decoder_config, preset);
+    }
   }
+  apply_marian_compat(app, options, err);
   check_combination(app, options);
   return options;
+}
+
+// --dump-config minimal: only what differs from the defaults.
+Options differing_from_defaults(App app, const Options& options) {
+  const Options defaults = default_options(app);
+  YAML::Node kept(YAML::NodeType::Map);
+  for (const auto& entry : options.yaml()) {
+    const std::string key = entry.first.Scalar();
+    const YAML::Node base = defaults.yaml()[key];
+    if (!base.IsDefined() || YAML::Dump(base) != YAML::Dump(entry.second)) kept[key] = entry.second;
+  }
+  return Options(kept);
 }
 
 }  // namespace
@@ -225,6 +280,17 @@ YAML::Node load_config_file(App app, const std::string& path) {
     bool unset = entry.second.IsNull() && !spec->default_for(app);
     values[name] = unset ? YAML::Node() : value_from_yaml(*spec, entry.second, where);
   }
+  // Marian's decoder.yml: "relative-paths: true" makes its models and vocabs relative to the file's directory.
+  if (values["relative-paths"].IsDefined() && values["relative-paths"].Scalar() == "true") {
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    for (const char* key : {"models", "vocabs"}) {
+      if (!values[key].IsDefined() || !values[key].IsSequence()) continue;
+      for (std::size_t i = 0; i < values[key].size(); ++i) {
+        const std::string entry = values[key][i].Scalar();
+        if (!entry.empty() && entry[0] != '/') values[key][i] = (dir / entry).lexically_normal().string();
+      }
+    }
+  }
   return values;
 }
 
@@ -242,9 +308,15 @@ ParsedOptions parse_options(App app, int argc, const char* const* argv) {
 ParsedOptions parse_options(App app, int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   ParsedOptions parsed;
   try {
-    std::vector<GivenOption> options = split_command_line(app, argc, argv);
-    if (has_option(options, "help") || has_option(options, "version")) {
-      if (has_option(options, "help")) {
+    // --help and --version work whatever else is on the line, even a line CLI11 cannot read.
+    bool help = false, version = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string word = argv[i];
+      help = help || word == "--help" || word == "-h";
+      version = version || word == "--version";
+    }
+    if (help || version) {
+      if (help) {
         print_help(app, out);
       } else {
         out << version_string() << "\n";
@@ -252,10 +324,17 @@ ParsedOptions parse_options(App app, int argc, const char* const* argv, std::ost
       parsed.exit_now = true;
       return parsed;
     }
+    std::vector<GivenOption> options = split_command_line(app, argc, argv);
     check_names(app, options);
-    parsed.options = merge_options(app, options);
-    if (parsed.options.get_bool("dump-config")) {
-      out << parsed.options.dump();
+    parsed.options = merge_options(app, options, err);
+    if (find_option("dump-marian-compat")->accepted_by(app) && parsed.options.get_bool("dump-marian-compat")) {
+      out << marian_compat_markdown();
+      parsed.exit_now = true;
+      return parsed;
+    }
+    if (parsed.options.has("dump-config")) {
+      const bool minimal = parsed.options.get_string("dump-config") == "minimal";
+      out << (minimal ? differing_from_defaults(app, parsed.options) : parsed.options).dump();
       parsed.exit_now = true;
       return parsed;
     }

@@ -71,6 +71,15 @@ class Opt {
   Opt& letters(std::string allowed) { return spec_.allowed_letters = std::move(allowed), *this; }
   Opt& words() { return spec_.split_words = true, *this; }
   Opt& implicit(std::string value) { return spec_.implicit_value = std::move(value), *this; }
+  // Marian compatibility: accepted with a warning (no effect here), refused with a line, or differing from Marian.
+  Opt& ignored(std::string why, std::string value = "") {
+    return spec_.ignored.push_back({std::move(value), std::move(why)}), *this;
+  }
+  Opt& refused(std::string what_to_do, std::string value = "") {
+    return spec_.refused.push_back({std::move(value), std::move(what_to_do)}), *this;
+  }
+  Opt& differs(std::string how) { return spec_.marian_differs = std::move(how), *this; }
+  Opt& lseq_only() { return spec_.lseq_only = true, *this; }
   Opt& default_in(App app, DefaultTokens value) {
     return spec_.overrides.push_back({app, std::move(value), std::nullopt, std::nullopt}), *this;
   }
@@ -103,12 +112,23 @@ std::vector<OptionSpec> build_registry() {
             "YAML config files, merged in order; options on the command line win")
             .flag('c')
             .cli_only(),
-        Opt("dump-config", T::boolean, G::general, EVERY, def("false"),
-            "Print the merged options as YAML and exit")
+        Opt("dump-config", T::string, G::general, EVERY, none(),
+            "Print the merged options as YAML and exit: full (every option; alone means full), minimal (only those "
+            "that differ from the defaults) or expand (as full: --task presets are always expanded)")
+            .one_of({"full", "minimal", "expand"})
+            .implicit("full")
             .cli_only(),
+        Opt("dump-marian-compat", T::boolean, G::general, kTrain, def("false"),
+            "Print the table of Marian's options and what lstrain and lstranslate do with each (docs/marian-compat.md) "
+            "and exit")
+            .cli_only()
+            .lseq_only(),
         Opt("model", T::string, G::general, TXS | kBench, none(),
-            "Model directory (written by lstrain, read by lstranslate and lsscore); required")
+            "Model directory (written by lstrain, read by lstranslate and lsscore); required. A Marian file path "
+            "such as model/model.npz names the directory model/ (a warning says so)")
             .flag('m')
+            .differs("Marian names a model file (model.npz) and writes decoder.yml and checkpoints beside it; lseq "
+                     "names a directory that holds all of them: a path ending in .npz or .bin means its directory")
             .help_in(App::bench, "bench_decode_throughput: a model directory written by lstrain, decoded instead of "
                                  "--preset's random weights"),
         Opt("log", T::string, G::general, EVERY, none(), "Also write the log to this file"),
@@ -116,6 +136,7 @@ std::vector<OptionSpec> build_registry() {
             .default_in(App::eval, def("true")),
         Opt("seed", T::integer, G::general, TXS | kBench, def("1234"), "Seed for all random number generators")
             .at_least(0)
+            .differs("Marian's default 0 draws a random seed; lseq's 1234 makes runs repeatable, and 0 is a seed")
             .default_in(App::bench, def("1"))
             .help_in(App::bench, "Seed of the random weights and inputs"),
         Opt("devices", T::ints, G::general, TXS | kBench, defs({"0"}),
@@ -129,18 +150,26 @@ std::vector<OptionSpec> build_registry() {
             .help_in(App::bench, "bench_train_throughput, bench_decode_throughput: run on the CPU backend"),
         Opt("cpu-threads", T::integer, G::general, TXS | kBench, def("0"), "CPU threads; 0 uses all cores")
             .in(0, kMaxCpuThreads)
+            .differs("in Marian a value above 0 also selects the CPU; in lseq --cpu does, and 0 uses all cores")
             .help_in(App::bench, "CPU threads; 0 uses all cores (bench_data_pipeline: threads encoding the corpus)"),
         // The benchmarks' default depends on --cpu (bench/bench_options.h).
-        Opt("precision", T::string, G::general, TXS | kBench, def("fp32"),
-            "Compute precision: fp32, bf16 or fp16 (Marian's float32, bfloat16, float16 also accepted)")
+        Opt("precision", T::strings, G::general, TXS | kBench, defs({"fp32"}),
+            "Compute precision: fp32, bf16 or fp16 (Marian's float32, bfloat16, float16 also accepted); a second "
+            "value, as in Marian's 'float16 float32', is the optimizer's type, which is always fp32 here")
             .one_of({"fp32", "bf16", "fp16"})
+            .differs("Marian takes a list (compute type, optimizer type); lseq computes in the first and keeps the "
+                     "master weights and optimizer state in fp32, so a second value must be float32")
             .alias("float32", "fp32")
             .alias("bfloat16", "bf16")
             .alias("float16", "fp16")
             .default_in(App::bench, none())
             .help_in(App::bench, "Compute precision: fp32, bf16 or fp16 (default: bf16, fp32 with --cpu)"),
         Opt("workspace", T::integer, G::general, TXS, def("0"),
-            "Initial device workspace in MiB; it grows to what the batches need (0: start empty)")
+            "Initial device workspace in MiB; it grows to what the batches need (0: start empty). With "
+            "--mini-batch-fit: the memory for activations that the batch size is fitted to")
+            .flag('w')
+            .differs("Marian preallocates it (default 2048 MiB for training, 512 for decoding; negative: all but N); "
+                     "lseq's workspace grows with the batches, so the default is 0, and -N is refused")
             .flag('w')
             .in(0, kMaxWorkspaceMiB),
     };
@@ -153,12 +182,22 @@ std::vector<OptionSpec> build_registry() {
         Opt("type", T::string, G::model, kTrain, def("transformer"),
             "Model type: transformer (encoder-decoder) or lm (decoder-only language model; Marian's "
             "lm-transformer also accepted)")
-            .one_of({"transformer", "lm"})
-            .alias("lm-transformer", "lm"),
+            .one_of({"transformer", "lm", "s2s", "amun", "nematus", "multi-s2s", "multi-transformer"})
+            .alias("lm-transformer", "lm")
+            .refused("is a Marian RNN model, which lseq does not build; use --type transformer", "s2s")
+            .refused("is a Marian RNN model, which lseq does not build; use --type transformer", "amun")
+            .refused("is a Marian RNN model, which lseq does not build; use --type transformer", "nematus")
+            .refused("is a Marian RNN model, which lseq does not build; use --type transformer", "multi-s2s")
+            .refused("(two encoders) is not built by lseq; use --type transformer", "multi-transformer")
+            .differs("Marian's default is amun (an RNN); lseq builds Transformers, so its default is transformer; "
+                     "`lm-transformer` is Marian's decoder-only Transformer, stored as `lm`, and `lm` (in Marian an "
+                     "RNN language model) is that decoder-only Transformer here"),
         // Benchmarks: their own default each (bench/bench_options.h).
         Opt("dim-vocabs", T::ints, G::model, kTrain | kBench, defs({"8000", "8000"}),
             "Vocabulary sizes (source, target); also the SentencePiece size when lstrain creates the vocabularies")
             .in(0, kMaxVocab)
+            .differs("Marian's default 0 0 keeps every item of a given vocabulary; lseq uses the size of the "
+                     "SentencePiece model and needs a size (8000) to create one")
             .default_in(App::bench, empty_list())
             .help_in(App::bench, "Vocabulary size, one for both sides or source and target (default: 32000 in "
                                  "bench_train_throughput, bench_decode_throughput and bench_kernels_gpu, where 0 "
@@ -170,10 +209,12 @@ std::vector<OptionSpec> build_registry() {
             .help_in(App::bench, "bench_decode_step, bench_model_step: embedding and model dimension"),
         Opt("enc-depth", T::integer, G::model, kTrain | kBench, def("6"), "Number of encoder layers")
             .in(0, kMaxDepth)
+            .differs("Marian's default 1 is for its RNNs; lseq's 6 is the Transformer's")
             .default_in(App::bench, def("3"))
             .help_in(App::bench, "bench_decode_step, bench_model_step: encoder layers"),
         Opt("dec-depth", T::integer, G::model, kTrain | kBench, def("6"), "Number of decoder layers")
             .in(1, kMaxDepth)
+            .differs("Marian's default 1 is for its RNNs; lseq's 6 is the Transformer's")
             .default_in(App::bench, def("3"))
             .help_in(App::bench, "bench_decode_step, bench_model_step: decoder layers"),
         Opt("transformer-heads", T::integer, G::model, kTrain | kBench, def("8"), "Attention heads (divide dim-emb)")
@@ -187,10 +228,13 @@ std::vector<OptionSpec> build_registry() {
             .help_in(App::bench, "bench_decode_step, bench_model_step: inner size of the feed-forward blocks"),
         Opt("transformer-ffn-activation", T::string, G::model, kTrain, def("relu"),
             "Feed-forward activation: relu, gelu or swish")
-            .one_of({"relu", "gelu", "swish"}),
+            .one_of({"relu", "gelu", "swish"})
+            .differs("Marian's option default is swish, but its transformer-base/big presets (--task) and the paper "
+                     "use relu, which is lseq's default"),
         Opt("transformer-dropout", T::floating, G::model, kTrain, def("0.1"),
             "Dropout between sublayers and on the embeddings")
-            .in_half_open(0, 1),
+            .in_half_open(0, 1)
+            .differs("Marian's default is 0; lseq's 0.1 is the paper's and Marian's presets'"),
         Opt("transformer-dropout-attention", T::floating, G::model, kTrain, def("0"),
             "Dropout on the attention weights")
             .in_half_open(0, 1),
@@ -215,16 +259,21 @@ std::vector<OptionSpec> build_registry() {
         Opt("tied-embeddings-all", T::boolean, G::model, kTrain, def("false"),
             "Tie source and target embeddings and the output layer (needs one shared vocabulary)"),
         Opt("label-smoothing", T::floating, G::model, kTrain, def("0.1"), "Label smoothing of the training loss")
-            .in_half_open(0, 1),
+            .in_half_open(0, 1)
+            .differs("Marian's default is 0; lseq's 0.1 is the paper's and Marian's presets'"),
         Opt("layer-norm-epsilon", T::floating, G::model, kTrain, def("1e-6"),
             "Epsilon of every LayerNorm (Marian: 1e-6; Hugging Face MarianMT: 1e-5)")
-            .in(1e-12, 1),
+            .in(1e-12, 1)
+            .lseq_only(),
         Opt("transformer-positions", T::string, G::model, kTrain, def("interleaved"),
             "Sinusoidal position layout: interleaved (lseq), concatenated (Hugging Face MarianMT) or marian (Marian)")
-            .one_of({"interleaved", "concatenated", "marian"}),
+            .one_of({"interleaved", "concatenated", "marian"})
+            .lseq_only(),
         Opt("max-length", T::integer, G::model, TXS | kBench, def("100"),
             "Longest sentence in tokens; longer ones are skipped (or cropped, see max-length-crop)")
             .in(1, kMaxLength)
+            .differs("Marian's training default is 50; lseq's 100 is what Marian's presets and recipes set "
+                     "(for translating and scoring both use 1000)")
             .default_in(App::translate, def("1000"))
             .default_in(App::score, def("1000"))
             .group_in(App::translate, G::translation)
@@ -248,9 +297,15 @@ std::vector<OptionSpec> build_registry() {
             .flag('t')
             .group_in(App::score, G::translation)
             .help_in(App::bench, "bench_data_pipeline: the parallel corpus files (source target); required"),
-        Opt("vocabs", T::strings, G::training, kTrain | kBench, empty_list(),
+        Opt("vocabs", T::strings, G::training, kTrain | kBench | XS, empty_list(),
             "SentencePiece models (source target); created by lstrain when missing")
             .flag('v')
+            .group_in(App::translate, G::translation)
+            .group_in(App::score, G::translation)
+            .help_in(App::translate, "Marian's vocabularies: lstranslate uses the model directory's copies (a "
+                                     "warning says so when this is given)")
+            .help_in(App::score, "Marian's vocabularies: lsscore uses the model directory's copies (a warning says "
+                                 "so when this is given)")
             .help_in(App::bench, "bench_data_pipeline: the SentencePiece model of both sides (one path), trained on "
                                  "the corpus when missing; required"),
         Opt("sentencepiece-max-lines", T::integer, G::training, kTrain, def("2000000"),
@@ -265,6 +320,7 @@ std::vector<OptionSpec> build_registry() {
         Opt("mini-batch-words", T::integer, G::training, TXS | kBench, def("4096"),
             "Target tokens per batch (0: use mini-batch)")
             .in(0, kMaxBatchTokens)
+            .differs("Marian has no default (batches count sentences, --mini-batch 64); lseq's 4096 tokens")
             .default_in(App::translate, def("0"))
             .default_in(App::score, def("0"))
             .group_in(App::translate, G::translation)
@@ -273,8 +329,9 @@ std::vector<OptionSpec> build_registry() {
             .help_in(App::bench, "Tokens per batch: bench_data_pipeline (default: 4096), bench_model_step (both "
                                  "sides; default: 2048)"),
         Opt("mini-batch", T::integer, G::training, TXS | kBench, def("0"),
-            "Sentences per batch (0: use mini-batch-words)")
+            "Sentences per batch (0: use mini-batch-words; with mini-batch-words or mini-batch-fit: at most this many)")
             .in(0, kMaxBatchSentences)
+            .differs("Marian's training default is 64 sentences; lseq's batches count tokens (--mini-batch-words)")
             .default_in(App::translate, def("16"))
             .default_in(App::score, def("16"))
             .group_in(App::translate, G::translation)
@@ -290,8 +347,9 @@ std::vector<OptionSpec> build_registry() {
             .group_in(App::score, G::translation)
             .help_in(App::bench, "bench_data_pipeline: batches read ahead and sorted by length together"),
         Opt("shuffle", T::string, G::training, kTrain, def("data"),
-            "Shuffle the corpus each epoch (data) or not (none)")
-            .one_of({"data", "none"}),
+            "Each epoch: shuffle the sentences and the batches (data), read the corpus in order into batches and "
+            "shuffle only the batches (batches), or neither (none)")
+            .one_of({"data", "batches", "none"}),
         Opt("after", T::string, G::training, kTrain, def("0"),
             "Stop after this many units: 10e epochs, 5000u updates, 2Mt target labels; 0: no limit")
             .schedule("eut"),
@@ -301,24 +359,34 @@ std::vector<OptionSpec> build_registry() {
             .at_least(0),
         Opt("disp-freq", T::string, G::training, kTrain, def("500u"),
             "Log training progress every N updates (u) or target labels (t)")
-            .schedule("ut"),
+            .schedule("ut")
+            .differs("Marian's default is 1000u; lseq logs twice as often"),
         Opt("save-freq", T::string, G::training, kTrain, def("5000u"),
             "Save a checkpoint every N updates (u), target labels (t) or epochs (e)")
-            .schedule("ute"),
+            .schedule("ute")
+            .differs("Marian's default is 10000u; lseq saves twice as often (a checkpoint replaces the last one)"),
         Opt("optimizer", T::string, G::training, kTrain, def("adam"), "Optimizer: adam (AdamW with weight-decay)")
-            .one_of({"adam"}),
+            .one_of({"adam", "sgd", "adagrad"})
+            .refused("is not implemented; lseq trains with adam (AdamW with --weight-decay)", "sgd")
+            .refused("is not implemented; lseq trains with adam (AdamW with --weight-decay)", "adagrad"),
         Opt("optimizer-params", T::floats, G::training, kTrain, defs({"0.9", "0.98", "1e-09"}),
             "Adam beta1, beta2, epsilon"),
         Opt("optimizer-delay", T::integer, G::training, kTrain, def("1"),
             "Accumulate gradients over N batches per update (above 1 they keep a buffer of their own)")
-            .in(1, kMaxOptimizerDelay),
-        Opt("learn-rate", T::floating, G::training, kTrain, def("0.0003"), "Peak learning rate").at_least(0),
+            .in(1, kMaxOptimizerDelay)
+            .differs("Marian also takes fractions (0.5: half a batch per update); lseq whole numbers only"),
+        Opt("learn-rate", T::floating, G::training, kTrain, def("0.0003"), "Peak learning rate")
+            .flag('l')
+            .at_least(0)
+            .differs("Marian's default is 0.0001; lseq's 0.0003 is what Marian's transformer-base preset sets"),
         Opt("lr-warmup", T::string, G::training, kTrain, def("0"),
-            "Raise the learning rate linearly over N updates (u)")
-            .schedule("u"),
-        Opt("lr-decay-inv-sqrt", T::string, G::training, kTrain, def("0"),
-            "Decay the learning rate as 1/sqrt(update) after N updates (u); 0: no decay")
-            .schedule("u"),
+            "Raise the learning rate linearly over N updates (u), target labels (t) or epochs (e)")
+            .schedule("ute"),
+        Opt("lr-decay-inv-sqrt", T::strings, G::training, kTrain, defs({"0"}),
+            "Decay the learning rate as sqrt(N / progress) once progress passes N updates (u), target labels (t) or "
+            "epochs (e); a second value (same unit) starts the decay there instead (rate 1 at that point); 0: no "
+            "decay")
+            .schedule("ute"),
         Opt("lr-schedule", T::string, G::training, kTrain, def("inv-sqrt"),
             "Decay after warm-up: inv-sqrt (1/sqrt(step)), cosine (to 0 at --after) or constant")
             .one_of({"inv-sqrt", "cosine", "constant"}),
@@ -328,8 +396,9 @@ std::vector<OptionSpec> build_registry() {
             .at_least(0),
         Opt("exponential-smoothing", T::floating, G::training, kTrain, def("0"),
             "Keep an exponential moving average of the weights with this factor (e.g. 1e-4; larger during the first "
-            "9 / factor updates, as in Marian); 0: off")
-            .in_half_open(0, 1),
+            "9 / factor updates, as in Marian); alone: 1e-4; 0: off")
+            .in_half_open(0, 1)
+            .implicit("1e-4"),
         Opt("max-nan-steps", T::integer, G::training, kTrain, def("10"),
             "Stop after this many consecutive non-finite losses or gradients (those updates are skipped; fp16 overflows "
             "count only once the loss scale is below 1)")
@@ -341,17 +410,26 @@ std::vector<OptionSpec> build_registry() {
             .help_in(App::bench, "bench_train_throughput: lstrain's --recompute-ffn (impl=lseq-recompute-ffn in the "
                                  "RESULT lines)"),
         Opt("overwrite", T::boolean, G::training, kTrain, def("false"),
-            "Start anew: discard the model directory's checkpoint, weights and the vocabularies lstrain created there"),
+            "Keep no numbered model files, only the latest (Marian's meaning): lseq never keeps numbered copies, so "
+            "this is what it always does; it does not start anew (that is --no-reload)"),
+        Opt("no-reload", T::boolean, G::training, kTrain, def("false"),
+            "Start anew instead of resuming: delete the model directory's checkpoint, weights and the vocabularies "
+            "lstrain created there (one log line each; never a file that an option names)"),
         Opt("no-restore-corpus", T::boolean, G::training, kTrain, def("false"),
             "On resume, start the corpus from the beginning instead of where it stopped"),
         // Data parallelism (docs/data-parallel.md): --devices 0 1 starts one process per GPU; torchrun, srun and
         // mpirun start them on several machines.
         Opt("sync-sgd", T::boolean, G::training, kTrain, def("true"),
-            "Synchronous SGD over several devices (Marian's option; lseq trains only synchronously)"),
+            "Synchronous SGD over several devices (Marian's option; lseq trains only synchronously)")
+            .refused("(asynchronous SGD) is not implemented: lseq trains over several devices synchronously; drop "
+                     "the option", "false")
+            .differs("Marian's default is asynchronous SGD; lseq's only mode is synchronous"),
         Opt("sharding", T::string, G::training, kTrain | kBench, def("none"),
             "Optimizer state over several devices: none (every device keeps all of it), global (each keeps 1/N: "
             "ZeRO stage 1), local (the same within one machine)")
-            .one_of({"none", "global", "local"}),
+            .one_of({"none", "global", "local"})
+            .differs("Marian's default is global; lseq's none keeps every device's state whole (faster on one "
+                     "machine)"),
         Opt("sync-precision", T::string, G::training, kTrain | kBench, def("fp32"),
             "Type of the gradients sent between devices: fp32, or bf16 (half the traffic, coarser sums)")
             .one_of({"fp32", "bf16"})
@@ -373,13 +451,17 @@ std::vector<OptionSpec> build_registry() {
   {
     Opt o[] = {
         Opt("transformer-train-position-embeddings", T::boolean, G::model, kTrain, def("false"),
-            "Learn the position embeddings instead of using sinusoidal ones (language models)"),
+            "Learn the position embeddings instead of using sinusoidal ones (language models)")
+            .differs("Marian learns positions for any Transformer; lseq only for a language model (--type lm or "
+                     "lm-transformer), and refuses it for an encoder-decoder model in one line"),
         Opt("lm-pack-blocks", T::boolean, G::training, kTrain, def("false"),
             "Language models: cut the corpus into blocks of max-length tokens, lines end to end (GPT style), instead "
-            "of one line per sequence"),
+            "of one line per sequence")
+            .lseq_only(),
         Opt("lm-document-masks", T::boolean, G::training, kTrain, def("false"),
             "Language models with lm-pack-blocks: blank lines end documents, and attention and positions stay within "
-            "each document"),
+            "each document")
+            .lseq_only(),
     };
     for (auto& x : o) add(x);
   }
@@ -390,18 +472,31 @@ std::vector<OptionSpec> build_registry() {
         Opt("valid-sets", T::strings, G::validation, kTrain, empty_list(), "Validation corpus (source target)"),
         Opt("valid-freq", T::string, G::validation, kTrain, def("5000u"),
             "Validate every N updates (u), target labels (t) or epochs (e)")
-            .schedule("ute"),
+            .schedule("ute")
+            .differs("Marian's default is 10000u; lseq validates twice as often"),
         Opt("valid-metrics", T::strings, G::validation, kTrain, defs({"cross-entropy"}),
             "Metrics, the first decides keep-best and early stopping: cross-entropy, ce-mean-words, perplexity, "
-            "bleu, chrf")
-            .one_of({"cross-entropy", "ce-mean-words", "perplexity", "bleu", "chrf"}),
+            "bleu (bleu-detok: the same, sacreBLEU on detokenized text), chrf, translation (the number that "
+            "--valid-script-path prints for the translated validation set), valid-script (the number it prints)")
+            .one_of({"cross-entropy", "ce-mean-words", "perplexity", "bleu", "chrf", "translation", "valid-script"})
+            .alias("bleu-detok", "bleu")
+            .refused("(BLEU over the model's own subword tokens) is not computed by lseq; use bleu (sacreBLEU)",
+                     "bleu-segmented"),
         Opt("valid-mini-batch", T::integer, G::validation, kTrain, def("32"), "Sentences per validation batch")
             .in(1, kMaxBatchSentences),
         Opt("valid-max-length", T::integer, G::validation, kTrain, def("1000"),
             "Longest validation sentence in tokens (longer ones are cropped)")
             .in(1, kMaxLength),
         Opt("valid-translation-output", T::string, G::validation, kTrain, none(),
-            "Write the validation translations to this file"),
+            "Write the validation translations to this file; {E} {B} {U} {T} in the name become the epoch, the batch "
+            "within it, the updates and the target labels so far (Marian's templates)"),
+        Opt("valid-script-path", T::string, G::validation, kTrain, none(),
+            "Command run after each validation (through /bin/sh); the last number it prints is the 'translation' "
+            "or 'valid-script' metric. For 'translation' the translation file is its last argument"),
+        Opt("valid-script-args", T::strings, G::validation, kTrain, empty_list(),
+            "Arguments passed to --valid-script-path, before the translation file"),
+        Opt("valid-log", T::string, G::validation, kTrain, none(),
+            "Also append each validation result to this file, one line per metric as Marian writes them"),
         Opt("keep-best", T::boolean, G::validation, kTrain, def("false"),
             "Also keep the weights that scored best on each metric (model.best-<metric>.safetensors)"),
         Opt("early-stopping", T::integer, G::validation, kTrain, def("10"),
@@ -427,11 +522,13 @@ std::vector<OptionSpec> build_registry() {
             "Beam size; 1 is greedy search (lstrain: for the bleu/chrf validation metrics)")
             .flag('b')
             .in(1, kMaxBeamSize)
+            .differs("Marian's default is 12; lseq's 4 is nearly as good and three times faster")
             .help_in(App::bench, "bench_decode_step: hypotheses per sentence"),
         Opt("normalize", T::floating, G::translation, TXS | kBench, def("0.6"),
             "Divide scores by length^N (length normalisation); --normalize alone means 1")
             .flag('n')
             .at_least(0)
+            .differs("Marian's default is 0 (none); lseq's 0.6 is the usual choice for Transformers")
             .implicit("1")
             .default_in(App::score, def("0")),
         Opt("word-penalty", T::floating, G::translation, kTranslate | kTrain, def("0"), "Subtract N per output word"),
@@ -442,7 +539,8 @@ std::vector<OptionSpec> build_registry() {
             "lstranslate: print the n-best list (beam-size entries); lsscore: rescore an n-best list"),
         Opt("word-scores", T::boolean, G::translation, XS, def("false"), "Also print a score per output word"),
         Opt("quiet-translation", T::boolean, G::translation, kTranslate | kTrain, def("false"),
-            "No progress lines while translating (lines done, lines/s, target tokens/s every 10 s)"),
+            "No progress lines while translating (lines done, lines/s, target tokens/s every 10 s); lstrain: no "
+            "line per translated validation sentence (lseq prints none: what Marian's option asks)"),
         Opt("output-sampling", T::strings, G::translation, kTranslate, empty_list(),
             "Sample instead of beam search: full, topk 10, topp 0.9, temperature 0.7 (combinable)")
             .words(),
@@ -468,6 +566,120 @@ std::vector<OptionSpec> build_registry() {
             "Metrics to compute, as sacreBLEU does: bleu and/or chrf")
             .flag('m')
             .one_of({"bleu", "chrf"}),
+    };
+    for (auto& x : o) add(x);
+  }
+
+  // ---- Marian's options that lseq added for Marian's command lines (docs/marian-compat.md) ----
+  // Implemented with Marian's meaning, accepted with a warning where they have no effect here, or refused with a
+  // line that says what to use. Kept together so that Marian compatibility reads as one block.
+  {
+    const std::string rnn = "belongs to Marian's RNN models (--type s2s), which lseq does not build; drop it";
+    Opt o[] = {
+        Opt("task", T::strings, G::training, kTrain, empty_list(),
+            "Marian's presets: transformer-base, transformer-big (and their -prenorm variants) set the model and "
+            "training options of Marian's --task; options in config files and on the command line win")
+            .one_of({"transformer-base", "transformer-big", "transformer-base-prenorm", "transformer-big-prenorm"}),
+        Opt("cost-type", T::string, G::training, kTrain, def("ce-mean-words"),
+            "Training loss: ce-mean-words (mean over target tokens), ce-mean (mean over sentences), ce-sum (sum), "
+            "perplexity (exp of ce-mean-words)")
+            .one_of({"ce-mean-words", "ce-mean", "ce-sum", "perplexity"})
+            .alias("cross-entropy", "ce-mean")
+            .differs("Marian's default is ce-sum; lseq's ce-mean-words is what Marian's presets and recipes set, and "
+                     "keeps the learning rate independent of the batch size"),
+        Opt("mini-batch-fit", T::boolean, G::training, kTrain, def("false"),
+            "Fit the batch to --workspace: the largest --mini-batch-words whose planned activations (longest "
+            "sentences) fit in --workspace MiB; --mini-batch still caps the sentences"),
+        Opt("lr-report", T::boolean, G::training, kTrain, def("false"),
+            "Report the learning rate in the progress lines (lseq's progress lines always do)"),
+        Opt("maxi-batch-sort", T::string, G::training, TXS, def("trg"),
+            "How a maxi-batch is sorted before it is cut into batches: trg, src (lseq: by the longer side), none")
+            .one_of({"trg", "src", "none"})
+            .default_in(App::translate, def("src"))
+            .group_in(App::translate, G::translation)
+            .group_in(App::score, G::translation)
+            .ignored("lseq always sorts a maxi-batch by length (translation output keeps the input order)", "none")
+            .differs("lseq sorts training batches by the longer side, translations by the source; 'none' is "
+                     "accepted with a warning (Marian's decoder default is none)"),
+        Opt("tempdir", T::string, G::training, kTrain, def("/tmp"),
+            "Marian's directory for shuffled corpus copies")
+            .flag('T')
+            .ignored("lseq shuffles its binary corpus cache in memory and writes no temporary corpus (see "
+                     "--cache-dir)"),
+        Opt("shuffle-in-ram", T::boolean, G::training, kTrain, def("false"), "Marian: keep the shuffled corpus in RAM")
+            .ignored("lseq always shuffles in memory"),
+        Opt("data-threads", T::integer, G::training, TXS, def("8"), "Marian: threads that read and batch the data")
+            .ignored("lseq's batcher prepares batches on one background thread ahead of training"),
+        Opt("sigterm", T::string, G::training, kTrain, def("save-and-exit"),
+            "What SIGTERM does: save-and-exit (lseq: a checkpoint, then exit)")
+            .one_of({"save-and-exit", "exit-immediately"})
+            .refused("is not implemented: lseq saves a checkpoint on SIGTERM (send SIGKILL to stop at once)",
+                     "exit-immediately"),
+        Opt("log-level", T::string, G::general, EVERY, def("info"), "Marian: verbosity of the log")
+            .ignored("lseq logs at info level (--quiet shows only warnings and errors on the terminal)"),
+        Opt("disp-first", T::integer, G::training, kTrain, def("0"), "Marian: log each of the first N updates")
+            .ignored("lseq logs every --disp-freq"),
+        Opt("disp-label-counts", T::boolean, G::training, kTrain, def("true"),
+            "Marian: show label counts in progress lines (lseq's lines always show the tokens per second)"),
+        Opt("mini-batch-fit-step", T::integer, G::training, kTrain, def("10"),
+            "Marian: length step of --mini-batch-fit's statistics")
+            .ignored("lseq fits one token budget to the longest sentences"),
+        Opt("mini-batch-round-up", T::boolean, G::training, kTrain, def("true"),
+            "Marian: round fitted batch sizes up to a power of two")
+            .ignored("lseq fits one token budget", "false"),
+        Opt("overwrite-checkpoint", T::boolean, G::training, kTrain, def("true"),
+            "Marian: keep only the latest full checkpoint (lseq always does)")
+            .ignored("lseq always keeps only the latest checkpoint", "false"),
+        Opt("valid-reset-stalled", T::boolean, G::validation, kTrain, def("false"),
+            "Marian: reset the stalled count of early stopping when training resumes")
+            .ignored("lseq resumes the stalled count from the checkpoint"),
+        Opt("quiet-validation", T::boolean, G::validation, kTrain, def("false"),
+            "Marian: no sample translations in the validation log (lseq logs none)"),
+        Opt("check-nan", T::boolean, G::general, kTrain, def("false"), "Marian: check every op for NaNs")
+            .ignored("lseq checks the loss and gradient norm of every update (--max-nan-steps)"),
+        Opt("no-nccl", T::boolean, G::training, kTrain, def("false"), "Marian: exchange gradients without NCCL")
+            .ignored("lseq uses NCCL on GPUs and its TCP exchange on CPUs"),
+        Opt("fp16", T::boolean, G::general, TXS, def("false"),
+            "Marian's shortcut for --precision float16 float32 with loss scaling (lseq: --precision fp16)"),
+        Opt("cost-scaling", T::strings, G::training, kTrain, empty_list(),
+            "Marian: fp16 loss scaling factor, frequency, multiplier, minimum")
+            .implicit("8.f 10000 1.f 8.f")
+            .words()
+            .ignored("lseq scales fp16 losses dynamically (from 2^16, halved on overflow, doubled after 2000 good "
+                     "updates)"),
+        Opt("gradient-checkpointing", T::boolean, G::training, kTrain, def("false"),
+            "Marian: recompute activations in backward to save memory")
+            .ignored("lseq's nearest is --recompute-ffn (the feed-forward activations)"),
+        Opt("allow-unk", T::boolean, G::translation, kTrain | kTranslate, def("false"),
+            "Marian: allow <unk> in translations (lseq's SentencePiece vocabularies decode it as ' ⁇ ')")
+            .ignored("lseq does not suppress <unk> in search"),
+        Opt("relative-paths", T::boolean, G::general, TXS, def("false"),
+            "Paths in a config file (models, vocabs) are relative to the file's directory (Marian's decoder.yml)"),
+        Opt("models", T::strings, G::translation, kTranslate, empty_list(),
+            "Marian's model list: one lseq model directory (or a file in it) is the same as --model; a Marian "
+            ".npz model must be converted first (tools/marian)"),
+        // Marian's RNN models.
+        Opt("dim-rnn", T::integer, G::model, kTrain, none(), "Marian: size of the RNN state").refused(rnn),
+        Opt("enc-type", T::string, G::model, kTrain, none(), "Marian: RNN encoder type").refused(rnn),
+        Opt("enc-cell", T::string, G::model, kTrain, none(), "Marian: RNN encoder cell").refused(rnn),
+        Opt("enc-cell-depth", T::integer, G::model, kTrain, none(), "Marian: RNN encoder cell depth").refused(rnn),
+        Opt("dec-cell", T::string, G::model, kTrain, none(), "Marian: RNN decoder cell").refused(rnn),
+        Opt("dec-cell-base-depth", T::integer, G::model, kTrain, none(), "Marian: RNN decoder base depth")
+            .refused(rnn),
+        Opt("dec-cell-high-depth", T::integer, G::model, kTrain, none(), "Marian: RNN decoder high depth")
+            .refused(rnn),
+        Opt("skip", T::boolean, G::model, kTrain, def("false"), "Marian: RNN skip connections").refused(rnn),
+        Opt("layer-normalization", T::boolean, G::model, kTrain, def("false"), "Marian: RNN layer normalization")
+            .refused("belongs to Marian's RNN models (--type s2s); lseq's Transformers always normalize (see "
+                     "--transformer-postprocess); drop it"),
+        Opt("best-deep", T::boolean, G::model, kTrain, def("false"), "Marian: the BiDeep RNN preset").refused(rnn),
+        Opt("dropout-rnn", T::floating, G::model, kTrain, def("0"), "Marian: RNN dropout").refused(rnn),
+        Opt("dropout-src", T::floating, G::model, kTrain, def("0"), "Marian: source word dropout (RNN recipes)")
+            .refused("(source word dropout) is not implemented; lseq's dropouts are --transformer-dropout*"),
+        Opt("dropout-trg", T::floating, G::model, kTrain, def("0"), "Marian: target word dropout (RNN recipes)")
+            .refused("(target word dropout) is not implemented; lseq's dropouts are --transformer-dropout*"),
+        Opt("right-left", T::boolean, G::model, kTrain, def("false"), "Marian: train a right-to-left model")
+            .refused("(right-to-left models) is not implemented: train on reversed target lines instead"),
     };
     for (auto& x : o) add(x);
   }

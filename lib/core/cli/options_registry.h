@@ -48,6 +48,17 @@ struct OptionSpec {
   bool split_words = false;          // list of strings: "topk 10" counts as two elements "topk", "10"
   std::optional<std::string> implicit_value;  // command line: value of "--opt" given without one
 
+  // Marian compatibility (docs/marian-compat.md is generated from these; see core/cli/marian_compat.h).
+  // A value note applies to one value of the option, or with an empty `value` to any value other than the default.
+  struct ValueNote {
+    std::string value;
+    std::string text;
+  };
+  std::vector<ValueNote> ignored;  // accepted with a one-line warning "... has no effect here: <text>"
+  std::vector<ValueNote> refused;  // refused with one line "... <text>"
+  std::string marian_differs;      // how the meaning or the default differs from Marian's option (help and docs)
+  bool lseq_only = false;          // no Marian option of this name
+
   // Where one app differs: its own default, the --help group it is listed in, or its help text (the benchmarks
   // give some product options a meaning of their own, e.g. --model).
   struct AppOverride {

@@ -117,6 +117,7 @@ int run_local_ranks(const LocalLaunchOptions& options) {
   }
 
   int first_failed = -1, first_status = 0, common_code = 0, alive = ranks, forwarded = 0;
+  bool first_is_own = false;  // first_failed failed on its own, not because another rank did
   double kill_at = 0;
   while (alive > 0) {
     const int signals = g_signal_count.load();
@@ -148,13 +149,19 @@ int run_local_ranks(const LocalLaunchOptions& options) {
         }
       }
     }
-    // A rank that fails on its own (not on a forwarded signal) is the one to name.
-    if (failed_now >= 0 && first_failed < 0 && forwarded == 0) {
-      first_failed = failed_now;
-      first_status = failed_status;
-      kill_at = steady_seconds() + options.grace_s;
+    // A rank that fails on its own (not on a forwarded signal) is the one to name. One that stopped because another
+    // rank failed (kExitOtherRankFailed) may be reaped before the rank that failed: it is named only if no rank
+    // with a failure of its own ends by the time the others are killed.
+    if (failed_now >= 0 && forwarded == 0) {
+      const bool own_failure = WIFSIGNALED(failed_status) || exit_code_of(failed_status) != kExitOtherRankFailed;
+      if (first_failed < 0 || (own_failure && !first_is_own)) {
+        first_failed = failed_now;
+        first_status = failed_status;
+        first_is_own = own_failure;
+      }
+      if (kill_at == 0) kill_at = steady_seconds() + options.grace_s;
     }
-    if (first_failed >= 0 && steady_seconds() > kill_at) {
+    if (first_failed >= 0 && kill_at > 0 && steady_seconds() > kill_at) {
       for (int r = 0; r < ranks; ++r)
         if (running[static_cast<std::size_t>(r)]) ::kill(children[static_cast<std::size_t>(r)], SIGKILL);
       kill_at = steady_seconds() + 3600;

@@ -188,7 +188,7 @@ ScoreTotals rescore_nbest(StepModel& model, data::InputLineReader& source, data:
       if (unlisted == 0)
         spdlog::warn("{}: an entry for source line {} follows one for line {}: source lines {} to {} have no entries",
                      nbest.where(), parsed.line, source.index(), source.index() + 1, parsed.line - 1);
-      unlisted += parsed.line - source.index() - 1;
+      unlisted += parsed.line - (source.index() + 1);  // parenthesised: line may be INT64_MAX, index -1
     }
     std::string src_line;
     while (source.index() < parsed.line) {

@@ -2,8 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
+#include <fstream>
 
 #include "core/train/stop_signal.h"
 #include "util/error.h"
@@ -25,6 +28,17 @@ bool all_finite(const std::vector<float>& values) {
 }
 
 }  // namespace
+
+double cost_gradient_scale(TrainerOptions::Cost cost, double loss_sum, int64_t target_tokens, int64_t sentences) {
+  const double tokens = static_cast<double>(target_tokens);
+  switch (cost) {
+    case TrainerOptions::Cost::ce_mean_words: return 1.0 / tokens;
+    case TrainerOptions::Cost::ce_mean: return 1.0 / static_cast<double>(std::max<int64_t>(sentences, 1));
+    case TrainerOptions::Cost::ce_sum: return 1.0;
+    case TrainerOptions::Cost::perplexity: return std::exp(loss_sum / tokens) / tokens;
+  }
+  return 1.0 / tokens;
+}
 
 void check_batcher_position(const data::Batcher& batcher, const TrainingProgress& progress,
                             const std::string& checkpoint_dir) {
@@ -140,10 +154,12 @@ void Trainer::update() {
   bool skipped = !finite_loss || total.target_tokens == 0;
   bool overflow = false;  // fp16: the loss was finite but the scaled gradient overflowed
   if (!skipped) {
-    const double lr = options_.lr.at(progress_.updates + 1);
+    const double lr =
+        options_.lr.at(Progress{progress_.updates + 1, progress_.epochs_done, progress_.target_tokens});
     ParamStore& store = model_.param_store();
-    optimizer_.step(model_.master(), model_.grads(), 1.0f / (loss_scale * static_cast<float>(total.target_tokens)),
-                    lr, store.working_dtype(), store.separate_working());
+    const double per_gradient = cost_gradient_scale(options_.cost, total.loss_sum, total.target_tokens, sentences);
+    optimizer_.step(model_.master(), model_.grads(), static_cast<float>(per_gradient / loss_scale), lr,
+                    store.working_dtype(), store.separate_working());
     skipped = last_step_skipped();
     overflow = skipped && scaler_.dynamic();
     if (skipped) {
@@ -206,7 +222,7 @@ void Trainer::display() {
                "L.r. {:.4e} : gNorm {:.4f}{}",
                progress_.batcher_epoch, progress_.updates, window_sentences_, window_loss_ / tokens,
                std::exp(window_nll_ / tokens), elapsed, tokens / std::max(elapsed, 1e-9),
-               options_.lr.at(progress_.updates), optimizer_.last_grad_norm(), comm);
+               options_.lr.at(progress_marks()), optimizer_.last_grad_norm(), comm);
   window_loss_ = window_nll_ = 0;
   window_tokens_ = window_sentences_ = window_updates_ = 0;
   window_start_ = now_seconds();
@@ -217,6 +233,7 @@ void Trainer::display() {
 // Every rank validates (the same weights, the same numbers); rank 0's values are the ones every rank then uses, so
 // that early stopping and the best scores stay the same everywhere.
 std::map<std::string, double> Trainer::validate_smoothed() {
+  validator_->set_point({progress_.batcher_epoch, progress_.batcher_batch, progress_.updates, progress_.target_tokens});
   auto swap = [&] {
     ParamStore& store = model_.param_store();
     optimizer_.swap_smoothed(model_.master(), store.working_dtype(), store.separate_working());
@@ -233,6 +250,22 @@ std::map<std::string, double> Trainer::validate_smoothed() {
   swap();
   return parallel_.from_rank0(values);
 }
+
+namespace {
+
+// --valid-log: the validation line with a time stamp, as Marian's valid.log has it ("[date time] [valid] ...").
+void append_valid_log(const std::string& path, const std::string& line) {
+  std::ofstream out(path, std::ios::app);
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &local);
+  out << "[" << stamp << "] [valid] " << line << "\n";
+  if (!out) fail("cannot append to --valid-log '{}'; check the path and its permissions", path);
+}
+
+}  // namespace
 
 void Trainer::validate() {
   if (!validator_) return;
@@ -256,8 +289,11 @@ void Trainer::validate() {
     }
     if (metric == first) progress_.stalled = better ? 0 : progress_.stalled + 1;
     progress_.last[metric] = value;
-    spdlog::info("Ep. {} : Up. {} : {} : {:.4f} : {}", progress_.batcher_epoch, progress_.updates, metric, value,
-                 better ? "new best" : fmt::format("stalled {} times", metric == first ? progress_.stalled : 0));
+    const std::string line =
+        fmt::format("Ep. {} : Up. {} : {} : {:.4f} : {}", progress_.batcher_epoch, progress_.updates, metric, value,
+                    better ? "new best" : fmt::format("stalled {} times", metric == first ? progress_.stalled : 0));
+    spdlog::info("{}", line);
+    if (!options_.valid_log.empty() && parallel_.rank() == 0) append_valid_log(options_.valid_log, line);
   }
 }
 

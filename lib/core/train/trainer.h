@@ -37,12 +37,23 @@ struct TrainerOptions {
   int max_nan_steps = 10;
   kernels::DType precision = kernels::DType::f32;  // --precision: fp16 turns on dynamic loss scaling
   LrSchedule lr;
+  // --cost-type: what the gradient is the gradient of. The model's gradients are sums over target tokens; the
+  // update divides them by the tokens (ce-mean-words), the sentences (ce-mean) or nothing (ce-sum); perplexity is
+  // exp(ce-mean-words), whose gradient is that of ce-mean-words times the perplexity.
+  enum class Cost { ce_mean_words, ce_mean, ce_sum, perplexity };
+  Cost cost = Cost::ce_mean_words;
+  std::string valid_log;  // --valid-log: also append the validation lines to this file (rank 0)
   std::vector<std::string> vocabs;  // the vocabularies' identities, stored in each checkpoint's progress
   // Data parallelism (DataParallel): the communicator of this process's job, null for a single process. Rank 0
   // alone writes checkpoints and best models; every rank takes the same decisions from the job's totals.
   kernels::Communicator* comm = nullptr;
   GradientSyncOptions sync;
 };
+
+// The factor on the model's summed gradients for one update under --cost-type (TrainerOptions::Cost):
+// 1/target_tokens (ce-mean-words), 1/sentences (ce-mean; at least one), 1 (ce-sum), or
+// exp(loss_sum/target_tokens)/target_tokens (perplexity). target_tokens must be positive.
+double cost_gradient_scale(TrainerOptions::Cost cost, double loss_sum, int64_t target_tokens, int64_t sentences);
 
 struct TrainResult {
   int64_t updates = 0;

@@ -5,6 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
@@ -16,6 +22,67 @@
 #include "util/error.h"
 
 namespace lseq {
+
+namespace {
+
+std::string shell_quoted(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Marian runs the script path as given (it may hold its interpreter: "bash ./validate.sh"), then the arguments and
+// the translation file.
+std::string script_command(const TranslationValidation& t, const std::string& file) {
+  if (t.script.empty()) fail("--valid-metrics translation and valid-script need --valid-script-path");
+  std::string command = t.script;
+  for (const std::string& arg : t.script_args) command += " " + shell_quoted(arg);
+  if (!file.empty()) command += " " + shell_quoted(file);
+  return command;
+}
+
+}  // namespace
+
+std::string expand_output_template(const std::string& path, const ValidationPoint& point) {
+  std::string out;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '{' && i + 2 < path.size() && path[i + 2] == '}') {
+      const char key = path[i + 1];
+      const int64_t value = key == 'E' ? point.epoch : key == 'B' ? point.batch : key == 'U' ? point.updates
+                            : key == 'T' ? point.labels : -1;
+      if (value >= 0) {
+        out += std::to_string(value);
+        i += 2;
+        continue;
+      }
+    }
+    out += path[i];
+  }
+  return out;
+}
+
+double run_validation_script(const std::string& command, const std::string& option) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) fail("{}: cannot run '{}'", option, command);
+  std::string output;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  if (status != 0)
+    fail("{} '{}' failed (exit status {}); it must print a score and exit 0", option, command,
+         WIFEXITED(status) ? WEXITSTATUS(status) : status);
+  // The last whitespace-separated word that is a number.
+  std::istringstream words(output);
+  bool found = false;
+  double value = 0;
+  for (std::string word; words >> word;) {
+    char* end = nullptr;
+    const double number = std::strtod(word.c_str(), &end);
+    if (end != word.c_str() && *end == '\0' && std::isfinite(number)) value = number, found = true;
+  }
+  if (!found) fail("{} '{}' printed no number; it must print the score on its standard output", option, command);
+  return value;
+}
 
 Validator::Validator(std::shared_ptr<const data::EncodedCorpus> corpus, std::vector<std::string> metrics,
                      int64_t mini_batch_words, int mini_batch, TranslationValidation translation,
@@ -34,12 +101,15 @@ bool Validator::lower_is_better(const std::string& metric) {
   return metric == "cross-entropy" || metric == "perplexity" || metric == "ce-mean-words";
 }
 
-bool Validator::needs_translation(const std::string& metric) { return metric == "bleu" || metric == "chrf"; }
+bool Validator::needs_translation(const std::string& metric) {
+  return metric == "bleu" || metric == "chrf" || metric == "translation";
+}
 
 void Validator::check_metrics(const std::vector<std::string>& metrics) {
   if (metrics.empty()) fail("--valid-metrics is empty; name at least one of cross-entropy, perplexity, bleu, chrf");
   for (const std::string& m : metrics) {
-    if (m == "cross-entropy" || m == "perplexity" || m == "ce-mean-words" || needs_translation(m)) continue;
+    if (m == "cross-entropy" || m == "perplexity" || m == "ce-mean-words" || m == "valid-script") continue;
+    if (needs_translation(m)) continue;
     fail("--valid-metrics: unknown metric '{}'; choose from cross-entropy, perplexity, bleu, chrf", m);
   }
 }
@@ -101,12 +171,13 @@ std::vector<std::string> Validator::translate(Model& any) {
 
 std::map<std::string, double> Validator::run(Model& model, kernels::Workspace& ws) {
   std::map<std::string, double> values;
-  const bool wants_ce = std::any_of(metrics_.begin(), metrics_.end(), [](const auto& m) { return !needs_translation(m); });
+  const auto is_ce = [](const std::string& m) { return !needs_translation(m) && m != "valid-script"; };
+  const bool wants_ce = std::any_of(metrics_.begin(), metrics_.end(), is_ce);
   const bool wants_translation = std::any_of(metrics_.begin(), metrics_.end(), needs_translation);
   if (wants_ce) {
     const double ce = cross_entropy(model, ws);
     for (const std::string& m : metrics_) {
-      if (!needs_translation(m)) values[m] = m == "perplexity" ? std::exp(ce) : ce;
+      if (is_ce(m)) values[m] = m == "perplexity" ? std::exp(ce) : ce;
     }
   }
   if (wants_translation) {
@@ -118,15 +189,33 @@ std::map<std::string, double> Validator::run(Model& model, kernels::Workspace& w
       if (m == "bleu") values[m] = metrics::corpus_bleu(hyps, refs).score;
       if (m == "chrf") values[m] = metrics::corpus_chrf(hyps, refs).score;
     }
-    if (!translation_.output_path.empty()) {
+    const bool scripted = std::count(metrics_.begin(), metrics_.end(), "translation") > 0;
+    std::string path = translation_.output_path.empty() ? "" : expand_output_template(translation_.output_path, point_);
+    bool temporary = false;
+    if (path.empty() && scripted) {
+      path = (std::filesystem::temp_directory_path() / fmt::format("lseq-valid-{}.txt", ::getpid())).string();
+      temporary = true;
+    }
+    if (!path.empty()) {
       // One line per line of the validation file; pairs the corpus skipped get an empty line.
       std::vector<std::string> lines(translation_.references.size());
       for (int64_t i = 0; i < corpus_->size(); ++i) lines[corpus_->line(i)] = hyps[static_cast<std::size_t>(i)];
       std::string text;
       for (const std::string& line : lines) text += line + "\n";
-      write_file_atomic(translation_.output_path, text);
+      write_file_atomic(path, text);
+    }
+    if (scripted) {
+      try {
+        values["translation"] = run_validation_script(script_command(translation_, path), "--valid-script-path");
+      } catch (...) {
+        if (temporary) std::filesystem::remove(path);
+        throw;
+      }
+      if (temporary) std::filesystem::remove(path);
     }
   }
+  if (std::count(metrics_.begin(), metrics_.end(), "valid-script") > 0)
+    values["valid-script"] = run_validation_script(script_command(translation_, ""), "--valid-script-path");
   return values;
 }
 

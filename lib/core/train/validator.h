@@ -4,7 +4,10 @@
 //   perplexity: exp(cross-entropy);
 // (a language model: per predicted token of its lines, eos included, in lines or in blocks as it trains)
 //   bleu, chrf: the validation source translated with the current weights (beam search with --beam-size,
-//   --normalize, --word-penalty, --max-length-factor) and scored against the raw reference lines as sacreBLEU does.
+//   --normalize, --word-penalty, --max-length-factor) and scored against the raw reference lines as sacreBLEU does;
+//   translation: those translations written to a file that --valid-script-path gets as its last argument; the last
+//   number the script prints is the value (higher is better, as in Marian);
+//   valid-script: the last number --valid-script-path prints, run with its arguments only.
 #include <map>
 #include <memory>
 #include <string>
@@ -26,8 +29,22 @@ struct TranslationValidation {
   const data::Vocab* target_vocab = nullptr;
   BeamSearchOptions beam;
   int mini_batch = 32;         // sentences decoded together
-  std::string output_path;     // --valid-translation-output: one line per validation line (empty if skipped)
+  std::string output_path;     // --valid-translation-output: one line per validation line (empty if skipped);
+                               // {E} {B} {U} {T} become the epoch, batch, updates and target labels
+  std::string script;          // --valid-script-path: a command run by /bin/sh
+  std::vector<std::string> script_args;  // --valid-script-args, before the translation file
 };
+
+// Where training is when it validates: for the names of --valid-translation-output.
+struct ValidationPoint {
+  int64_t epoch = 0, batch = 0, updates = 0, labels = 0;
+};
+
+// --valid-translation-output's name with Marian's {E} {B} {U} {T} replaced.
+std::string expand_output_template(const std::string& path, const ValidationPoint& point);
+// Runs `command` through /bin/sh and returns the last number it printed (lseq::Error naming `option` when it fails
+// or prints none).
+double run_validation_script(const std::string& command, const std::string& option);
 
 class Validator {
  public:
@@ -44,6 +61,7 @@ class Validator {
   static void check_metrics(const std::vector<std::string>& metrics);  // unknown -> lseq::Error
 
   std::map<std::string, double> run(Model& model, kernels::Workspace& ws);
+  void set_point(const ValidationPoint& point) { point_ = point; }
 
  private:
   double cross_entropy(Model& model, kernels::Workspace& ws) const;
@@ -57,6 +75,7 @@ class Validator {
   TranslationValidation translation_;
   data::BatcherOptions blocks_;
   std::unique_ptr<StepModel> step_model_;  // made at the first translation, planned for the validation set
+  ValidationPoint point_;
 };
 
 }  // namespace lseq

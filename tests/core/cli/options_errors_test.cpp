@@ -127,7 +127,7 @@ TEST(OptionErrors, OutOfRangeNamesTheAllowedValues) {
                {"'--valid-metrics'", "bleu", "'meteor'"});
   expect_parts(error_of(App::train, {"-m", "m", "--transformer-postprocess", "dax"}), {"letters dan"});
   expect_parts(error_of(App::train, {"-m", "m", "--after", "10x"}), {"'--after'", "10e", "'10x'"});
-  expect_parts(error_of(App::train, {"-m", "m", "--lr-warmup", "2e"}), {"'--lr-warmup'", "'2e'"});
+  expect_parts(error_of(App::train, {"-m", "m", "--lr-warmup", "2x"}), {"'--lr-warmup'", "'2x'"});
   expect_parts(error_of(App::train, {"-m", "m", "--dim-emb", "500"}), {"'dim-emb'", "'transformer-heads'"});
   TempDir dir("range");
   std::string file = dir.write("r.yaml", "seed: 3\nprecision: float64\n");

@@ -64,5 +64,22 @@ TEST(Frequency, AfterEpochsCountsCompletedEpochs) {
   EXPECT_TRUE(after.reached({501, 2, 0}));
 }
 
+// Marian's --lr-warmup in target labels and --lr-decay-inv-sqrt N B: the decay starts at B with rate 1 there.
+TEST(LrSchedule, UnitsAndTheSecondDecayValue) {
+  LrSchedule s;
+  s.base = 1.0;
+  s.warmup = 1000;
+  s.warmup_unit = ScheduleUnit::labels;
+  EXPECT_DOUBLE_EQ(s.at(Progress{5, 0, 250}), 0.25);
+  EXPECT_DOUBLE_EQ(s.at(Progress{9, 0, 5000}), 1.0);
+  LrSchedule d;
+  d.base = 1.0;
+  d.kind = LrSchedule::Kind::inv_sqrt;
+  d.decay_start = 100;
+  d.decay_from = 400;
+  EXPECT_DOUBLE_EQ(d.at(400), 1.0);
+  EXPECT_DOUBLE_EQ(d.at(700), std::sqrt(100.0 / 400.0));  // progress shifted: 700 - 400 + 100
+}
+
 }  // namespace
 }  // namespace lseq
