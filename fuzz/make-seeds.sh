@@ -61,6 +61,10 @@ printf '%s\n' lstrain --task transformer-base -m model/model.npz -t corpus.en co
   --lr-warmup 2e --lr-decay-inv-sqrt 16000u 8000u --lr-report --exponential-smoothing --sync-sgd --tempdir tmp \
   --shuffle batches --no-reload --overwrite --dump-config minimal >"$seeds/command_line/train-marian"
 printf '%s\n' lstrain -m model --type s2s --dim-rnn 1024 --layer-normalization >"$seeds/command_line/train-marian-rnn"
+# A language model (issue 25): Marian's lm-transformer and lseq's lm, packed blocks and document masks.
+printf '%s\n' lstrain -m lm --type lm-transformer --lm-pack-blocks --lm-document-masks \
+  --transformer-train-position-embeddings --max-length 256 --dump-config minimal >"$seeds/command_line/train-lm"
+printf '%s\n' lstrain -m lm --type lm -t corpus.txt --lm-pack-blocks >"$seeds/command_line/train-lm-short"
 printf '%s\n' lstranslate -m model -b6 -n0.6 -w 2500 -d 0 --maxi-batch-sort src --max-length-crop --dump-config \
   >"$seeds/command_line/translate-marian"
 

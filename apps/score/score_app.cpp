@@ -1,5 +1,5 @@
 // lsscore: scores sentence pairs (--train-sets source target) or rescores an n-best list (--n-best, with the list
-// as the second file) with the model in --model (core/scorer.h).
+// as the second file) with the model in --model (core/scorer.h); a language model scores the lines of one file.
 #include "score_app.h"
 
 #include <spdlog/spdlog.h>
@@ -18,10 +18,16 @@ namespace lseq {
 int run_score(const Options& options) {
   const std::vector<std::string> sets = options.get_strings("train-sets");
   const bool n_best = options.get_bool("n-best");
-  if (sets.size() != 2)
+  const ModelFiles files = find_model_files(options.get_string("model"));
+  LanguageModelLimits lm;
+  const bool language_model = is_language_model(files, options, &lm);
+  if (language_model) {
+    if (n_best) fail("--n-best rescores translations; a language model scores the lines of one file");
+    if (sets.size() != 1) fail("a language model scores one file: --train-sets needs 1 file, {} given", sets.size());
+  } else if (sets.size() != 2) {
     fail("--train-sets needs 2 files ({}), {} given", n_best ? "source and n-best list" : "source and target",
          sets.size());
-  const ModelFiles files = find_model_files(options.get_string("model"));
+  }
 
   ScoreSettings settings;
   settings.normalize = options.get_float("normalize");
@@ -29,6 +35,7 @@ int run_score(const Options& options) {
   settings.word_scores = options.get_bool("word-scores");
   settings.n_best_feature = options.get_string("n-best-feature");
   settings.batching = input_options(options);
+  if (language_model) settings.batching.max_length = lm.scored_tokens;  // within the model's positions
   if (settings.summary && n_best) fail("--summary and --n-best cannot be combined; choose one");
 
   const bool encode = !options.get_bool("no-spm-encode");
@@ -52,11 +59,16 @@ int run_score(const Options& options) {
     encode_target = [&](std::string_view text) { return target_vocab->encode(text); };
   }
 
-  data::InputLineReader source(std::vector<std::string>{sets[0]}, "--train-sets"),
-      second(std::vector<std::string>{sets[1]}, "--train-sets");
+  data::InputLineReader source(std::vector<std::string>{sets[0]}, "--train-sets");
   OutputStream out(options.get_string("output"));
-  ScoreTotals totals = n_best ? rescore_nbest(*model, source, second, encode_source, encode_target, settings, out.get())
-                              : score_pairs(*model, source, second, encode_source, encode_target, settings, out.get());
+  ScoreTotals totals;
+  if (language_model) {
+    totals = score_lines(*model, source, encode_target, settings, out.get());
+  } else {
+    data::InputLineReader second(std::vector<std::string>{sets[1]}, "--train-sets");
+    totals = n_best ? rescore_nbest(*model, source, second, encode_source, encode_target, settings, out.get())
+                    : score_pairs(*model, source, second, encode_source, encode_target, settings, out.get());
+  }
   if (settings.summary) out.get() << format_summary(totals) << '\n';
   out.close();
   if (totals.scored < totals.lines)

@@ -19,6 +19,8 @@
 #include "core/checkpoint/model_dir_lock.h"
 #include "core/cli/backend_select.h"
 #include "core/dist/local_launch.h"
+#include "core/model/lm/decoder_only_model.h"
+#include "core/model/model.h"
 #include "core/train/shard.h"
 #include "core/train/stop_signal.h"
 #include "core/train/trainer.h"
@@ -36,34 +38,56 @@ namespace lseq {
 namespace {
 
 // decoder.yml: lstranslate's defaults for this model (Marian writes the same file beside its models). Only
-// lstranslate options: it is validated as an lstranslate config file.
-void write_decoder_config(const ModelDir& dir, const Options& options) {
+// lstranslate options: it is validated as an lstranslate config file. A language model's continuations: greedy, and
+// --max-length counts their new tokens (100, or what the model's positions allow after a one-token prompt).
+void write_decoder_config(const ModelDir& dir, const Options& options, const ModelConfig& config) {
   YAML::Emitter out;
   out << YAML::BeginMap;
-  out << YAML::Key << "beam-size" << YAML::Value << 4;
+  out << YAML::Key << "beam-size" << YAML::Value << (config.is_lm() ? 1 : 4);
   out << YAML::Key << "normalize" << YAML::Value << 0.6;
   out << YAML::Key << "max-length-factor" << YAML::Value << 3;
   out << YAML::Key << "mini-batch" << YAML::Value << 16;
   out << YAML::Key << "maxi-batch" << YAML::Value << 100;
-  out << YAML::Key << "max-length" << YAML::Value << options.get_int("max-length");
+  out << YAML::Key << "max-length" << YAML::Value
+      << (config.is_lm() ? std::min<int64_t>(100, std::max(1, config.max_length - 1)) : options.get_int("max-length"));
   out << YAML::EndMap;
   write_file_atomic(dir.file("decoder.yml"), std::string(out.c_str()) + "\n");
 }
+
+bool is_lm(const Options& options) { return options.get_string("type") == "lm"; }
 
 // The options that can be checked alone: counts of files, batch sizes, metrics and the files lstrain writes.
 void check_options(const Options& options) {
   if (!options.has("model")) fail("lstrain needs --model DIR: the directory to write the model to");
   const std::vector<std::string> train_sets = options.get_strings("train-sets");
-  if (train_sets.size() != 2) fail("--train-sets needs two files (source target), got {}", train_sets.size());
+  const bool lm = is_lm(options);
+  if (lm && train_sets.size() != 1)
+    fail("--type lm trains on one monolingual corpus: --train-sets needs one file, got {}", train_sets.size());
+  if (!lm && train_sets.size() != 2) fail("--train-sets needs two files (source target), got {}", train_sets.size());
   if (options.get_int("mini-batch-words") <= 0 && options.get_int("mini-batch") <= 0) {
     fail("set --mini-batch-words or --mini-batch to a positive number");
   }
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
-  if (!valid_sets.empty() && valid_sets.size() != 2) {
+  if (lm && valid_sets.size() > 1) fail("--type lm validates on one file: --valid-sets got {}", valid_sets.size());
+  if (!lm && !valid_sets.empty() && valid_sets.size() != 2) {
     fail("--valid-sets needs two files (source target), got {}", valid_sets.size());
   }
   const std::vector<std::string> metrics = options.get_strings("valid-metrics");
   if (!valid_sets.empty()) Validator::check_metrics(metrics);
+  if (lm) {
+    for (const std::string& m : metrics)
+      if (Validator::needs_translation(m))
+        fail("--valid-metrics {} translates, which a language model does not: use cross-entropy or perplexity", m);
+    const std::vector<std::string> vocabs = options.get_strings("vocabs");
+    if (vocabs.size() == 2 && vocabs[0] != vocabs[1])
+      fail("--type lm has one vocabulary: --vocabs needs one path, got two");
+    if (options.get_bool("lm-document-masks") && !options.get_bool("lm-pack-blocks"))
+      fail("--lm-document-masks masks documents inside packed blocks: add --lm-pack-blocks (without it every line "
+           "is a sequence of its own)");
+  } else {
+    for (const char* option : {"lm-pack-blocks", "lm-document-masks", "transformer-train-position-embeddings"})
+      if (options.get_bool(option)) fail("--{} is for language models: add --type lm", option);
+  }
   for (const char* scripted : {"translation", "valid-script"}) {
     if (!valid_sets.empty() && std::count(metrics.begin(), metrics.end(), scripted) > 0 &&
         !options.has("valid-script-path")) {
@@ -99,7 +123,7 @@ struct StateLayout {
   double wire_bytes = 0;       // per parameter: the 16-bit copy of the gradients that --sync-precision bf16 sends
 };
 
-std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, EncoderDecoderModel& model,
+std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, Model& model,
                                                       kernels::Backend& backend, int64_t max_tokens, int max_len,
                                                       const StateLayout& layout) {
   const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
@@ -144,8 +168,8 @@ std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, En
 
 // --mini-batch-fit (Marian): the largest token budget whose planned activations, for batches of the longest
 // sentences, fit in --workspace MiB. The plan is the step's own code run over the planning backend
-// (EncoderDecoderModel::workspace_bytes), so it is what the step will use.
-int64_t fitted_batch_words(const Options& options, EncoderDecoderModel& model, int max_len) {
+// (Model::workspace_bytes: the encoder-decoder model's or the language model's), so it is what the step will use.
+int64_t fitted_batch_words(const Options& options, Model& model, int max_len) {
   const std::size_t budget = static_cast<std::size_t>(options.get_int("workspace")) << 20;
   if (budget == 0) fail("--mini-batch-fit fits the batches to --workspace MiB; give it (e.g. -w 9000)");
   if (model.workspace_bytes(max_len, max_len) > budget) {
@@ -170,7 +194,8 @@ int64_t fitted_batch_words(const Options& options, EncoderDecoderModel& model, i
 // The validator of --valid-sets (encoded in memory), or null without them. Only the writer (rank 0 of several)
 // writes --valid-translation-output.
 std::unique_ptr<Validator> make_validator(const Options& options, const Vocabularies& vocabs,
-                                          const ModelConfig& config, int64_t max_tokens, bool writer) {
+                                          const ModelConfig& config, int64_t max_tokens, bool writer,
+                                          const data::BatcherOptions& blocks) {
   const std::vector<std::string> valid_sets = options.get_strings("valid-sets");
   if (valid_sets.empty()) return nullptr;
   data::CorpusOptions valid_options;
@@ -179,7 +204,11 @@ std::unique_ptr<Validator> make_validator(const Options& options, const Vocabula
       static_cast<int>(std::min<int64_t>(options.get_int("valid-max-length"), config.max_length));
   valid_options.crop = true;
   valid_options.use_cache = false;
-  auto valid = data::EncodedCorpus::open_or_build(valid_options, {vocabs.src.get(), &vocabs.target()});
+  if (blocks.block_length > 0) valid_options.max_length = 0;  // lines run on over blocks: none is too long
+  std::vector<const data::Vocab*> valid_vocabs = {vocabs.src.get(), &vocabs.target()};
+  if (config.is_lm()) valid_vocabs = {&vocabs.target()};
+  auto valid = data::EncodedCorpus::open_or_build(valid_options, valid_vocabs);
+  if (valid->size() == 0 && config.is_lm()) fail("the validation set {} has no usable lines", valid_sets[0]);
   if (valid->size() == 0) fail("the validation set {} {} has no usable sentence pairs", valid_sets[0], valid_sets[1]);
   if (valid->cropped() > 0) {
     spdlog::warn("validation: {} sentences longer than {} tokens were cropped (--max-length)", valid->cropped(),
@@ -205,7 +234,7 @@ std::unique_ptr<Validator> make_validator(const Options& options, const Vocabula
     translation.script_args = options.get_strings("valid-script-args");
   }
   return std::make_unique<Validator>(valid, metrics, max_tokens, static_cast<int>(options.get_int("valid-mini-batch")),
-                                     std::move(translation));
+                                     std::move(translation), blocks);
 }
 
 
@@ -216,6 +245,9 @@ std::unique_ptr<Validator> make_validator(const Options& options, const Vocabula
 int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* group) {
   const bool leader = group == nullptr || group->rank() == 0;
   const int ranks = group ? group->size() : 1;
+  // Before the model directory or a vocabulary is written: what the GPU cannot run yet (DecoderOnlyModel checks
+  // it again).
+  if (is_lm(options) && !place.cpu) check_lm_context(options.get_int("max-length"), kernels::DeviceKind::cuda);
   if (!leader) group->wait_for_rank0();
   const std::vector<std::string> train_sets = options.get_strings("train-sets");
   TrainerOptions trainer_settings = trainer_options(options);
@@ -251,15 +283,29 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
 
   std::unique_ptr<kernels::Backend> backend = select_backend(options, place.backend);
   const kernels::DType dt = precision_dtype(options);
-  EncoderDecoderModel model(config, *backend, dt);
+  const std::unique_ptr<Model> built = make_model(config, *backend, dt);
+  Model& model = *built;
   model.set_recompute_ffn(options.get_bool("recompute-ffn"));
   // Updates of one batch need no gradients between steps: backward places them in the activations' room (also
   // under data parallelism: the exchange works on them there, and the optimizer steps before the next forward).
   model.set_gradients_in_step_memory(options.get_int("optimizer-delay") <= 1);
   // Sharded 16-bit training: each rank's optimizer keeps its shard of the fp32 master, the store none.
   if (sharded && dt != kernels::DType::f32) model.param_store().release_master();
-  spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
-               model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads, config.dim_ffn);
+  if (config.is_lm()) {
+    spdlog::info("model: language model of {} parameters ({} layers, dim {}, {} heads, ffn {}, {} positions)",
+                 model.num_weights(), config.dec_depth, config.dim_emb, config.heads, config.dim_ffn,
+                 config.learned_positions ? "learned" : "sinusoidal");
+  } else {
+    spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
+                 model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads,
+                 config.dim_ffn);
+  }
+  // A language model's blocks (--lm-pack-blocks) hold --max-length tokens; lines hold up to it + eos / bos.
+  data::BatcherOptions blocks;
+  if (config.is_lm() && options.get_bool("lm-pack-blocks")) {
+    blocks.block_length = config.max_length;
+    blocks.document_masks = options.get_bool("lm-document-masks");
+  }
   const int max_len = config.max_length + 1;  // + eos / bos
   const int64_t words = options.get_bool("mini-batch-fit") ? fitted_batch_words(options, model, max_len)
                                                            : options.get_int("mini-batch-words");
@@ -270,21 +316,34 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
   layout.wire_bytes = ranks > 1 && trainer_settings.sync.wire != kernels::DType::f32 ? 2.0 : 0.0;
   const std::unique_ptr<kernels::Workspace> workspace =
       checked_workspace(options, model, *backend, max_tokens, max_len, layout);
-  const std::unique_ptr<Validator> validator = make_validator(options, vocabs, config, max_tokens, leader);
+  const std::unique_ptr<Validator> validator = make_validator(options, vocabs, config, max_tokens, leader, blocks);
 
   data::CorpusOptions corpus_options;
   corpus_options.files = train_sets;
-  corpus_options.max_length = config.max_length;
+  corpus_options.max_length = blocks.block_length > 0 ? 0 : config.max_length;  // blocks split long lines
   corpus_options.crop = options.get_bool("max-length-crop");
   corpus_options.cache_dir = options.get_string("cache-dir").empty() ? dir.path() : options.get_string("cache-dir");
-  auto corpus = data::EncodedCorpus::open_or_build(corpus_options, {vocabs.src.get(), &vocabs.target()});
-  if (corpus->size() == 0) fail("the training corpus {} {} has no usable sentence pairs", train_sets[0], train_sets[1]);
-  spdlog::info("training corpus: {} pairs ({} source and {} target tokens); skipped {} with an empty side, {} "
-               "longer than --max-length {}, cropped {}",
-               corpus->size(), corpus->total_tokens(0), corpus->total_tokens(1), corpus->skipped_empty(),
-               corpus->skipped_long(), config.max_length, corpus->cropped());
+  std::vector<const data::Vocab*> corpus_vocabs = {vocabs.src.get(), &vocabs.target()};
+  if (config.is_lm()) corpus_vocabs = {&vocabs.target()};
+  auto corpus = data::EncodedCorpus::open_or_build(corpus_options, corpus_vocabs);
+  if (config.is_lm()) {
+    if (corpus->size() == 0) fail("the training corpus {} has no usable lines", train_sets[0]);
+    spdlog::info("training corpus: {} lines ({} tokens){}; skipped {} empty{}, {} longer than --max-length {}, "
+                 "cropped {}",
+                 corpus->size(), corpus->total_tokens(0),
+                 blocks.block_length > 0 ? fmt::format(" in blocks of {} tokens", blocks.block_length) : "",
+                 corpus->skipped_empty(), blocks.document_masks ? " (document breaks)" : "", corpus->skipped_long(),
+                 config.max_length, corpus->cropped());
+  } else {
+    if (corpus->size() == 0)
+      fail("the training corpus {} {} has no usable sentence pairs", train_sets[0], train_sets[1]);
+    spdlog::info("training corpus: {} pairs ({} source and {} target tokens); skipped {} with an empty side, {} "
+                 "longer than --max-length {}, cropped {}",
+                 corpus->size(), corpus->total_tokens(0), corpus->total_tokens(1), corpus->skipped_empty(),
+                 corpus->skipped_long(), config.max_length, corpus->cropped());
+  }
 
-  data::BatcherOptions batcher_options;
+  data::BatcherOptions batcher_options = blocks;
   batcher_options.mini_batch_words = words > 0 ? words : max_tokens;
   batcher_options.mini_batch = sentences;
   batcher_options.maxi_batch = static_cast<int>(options.get_int("maxi-batch"));
@@ -322,7 +381,7 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
   if (leader) {
     delete_for_fresh_start(plan);
     write_file_atomic(dir.file("config.yml"), options.dump());
-    write_decoder_config(dir, options);
+    write_decoder_config(dir, options, config);
     write_vocabulary_copies(vocabs, dir);
   }
   if (group) {

@@ -48,15 +48,19 @@ TrainerOptions::Cost cost_type(const Options& options) {
 }  // namespace
 
 ModelConfig model_config_from(const Options& options, const Vocabularies& vocabs) {
-  if (options.get_string("type") != "transformer") {
-    fail("--type {} is not implemented yet; this version trains encoder-decoder models (--type transformer)",
-         options.get_string("type"));
-  }
   YAML::Node node = YAML::Clone(options.yaml());
   node.remove("dim-vocabs");  // the sizes come from the vocabularies themselves
   ModelConfig config = ModelConfig::from_yaml(node);
   config.src_vocab = vocabs.src->size();
   config.tgt_vocab = vocabs.target().size();
+  if (config.is_lm()) {
+    if (!vocabs.joint())
+      fail("--type lm has one vocabulary, but --vocabs names two files ({} and {}); give one path", vocabs.src_path,
+           vocabs.tgt_path);
+    config.normalize_lm();  // the output is tied to the embeddings whatever --tied-embeddings says
+    config.validate();
+    return config;
+  }
   if ((config.tied == TiedEmbeddings::all || config.tied == TiedEmbeddings::source) && !vocabs.joint()) {
     fail("--{} shares the source and target embeddings, which needs one joint vocabulary, but --vocabs names two "
          "files ({} and {}); give one path",

@@ -38,7 +38,13 @@ std::string fingerprint(const std::string& bytes) {
 void check_vocab_path(const std::string& path) {
   std::error_code ec;
   const std::string extension = fs::path(path).extension().string();
-  if (extension == ".yml" || extension == ".yaml" || extension == ".json") {
+  if (extension == ".json") {  // Marian's JSON word list, or GPT-2's vocab.json (with merges.txt)
+    fail("--vocabs '{}' is a Marian vocabulary (a word list) or a GPT-2 byte-level BPE tokenizer (vocab.json, "
+         "merges.txt), which lseq does not read (the BPE tokenizer not yet: issue 25): lseq uses SentencePiece "
+         "models; give a path ending in .spm (lstrain creates it from the training data when it does not exist)",
+         path);
+  }
+  if (extension == ".yml" || extension == ".yaml") {
     fail("--vocabs '{}' is a Marian vocabulary (a word list), which lseq does not read: lseq uses SentencePiece "
          "models; give a path ending in .spm (lstrain creates it from the training data when it does not exist)",
          path);
@@ -132,13 +138,15 @@ Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
       joint = load(v.src_path);
     } else {
       train.vocab_size = static_cast<int>(sizes[0]);
-      spdlog::info("creating joint vocabulary {} ({} pieces) from {} and {}", v.src_path, train.vocab_size,
-                   train_sets[0], train_sets[1]);
+      std::string sources;
+      for (const std::string& set : train_sets) sources += (sources.empty() ? "" : " and ") + set;
+      spdlog::info("creating joint vocabulary {} ({} pieces) from {}", v.src_path, train.vocab_size, sources);
       joint = train_and_load(train_sets, v.src_path, !given, train);
     }
     v.src = std::move(joint.vocab);
     v.src_bytes = std::move(joint.bytes);
   } else {
+    if (train_sets.size() < 2) fail("--vocabs names two vocabularies but --train-sets has one file: give one path");
     for (int side = 0; side < 2; ++side) {
       const std::string& path = side == 0 ? v.src_path : v.tgt_path;
       Loaded one;

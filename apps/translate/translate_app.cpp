@@ -1,5 +1,6 @@
 // lstranslate: reads the model directory (its decoder.yml was merged by parse_options), then translates the
-// --input lines to --output (core/translator.h).
+// --input lines to --output (core/translator.h); with a language model each line is a prompt and the output its
+// continuation.
 #include "translate_app.h"
 
 #include <spdlog/spdlog.h>
@@ -19,12 +20,19 @@ namespace lseq {
 int run_translate(const Options& options) {
   const auto load_begin = std::chrono::steady_clock::now();
   const ModelFiles files = find_model_files(options.get_string("model"));
+  // A language model continues each input line (a prompt) by up to --max-length new tokens.
+  LanguageModelLimits lm;
+  const bool language_model = is_language_model(files, options, &lm);
 
   TranslateSettings settings;
   settings.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
   settings.beam.normalize = options.get_float("normalize");
   settings.beam.word_penalty = options.get_float("word-penalty");
   settings.beam.max_length_factor = options.get_float("max-length-factor");
+  if (language_model) {
+    settings.beam.max_new_tokens = lm.new_tokens;
+    settings.beam.max_context = lm.context;
+  }
   settings.n_best = options.get_bool("n-best");
   settings.word_scores = options.get_bool("word-scores");
   const std::vector<std::string> sampling = options.get_strings("output-sampling");
@@ -34,6 +42,8 @@ int run_translate(const Options& options) {
     base.normalize = settings.beam.normalize;
     base.word_penalty = settings.beam.word_penalty;
     base.max_length_factor = settings.beam.max_length_factor;
+    base.max_new_tokens = settings.beam.max_new_tokens;
+    base.max_context = settings.beam.max_context;
     settings.sampling = parse_output_sampling(sampling, base);
     settings.sample = true;
   }
@@ -54,6 +64,7 @@ int run_translate(const Options& options) {
 
   data::TranslationInputOptions input_opts = input_options(options);
   input_opts.vocab_size = sizes.source;  // ids given with --no-spm-encode are checked line by line
+  if (language_model) input_opts.max_length = lm.prompt_tokens;  // --max-length counts new tokens here
   data::TextEncoder encoder;
   if (encode) encoder = [&](std::string_view text) { return source_vocab->encode(text); };
   Detokenizer detokenize;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "data/corpus_cache.h"
+#include "data/lm_blocks.h"
 #include "data/vocab.h"
 #include "util/error.h"
 #include "util/splitmix64.h"
@@ -54,6 +55,7 @@ struct Batcher::Impl {
   BatcherOptions options;
   int src_side = 0, tgt_side = 1;  // a monolingual corpus has only a target side (src_side = -1)
   int64_t window = 1;              // sentences sorted together
+  std::shared_ptr<const LmBlocks> blocks;  // block mode: the plan's order holds block numbers
 
   // Only the producer (the worker thread while it runs, else the caller) touches plan and cursor.
   mutable Plan plan;
@@ -70,15 +72,17 @@ struct Batcher::Impl {
 
   const Plan& plan_for(int64_t epoch) const;
   void cut_window(Plan& p, uint64_t begin, uint64_t end) const;
+  void cut_blocks(Plan& p) const;
   Item produce();
   void fill(const Plan::Span& span, Batch& b) const;
+  void fill_blocks(const Plan::Span& span, Batch& b) const;
   void start_worker();
   void stop_worker();
 };
 
 const Plan& Batcher::Impl::plan_for(int64_t epoch) const {
   if (plan.epoch == epoch && !plan.batches.empty()) return plan;
-  const auto n = static_cast<uint64_t>(corpus->size());
+  const auto n = static_cast<uint64_t>(blocks ? blocks->count() : corpus->size());
   Plan p;
   p.epoch = epoch;
   p.order.resize(n);
@@ -87,8 +91,12 @@ const Plan& Batcher::Impl::plan_for(int64_t epoch) const {
     SplitMix64 rng(mix_seed(options.seed, static_cast<uint64_t>(epoch), 1));
     shuffle_in_place(p.order.data(), n, rng);
   }
-  for (uint64_t begin = 0; begin < n; begin += static_cast<uint64_t>(window))
-    cut_window(p, begin, std::min(n, begin + static_cast<uint64_t>(window)));
+  if (blocks) {
+    cut_blocks(p);
+  } else {
+    for (uint64_t begin = 0; begin < n; begin += static_cast<uint64_t>(window))
+      cut_window(p, begin, std::min(n, begin + static_cast<uint64_t>(window)));
+  }
 
   // A round of the ranks takes world_size consecutive batches and may reach into the next epoch, but not past it.
   if (p.batches.size() < static_cast<std::size_t>(options.world_size))
@@ -147,9 +155,42 @@ void Batcher::Impl::cut_window(Plan& p, uint64_t begin, uint64_t end) const {
   if (count > 0) p.batches.push_back({start, static_cast<uint32_t>(count)});
 }
 
+// Blocks: as many whole blocks a batch as the token budget holds (at least one), within --mini-batch.
+void Batcher::Impl::cut_blocks(Plan& p) const {
+  int64_t per_batch = std::max<int64_t>(1, options.mini_batch_words / blocks->length());
+  if (options.mini_batch > 0) per_batch = std::min<int64_t>(per_batch, options.mini_batch);
+  const auto n = static_cast<uint64_t>(p.order.size());
+  for (uint64_t start = 0; start < n; start += static_cast<uint64_t>(per_batch))
+    p.batches.push_back({start, static_cast<uint32_t>(std::min<uint64_t>(per_batch, n - start))});
+}
+
+void Batcher::Impl::fill_blocks(const Plan::Span& span, Batch& b) const {
+  const uint32_t* idx = plan.order.data() + span.start;
+  const int n = static_cast<int>(span.count);
+  const int64_t length = blocks->length();
+  b.size = n;
+  b.src_len = 0;
+  b.tgt_len = 0;
+  for (int r = 0; r < n; ++r)
+    b.tgt_len = std::max(b.tgt_len, static_cast<int>(std::min(length, blocks->pairs() - idx[r] * length)));
+  const std::size_t T = static_cast<std::size_t>(b.tgt_len);
+  b.src.clear();
+  b.src_lengths.clear();
+  b.tgt_in.assign(n * T, kPadId);
+  b.tgt_out.assign(n * T, kPadId);
+  b.doc_starts.assign(options.document_masks ? n * T : 0, 0);
+  b.tgt_lengths.resize(n);
+  b.line_ids.resize(n);
+  for (int r = 0; r < n; ++r) {
+    b.tgt_lengths[r] = blocks->fill(idx[r], b.tgt_len, b.tgt_in.data() + r * T, b.tgt_out.data() + r * T,
+                                    options.document_masks ? b.doc_starts.data() + r * T : nullptr, &b.line_ids[r]);
+  }
+}
+
 // The hot path: lengths are precomputed, each row is one span copy (memcpy or a widening loop), no per-token work
 // beyond that and no allocation except the batch's own arrays.
 void Batcher::Impl::fill(const Plan::Span& span, Batch& b) const {
+  if (blocks) return fill_blocks(span, b);
   const uint32_t* idx = plan.order.data() + span.start;
   const int n = static_cast<int>(span.count);
   const uint32_t* src_len = src_side >= 0 ? corpus->lengths(src_side) : nullptr;
@@ -275,6 +316,12 @@ Batcher::Batcher(std::shared_ptr<const EncodedCorpus> corpus, BatcherOptions opt
   d.corpus = std::move(corpus);
   d.options = options;
   if (d.corpus->streams() == 1) d.src_side = -1, d.tgt_side = 0;
+  if (options.block_length > 0) {
+    d.blocks = std::make_shared<LmBlocks>(*d.corpus, options.block_length);
+    if (d.blocks->count() > static_cast<int64_t>(UINT32_MAX)) fail("the corpus has more than 2^32 blocks; split it");
+    return;  // no length sorting: the sort window does not apply
+  }
+  if (options.document_masks) fail("internal error: document masks without language-model blocks");
 
   // Sentences per mini-batch, estimated from the mean padded length, sets the sorting window.
   const int64_t n = d.corpus->size();
@@ -334,6 +381,7 @@ int64_t Batcher::batches_in_epoch(int64_t epoch) const {
     copy.corpus = d.corpus;
     copy.options = d.options;
     copy.src_side = d.src_side, copy.tgt_side = d.tgt_side, copy.window = d.window;
+    copy.blocks = d.blocks;
     return static_cast<int64_t>(copy.plan_for(epoch).batches.size());
   }
   return static_cast<int64_t>(d.plan_for(epoch).batches.size());

@@ -2,6 +2,8 @@
 // Training batches: the encoded corpus (from the binary cache, memory-mapped) is cut into length-sorted,
 // token-budgeted mini-batches, deterministically from a seed, with a state that can be saved and restored
 // exactly, a rank/world split for data parallelism, and a background thread that prepares batches ahead.
+// A language model's corpus may instead be cut into blocks (block_length, data/lm_blocks.h): each batch is then
+// mini_batch_words / block_length whole blocks (at least one), in an order shuffled per epoch.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +28,8 @@ struct BatcherOptions {
                                     // world of W with batch B trains on what one rank with --optimizer-delay W
                                     // does, and every rank makes the same number of steps.
   int prefetch = 8;                 // batches prepared ahead by the background thread (0: none)
+  int block_length = 0;             // > 0: language-model blocks of this many tokens (--lm-pack-blocks: --max-length)
+  bool document_masks = false;      // blocks: batches carry doc_starts (--lm-document-masks)
 };
 
 // Where the iterator is: enough to continue exactly. Stored in progress.yml by the trainer.

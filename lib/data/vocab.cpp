@@ -84,6 +84,12 @@ Vocab Vocab::load(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec))
     fail("vocabulary '{}' does not exist; give a SentencePiece model, or a new path for lstrain to train one", path);
+  const std::string name = fs::path(path).filename().string();
+  if (fs::path(path).extension() == ".json" || name == "merges.txt") {
+    fail("vocabulary '{}' looks like a GPT-2 byte-level BPE tokenizer (vocab.json, merges.txt), which lseq does not "
+         "read yet (issue 25); give a SentencePiece model",
+         path);
+  }
   Vocab v;
   v.path_ = path;
   v.processor_ = std::make_unique<sentencepiece::SentencePieceProcessor>();

@@ -219,9 +219,12 @@ class Backend {
   // j >= k_lengths[b] (if k_lengths not null) and, when causal, keys j > i (query i) get probability 0; the padding
   // columns [k_len, ld) of probs are set to 0 and those of scores (which may hold anything, NaN included) never
   // affect the result. probs may alias scores.
+  // key_starts (a device array [batch][q_len], or null): keys j < key_starts[b*q_len + i] of query i also get
+  // probability 0. With causal this confines each query to keys [start, i]: its own document of a language model's
+  // packed block (DecoderOnlyModel's document masks). A row whose start is past its last key is all zeros.
   virtual void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch,
                                          int heads, int q_len, int k_len, int ld, float scale, bool causal,
-                                         void* probs) = 0;
+                                         void* probs, const int32_t* key_starts = nullptr) = 0;
   // dscores = scale * probs * (dprobs - rowsum(dprobs * probs)) over the first k_len columns of rows of stride ld
   // (ld >= k_len); dscores' columns [k_len, ld) are set to 0 and those of probs/dprobs (anything, NaN included)
   // never affect the result. dscores may alias dprobs.
@@ -242,14 +245,16 @@ class Backend {
   //   (self-attention caches that are re-indexed, never moved: docs/decoding.md); origin_stride >= k_len;
   // - else s_j = kv_index[i] (device array; slices may share keys: cross-attention), or s_j = i when kv_index is
   //   null. kv_index and origin exclude each other; origin_stride is ignored without origin.
-  // Keys j < valid = min(k_len, k_lengths[r]) take part (k_len when k_lengths is null): context[i*head_dim + d] =
-  // sum_j p_j v_j[d] with p = softmax_j(scale * q.k_j), in fp32, rounded to dt once. A slice without valid keys
-  // gets context 0 (never NaN). head_dim <= kMaxStepHeadDim.
+  // Keys key_starts[r] <= j < valid = min(k_len, k_lengths[r]) take part (from 0 when key_starts is null, up to
+  // k_len when k_lengths is null): context[i*head_dim + d] = sum_j p_j v_j[d] with p = softmax_j(scale * q.k_j), in
+  // fp32, rounded to dt once. A slice without valid keys gets context 0 (never NaN). head_dim <= kMaxStepHeadDim.
+  // key_starts (device array [rows]) lets rows of one step begin at different cache positions: a language model's
+  // prompts of different lengths, laid out so that they end at the same position (DecoderOnlyStepModel).
   static constexpr int kMaxStepHeadDim = 256;
   virtual void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
                               const int32_t* kv_index, const int32_t* origin, int origin_stride,
                               const int32_t* k_lengths, int rows, int heads, int head_dim, int k_len, float scale,
-                              void* context) = 0;
+                              void* context, const int32_t* key_starts = nullptr) = 0;
 
   // ---- fused attention core (training), for the short sequences of MT ----
   // Whether attention_forward/attention_backward take these lengths and head size; otherwise the caller composes

@@ -17,13 +17,14 @@ struct AttentionStepCase {
   bool shared;           // kv_index: groups of rows share slices (hypotheses of one sentence share its keys)
   bool with_lengths;     // k_lengths: per-row masks, including a row with no keys and one longer than k_len
   bool with_origin = false;  // origin: key j of row r from a random row's slice at position j (not with shared)
+  bool with_starts = false;  // key_starts: each row's first key (a language model's prompts of different lengths)
 };
 
 inline std::string describe(const AttentionStepCase& c) {
   return std::to_string(c.rows) + " rows x " + std::to_string(c.heads) + " heads x " + std::to_string(c.head_dim) +
          " dims, k_len " + std::to_string(c.k_len) + ", stride " + std::to_string(c.slice_stride) +
          (c.shared ? ", shared slices" : "") + (c.with_lengths ? ", lengths" : "") +
-         (c.with_origin ? ", origin table" : "");
+         (c.with_origin ? ", origin table" : "") + (c.with_starts ? ", key starts" : "");
 }
 
 // The inputs of one case: q [rows*heads*head_dim], k and v [source slices * slice_stride], and the index arrays.
@@ -32,7 +33,7 @@ inline std::string describe(const AttentionStepCase& c) {
 struct AttentionStepInputs {
   int source_slices = 0;
   std::vector<float> q, k, v;
-  std::vector<int32_t> kv_index, k_lengths, origin;
+  std::vector<int32_t> kv_index, k_lengths, origin, key_starts;
   int origin_stride = 0;
 };
 
@@ -65,6 +66,11 @@ inline AttentionStepInputs make_inputs(const AttentionStepCase& c, uint64_t seed
     if (c.rows > 1) in.k_lengths[1] = c.k_len + 5;        // longer than k_len: clamped
     if (c.rows > 2) in.k_lengths[2] = std::min(1, c.k_len);  // a single key: context = its value
   }
+  if (c.with_starts) {
+    in.key_starts = random_ints(c.rows, seed + 5, 0, c.k_len - 1);
+    if (c.rows > 4) in.key_starts[3] = 0;
+    if (c.rows > 1) in.key_starts[c.rows - 1] = c.k_len + 2;  // past every key: context 0
+  }
   return in;
 }
 
@@ -74,6 +80,7 @@ inline std::vector<double> attention_step_reference(const AttentionStepCase& c, 
   std::vector<double> out(std::size_t(c.rows) * c.heads * c.head_dim, 0.0);
   for (int r = 0; r < c.rows; ++r) {
     const int valid = in.k_lengths.empty() ? c.k_len : std::clamp(in.k_lengths[r], 0, c.k_len);
+    const int first = in.key_starts.empty() ? 0 : std::clamp(in.key_starts[r], 0, valid);
     for (int h = 0; h < c.heads; ++h) {
       const int64_t i = int64_t(r) * c.heads + h;
       const int64_t fixed = in.kv_index.empty() ? i : in.kv_index[i];
@@ -85,18 +92,18 @@ inline std::vector<double> attention_step_reference(const AttentionStepCase& c, 
       };
       std::vector<double> p(valid);
       double max = -INFINITY, sum = 0.0;
-      for (int j = 0; j < valid; ++j) {
+      for (int j = first; j < valid; ++j) {
         double dot = 0.0;
         for (int d = 0; d < c.head_dim; ++d)
           dot += double(in.q[i * c.head_dim + d]) * in.k[at(j) + d];
         p[j] = double(scale) * dot;
         max = std::max(max, p[j]);
       }
-      for (int j = 0; j < valid; ++j) sum += (p[j] = std::exp(p[j] - max));
+      for (int j = first; j < valid; ++j) sum += (p[j] = std::exp(p[j] - max));
       for (int d = 0; d < c.head_dim; ++d) {
         double acc = 0.0;
-        for (int j = 0; j < valid; ++j) acc += p[j] * in.v[at(j) + d];
-        out[i * c.head_dim + d] = valid > 0 ? acc / sum : 0.0;
+        for (int j = first; j < valid; ++j) acc += p[j] * in.v[at(j) + d];
+        out[i * c.head_dim + d] = valid > first ? acc / sum : 0.0;
       }
     }
   }

@@ -15,7 +15,10 @@ TEST_F(CpuKernels, AttentionStepMatchesDoubleReference) {
       // origin tables: beam search's self-attention caches, read where each position was written
       {1, 1, 1, 1, 1, false, false, true},         {5, 4, 16, 9, 16 * 12, false, true, true},
       {7, 3, 5, 13, 5 * 13, false, false, true},   {6, 8, 64, 40, 64 * 40, false, true, true},
-      {3, 2, 32, 150, 32 * 160, false, false, true}};
+      {3, 2, 32, 150, 32 * 160, false, false, true},
+      // key starts: rows that begin at different cache positions (with an origin table, shared slices, lengths)
+      {6, 2, 8, 11, 8 * 12, false, true, true, true},  {5, 3, 16, 40, 16 * 40, true, false, false, true},
+      {4, 2, 32, 70, 32 * 70, false, true, false, true}};
   for (const auto& c : cases) {
     const auto in = make_inputs(c, seed += 10);
     const float scale = 1.0f / std::sqrt(float(c.head_dim));
@@ -23,12 +26,38 @@ TEST_F(CpuKernels, AttentionStepMatchesDoubleReference) {
     backend.attention_step(DType::f32, in.q.data(), in.k.data(), in.v.data(), c.slice_stride,
                            c.shared ? in.kv_index.data() : nullptr, c.with_origin ? in.origin.data() : nullptr,
                            in.origin_stride, c.with_lengths ? in.k_lengths.data() : nullptr, c.rows, c.heads,
-                           c.head_dim, c.k_len, scale, context.data());
+                           c.head_dim, c.k_len, scale, context.data(),
+                           c.with_starts ? in.key_starts.data() : nullptr);
     const auto expected = attention_step_reference(c, in, scale);
     EXPECT_TRUE(all_close(context, expected, 1e-5, 1e-6)) << describe(c);
     if (c.with_lengths)  // row 0 has no keys: exactly 0 (not NaN)
       for (int e = 0; e < c.heads * c.head_dim; ++e) ASSERT_EQ(context[e], 0.0f) << describe(c) << " element " << e;
+    if (c.with_starts)  // the last row starts past its keys: exactly 0
+      for (int e = 0; e < c.heads * c.head_dim; ++e)
+        ASSERT_EQ(context[std::size_t(c.rows - 1) * c.heads * c.head_dim + e], 0.0f) << describe(c) << " " << e;
   }
+}
+
+// Keys before a row's start take no part: the same as moving the row's keys down to position 0 (what a prompt laid
+// out at the end of the cache computes against the same prompt at its start).
+TEST_F(CpuKernels, AttentionStepKeyStartsEqualShiftedKeys) {
+  const int heads = 2, hd = 4, k_len = 9, shift = 5;
+  const auto q = random_floats(std::size_t(heads) * hd, 4700);
+  auto k = random_floats(std::size_t(heads) * k_len * hd, 4701), v = random_floats(k.size(), 4702);
+  std::vector<float> k0(k.size(), 0.0f), v0(v.size(), 0.0f);
+  for (int h = 0; h < heads; ++h)
+    for (int j = shift; j < k_len; ++j)
+      for (int d = 0; d < hd; ++d) {
+        k0[(std::size_t(h) * k_len + j - shift) * hd + d] = k[(std::size_t(h) * k_len + j) * hd + d];
+        v0[(std::size_t(h) * k_len + j - shift) * hd + d] = v[(std::size_t(h) * k_len + j) * hd + d];
+      }
+  const std::vector<int32_t> starts = {shift}, lengths = {k_len - shift};
+  std::vector<float> late(q.size()), early(q.size());
+  backend.attention_step(DType::f32, q.data(), k.data(), v.data(), int64_t(k_len) * hd, nullptr, nullptr, 0, nullptr,
+                         1, heads, hd, k_len, 0.5f, late.data(), starts.data());
+  backend.attention_step(DType::f32, q.data(), k0.data(), v0.data(), int64_t(k_len) * hd, nullptr, nullptr, 0,
+                         lengths.data(), 1, heads, hd, k_len, 0.5f, early.data());
+  EXPECT_EQ(late, early);
 }
 
 TEST_F(CpuKernels, AttentionStepWithOneKeyReturnsItsValue) {

@@ -91,20 +91,25 @@ struct SoftmaxCase {
   bool causal, with_lengths;
 };
 
+// key_starts (optional, [batch][q_len]): keys before a query's start are masked too.
 std::vector<double> ref_softmax(const std::vector<double>& s, const std::vector<int32_t>& k_lengths, SoftmaxCase c,
-                                double scale) {
+                                double scale, const std::vector<int32_t>& key_starts = {}) {
   std::vector<double> p(s.size(), 0.0);
   for (int b = 0; b < c.batch; ++b)
     for (int h = 0; h < c.heads; ++h)
       for (int i = 0; i < c.q_len; ++i) {
         const std::size_t row = ((std::size_t(b) * c.heads + h) * c.q_len + i) * c.k_len;
-        auto allowed = [&](int j) { return (!c.with_lengths || j < k_lengths[b]) && (!c.causal || j <= i); };
+        const int first = key_starts.empty() ? 0 : key_starts[std::size_t(b) * c.q_len + i];
+        auto allowed = [&](int j) {
+          return (!c.with_lengths || j < k_lengths[b]) && (!c.causal || j <= i) && j >= first;
+        };
         double max = -1e300, sum = 0;
         for (int j = 0; j < c.k_len; ++j)
           if (allowed(j)) max = std::max(max, scale * s[row + j]);
         for (int j = 0; j < c.k_len; ++j)
           if (allowed(j)) sum += std::exp(scale * s[row + j] - max);
-        for (int j = 0; j < c.k_len; ++j) p[row + j] = allowed(j) ? std::exp(scale * s[row + j] - max) / sum : 0.0;
+        for (int j = 0; j < c.k_len; ++j)
+          p[row + j] = allowed(j) && sum > 0 ? std::exp(scale * s[row + j] - max) / sum : 0.0;
       }
   return p;
 }
@@ -163,6 +168,35 @@ TEST_F(CpuKernels, AttentionSoftmaxForwardMasksAndNormalises) {
       backend.attention_softmax_forward(DType::f32, inplace.data(), c.with_lengths ? k_lengths.data() : nullptr,
                                         c.batch, c.heads, c.q_len, c.k_len, ld, scale, c.causal, inplace.data());
       EXPECT_EQ(inplace, probs_ld);
+    }
+}
+
+// Document masks of a language model's packed blocks: causal rows that start at their document's first key.
+TEST_F(CpuKernels, AttentionSoftmaxKeyStartsMaskEarlierKeys) {
+  uint64_t seed = 1350;
+  for (const SoftmaxCase& c : std::vector<SoftmaxCase>{{2, 3, 9, 9, true, true}, {1, 2, 20, 20, true, false}})
+    for (int ld : strides_for(c.k_len)) {
+      const std::size_t n = std::size_t(c.batch) * c.heads * c.q_len * c.k_len;
+      const auto scores = random_floats(n, ++seed, -8, 8);
+      auto k_lengths = random_ints(c.batch, ++seed, 1, c.k_len);
+      // Documents of random lengths: each query starts at its document's first position.
+      std::vector<int32_t> starts(std::size_t(c.batch) * c.q_len);
+      const auto breaks = random_ints(starts.size(), ++seed, 0, 3);
+      for (int b = 0; b < c.batch; ++b)
+        for (int i = 0, start = 0; i < c.q_len; ++i) {
+          if (i > 0 && breaks[std::size_t(b) * c.q_len + i] == 0) start = i;
+          starts[std::size_t(b) * c.q_len + i] = start;
+        }
+      starts[1] = c.q_len + 4;  // past every key: a row of zeros
+      auto probs_ld = poisoned(n / c.k_len * ld);
+      backend.attention_softmax_forward(DType::f32, with_stride(scores, c.k_len, ld).data(),
+                                        c.with_lengths ? k_lengths.data() : nullptr, c.batch, c.heads, c.q_len,
+                                        c.k_len, ld, 0.4f, c.causal, probs_ld.data(), starts.data());
+      const auto probs = real_columns(probs_ld, c.k_len, ld);
+      const auto ref = ref_softmax(to_double(scores), k_lengths, c, 0.4f, starts);
+      EXPECT_TRUE(all_close(probs, ref, 1e-5, 1e-7)) << "ld " << ld;
+      for (std::size_t e = 0; e < n; ++e)
+        if (ref[e] == 0.0) ASSERT_EQ(probs[e], 0.0f) << "masked key " << e << " got probability";
     }
 }
 

@@ -23,7 +23,10 @@ TEST_F(GpuKernels, AttentionStepMatchesCpu) {
       // origin tables (beam search's self-attention caches): 16-byte and scalar loads, several tiles
       {32, 8, 64, 40, 64 * 100, false, false, true}, {16, 8, 64, 37, 64 * 40, false, true, true},
       {5, 4, 16, 9, 16 * 12, false, true, true},     {3, 2, 200, 130, 200 * 130 + 3, false, true, true},
-      {4, 3, 5, 13, 5 * 13, false, false, true},     {2, 2, 32, 300, 32 * 301, false, true, true}};
+      {4, 3, 5, 13, 5 * 13, false, false, true},     {2, 2, 32, 300, 32 * 301, false, true, true},
+      // key starts (a language model's prompts laid out to end together): both load paths, several tiles
+      {16, 8, 64, 70, 64 * 100, false, true, true, true}, {6, 2, 64, 129, 64 * 129, true, true, false, true},
+      {3, 2, 200, 130, 200 * 130 + 3, false, false, true, true}};
   for (DType dt : dtypes())
     for (const auto& c : cases) {
       auto in = make_inputs(c, seed += 10);
@@ -34,16 +37,17 @@ TEST_F(GpuKernels, AttentionStepMatchesCpu) {
       cpu.attention_step(DType::f32, in.q.data(), in.k.data(), in.v.data(), c.slice_stride,
                          c.shared ? in.kv_index.data() : nullptr, c.with_origin ? in.origin.data() : nullptr,
                          in.origin_stride, c.with_lengths ? in.k_lengths.data() : nullptr, c.rows, c.heads,
-                         c.head_dim, c.k_len, scale, ref.data());
+                         c.head_dim, c.k_len, scale, ref.data(), c.with_starts ? in.key_starts.data() : nullptr);
       DeviceBuffer dq(gpu(), dt, in.q), dk(gpu(), dt, in.k), dv(gpu(), dt, in.v), context(gpu(), dt, n);
       DeviceBuffer index(gpu(), c.shared ? in.kv_index : std::vector<int32_t>{0});
       DeviceBuffer lengths(gpu(), c.with_lengths ? in.k_lengths : std::vector<int32_t>{0});
       DeviceBuffer origin(gpu(), c.with_origin ? in.origin : std::vector<int32_t>{0});
+      DeviceBuffer starts(gpu(), c.with_starts ? in.key_starts : std::vector<int32_t>{0});
       context.poison();
       gpu().attention_step(dt, dq.get(), dk.get(), dv.get(), c.slice_stride, c.shared ? index.i32() : nullptr,
                            c.with_origin ? origin.i32() : nullptr, in.origin_stride,
                            c.with_lengths ? lengths.i32() : nullptr, c.rows, c.heads, c.head_dim, c.k_len, scale,
-                           context.get());
+                           context.get(), c.with_starts ? starts.i32() : nullptr);
       const auto got = context.download();
       const std::string what = label(dt) + " " + describe(c);
       // fp32: the online softmax sums in another order than the CPU; 16-bit: one rounding of the output.

@@ -129,6 +129,37 @@ TEST_F(GpuKernels, AttentionSoftmaxForwardMatchesCpu) {
             }
 }
 
+// Document masks (key_starts with causal): both kernels (scalar rows and 16-byte packs, short and long rows).
+TEST_F(GpuKernels, AttentionSoftmaxKeyStartsMatchCpu) {
+  uint64_t seed = 9850;
+  for (DType dt : dtypes())
+    for (const SoftmaxCase& c : std::vector<SoftmaxCase>{{2, 3, 9, 9}, {2, 2, 250, 250}, {1, 4, 70, 70}})
+      for (int ld : strides_for(c.k_len)) {
+        const std::size_t n = std::size_t(c.batch) * c.heads * c.q_len * ld;
+        const auto scores = with_stride(quantize(random_floats(n / ld * c.k_len, ++seed, -6, 6), dt), c.k_len, ld);
+        std::vector<int32_t> starts(std::size_t(c.batch) * c.q_len);
+        const auto breaks = random_ints(starts.size(), ++seed, 0, 9);
+        for (int b = 0; b < c.batch; ++b)
+          for (int i = 0, start = 0; i < c.q_len; ++i) {
+            if (i > 0 && breaks[std::size_t(b) * c.q_len + i] == 0) start = i;
+            starts[std::size_t(b) * c.q_len + i] = start;
+          }
+        starts[0] = c.q_len + 1;  // past every key: zeros
+        std::vector<float> ref(n);
+        cpu.attention_softmax_forward(DType::f32, scores.data(), nullptr, c.batch, c.heads, c.q_len, c.k_len, ld,
+                                      0.125f, true, ref.data(), starts.data());
+        DeviceBuffer ds(gpu(), dt, scores), dstarts(gpu(), starts), probs(gpu(), dt, n);
+        probs.poison();
+        gpu().attention_softmax_forward(dt, ds.get(), nullptr, c.batch, c.heads, c.q_len, c.k_len, ld, 0.125f, true,
+                                        probs.get(), dstarts.i32());
+        const auto got = probs.download();
+        const std::string what = label(dt) + " " + std::to_string(c.q_len) + " keys, ld " + std::to_string(ld);
+        EXPECT_TRUE(within(got, ref, bound_for(dt, 1e-3))) << what;
+        for (std::size_t i = 0; i < n; ++i)
+          if (ref[i] == 0.0f) ASSERT_EQ(got[i], 0.0f) << what << ": masked element " << i << " is not 0";
+      }
+}
+
 TEST_F(GpuKernels, AttentionSoftmaxBackwardMatchesCpu) {
   uint64_t seed = 9900;
   for (DType dt : dtypes())

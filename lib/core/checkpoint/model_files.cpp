@@ -16,6 +16,13 @@ ModelFiles find_model_files(const std::string& dir) {
   ModelFiles files;
   files.dir = dir;
   auto in_dir = [&](const char* name) { return (fs::path(dir) / name).string(); };
+  // A Hugging Face model directory (GPT-2's config.json beside model.safetensors or pytorch_model.bin) is not an
+  // lstrain directory: its import is not built yet.
+  if (fs::exists(in_dir("config.json"), ec) && !fs::exists(in_dir("config.yml"), ec)) {
+    fail("model directory '{}' holds a Hugging Face checkpoint (config.json): importing GPT-2 and other Hugging Face "
+         "checkpoints is not built yet (issue 25); --model must name a directory written by lstrain",
+         dir);
+  }
   files.weights = in_dir("model.safetensors");
   if (!fs::exists(files.weights, ec))
     fail("model directory '{}' has no model.safetensors; train a model into it with lstrain first", dir);

@@ -10,6 +10,8 @@
 #include "core/cli/backend_select.h"
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
+#include "core/model/lm/decoder_only_model.h"
+#include "core/model/lm/decoder_only_step_model.h"
 #include "core/search/search_types.h"
 #include "util/error.h"
 
@@ -20,7 +22,7 @@ namespace {
 // What a loaded step model runs on, built before it and destroyed after it (a base class listed first).
 struct LoadedParts {
   std::unique_ptr<kernels::Backend> backend;
-  std::unique_ptr<EncoderDecoderModel> model;
+  std::unique_ptr<Model> model;
 };
 
 // The step model of a model directory: an EncoderDecoderStepModel that owns its backend and model. Owning by
@@ -31,10 +33,34 @@ class LoadedStepModel : private LoadedParts, public EncoderDecoderStepModel {
  public:
   LoadedStepModel(LoadedParts parts, int max_hypotheses, int max_src_len, int max_tgt_len, int max_sentences)
       : LoadedParts(std::move(parts)),
-        EncoderDecoderStepModel(*LoadedParts::model, max_hypotheses, max_src_len, max_tgt_len, max_sentences) {}
+        EncoderDecoderStepModel(static_cast<const EncoderDecoderModel&>(*LoadedParts::model), max_hypotheses,
+                                max_src_len, max_tgt_len, max_sentences) {}
+};
+
+// The same for a language model.
+class LoadedLmStepModel : private LoadedParts, public DecoderOnlyStepModel {
+ public:
+  LoadedLmStepModel(LoadedParts parts, int max_hypotheses, int max_prompt, int max_steps, int max_sentences)
+      : LoadedParts(std::move(parts)),
+        DecoderOnlyStepModel(static_cast<const DecoderOnlyModel&>(*LoadedParts::model), max_hypotheses, max_prompt,
+                             max_steps, max_sentences) {}
 };
 
 }  // namespace
+
+bool is_language_model(const ModelFiles& files, const Options& options, LanguageModelLimits* limits) {
+  const ModelConfig config = read_model_config(files.weights);
+  if (!config.is_lm()) return false;
+  if (limits) {
+    const int max_length = static_cast<int>(options.get_int("max-length"));
+    // Positions 0 .. config.max_length: bos, the prompt, and the continuation but its last token (or eos).
+    limits->context = config.max_length;
+    limits->prompt_tokens = std::max(1, config.max_length - 1);
+    limits->new_tokens = std::min(max_length, config.max_length);
+    limits->scored_tokens = std::min(max_length, config.max_length);
+  }
+  return true;
+}
 
 ModelVocabSizes check_model_vocabs(const ModelFiles& files, const data::Vocab* source, const data::Vocab* target) {
   const ModelConfig config = read_model_config(files.weights);
@@ -55,8 +81,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
   parts.backend = select_backend(options);
   // The checkpoint's fp32 weights run in the --precision asked for now, whatever the training precision was; only
   // the weights the layers read are kept on the device (no gradients, no fp32 master in 16 bits).
-  parts.model =
-      std::make_unique<EncoderDecoderModel>(config, *parts.backend, precision_dtype(options), ParamUse::inference);
+  parts.model = make_model(config, *parts.backend, precision_dtype(options), ParamUse::inference);
   std::vector<float> weights;
   load_weights(files.weights, parts.model->param_store().table(), weights);
   parts.model->load_params(weights);
@@ -71,6 +96,19 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
       static_cast<int>(mini_batch > 0 ? (words > 0 ? std::min(mini_batch, words) : mini_batch) : words);
   const bool translating = options.has("beam-size");
   const int beam = translating ? static_cast<int>(options.get_int("beam-size")) : 1;
+  LanguageModelLimits lm;
+  if (is_language_model(files, options, &lm)) {
+    // lstranslate: prompts (cropped, + eos) and their continuations; lsscore: empty prompts, lines as continuations.
+    const int max_prompt = translating ? lm.prompt_tokens + 1 : 1;
+    const int max_steps = (translating ? lm.new_tokens : lm.scored_tokens) + 1;
+    auto loaded = std::make_unique<LoadedLmStepModel>(std::move(parts), sentences * beam, max_prompt, max_steps,
+                                                      sentences);
+    spdlog::info("language model {}: {} parameters; decoding up to {} prompts x {} hypotheses, prompts of {} and {} "
+                 "{} tokens",
+                 files.weights, parameters, sentences, beam, max_prompt - 1, max_steps - 1,
+                 translating ? "new" : "scored");
+    return loaded;
+  }
   const int max_tgt = translating ? max_output_tokens(max_length, options.get_float("max-length-factor")) + 1
                                   : max_length + 1;
   auto loaded =

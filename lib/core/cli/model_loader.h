@@ -20,7 +20,19 @@ struct ModelVocabSizes {
 ModelVocabSizes check_model_vocabs(const ModelFiles& files, const data::Vocab* source, const data::Vocab* target);
 
 // Loads the model in `files` onto the backend the options choose (--cpu, --devices, --precision, --cpu-threads,
-// --workspace) and returns its incremental step model, planned once for the largest batch the options allow.
+// --workspace) and returns its incremental step model, planned once for the largest batch the options allow. A
+// language model's (--type lm) is a DecoderOnlyStepModel whose "sources" are prompts: lstranslate's continue them
+// (language_model_limits), lsscore's are empty and score each line as the continuation.
 std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options);
+
+// What lstranslate and lsscore do with a language model's lines (--max-length means new tokens to lstranslate):
+struct LanguageModelLimits {
+  int prompt_tokens = 0;   // prompts are cropped to this many tokens (the model's positions less one new token)
+  int new_tokens = 0;      // lstranslate: tokens a continuation may have (--max-length, within the positions)
+  int context = 0;         // a prompt and its continuation together (the model's --max-length)
+  int scored_tokens = 0;   // lsscore: lines are cropped to this many tokens (--max-length, within the positions)
+};
+// Reads the model's config; `lm` false (and the rest 0) for an encoder-decoder model.
+bool is_language_model(const ModelFiles& files, const Options& options, LanguageModelLimits* limits = nullptr);
 
 }  // namespace lseq

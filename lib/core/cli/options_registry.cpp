@@ -182,14 +182,18 @@ std::vector<OptionSpec> build_registry() {
   {
     Opt o[] = {
         Opt("type", T::string, G::model, kTrain, def("transformer"),
-            "Model type: transformer (encoder-decoder) or lm-transformer (decoder-only)")
-            .one_of({"transformer", "lm-transformer", "s2s", "amun", "nematus", "multi-s2s", "multi-transformer"})
+            "Model type: transformer (encoder-decoder) or lm (decoder-only language model; Marian's "
+            "lm-transformer also accepted)")
+            .one_of({"transformer", "lm", "s2s", "amun", "nematus", "multi-s2s", "multi-transformer"})
+            .alias("lm-transformer", "lm")
             .refused("is a Marian RNN model, which lseq does not build; use --type transformer", "s2s")
             .refused("is a Marian RNN model, which lseq does not build; use --type transformer", "amun")
             .refused("is a Marian RNN model, which lseq does not build; use --type transformer", "nematus")
             .refused("is a Marian RNN model, which lseq does not build; use --type transformer", "multi-s2s")
             .refused("(two encoders) is not built by lseq; use --type transformer", "multi-transformer")
-            .differs("Marian's default is amun (an RNN); lseq builds Transformers, so its default is transformer"),
+            .differs("Marian's default is amun (an RNN); lseq builds Transformers, so its default is transformer; "
+                     "`lm-transformer` is Marian's decoder-only Transformer, stored as `lm`, and `lm` (in Marian an "
+                     "RNN language model) is that decoder-only Transformer here"),
         // Benchmarks: their own default each (bench/bench_options.h).
         Opt("dim-vocabs", T::ints, G::model, kTrain | kBench, defs({"8000", "8000"}),
             "Vocabulary sizes (source, target); also the SentencePiece size when lstrain creates the vocabularies")
@@ -439,6 +443,27 @@ std::vector<OptionSpec> build_registry() {
         Opt("dist-timeout", T::integer, G::training, kTrain | kBench, def("600"),
             "Seconds to wait for the other processes of a multi-device job (start-up, a collective) before stopping")
             .in(1, 86400),
+    };
+    for (auto& x : o) add(x);
+  }
+
+  // ---- Language models (lstrain --type lm; the decoder-only model: docs/decoding.md, README) ----
+  // lstranslate and lsscore need no options of their own for a language model: its model directory says what it
+  // is; lstranslate's --max-length then counts the new tokens of each continuation.
+  {
+    Opt o[] = {
+        Opt("transformer-train-position-embeddings", T::boolean, G::model, kTrain, def("false"),
+            "Learn the position embeddings instead of using sinusoidal ones (language models)")
+            .differs("Marian learns positions for any Transformer; lseq only for a language model (--type lm or "
+                     "lm-transformer), and refuses it for an encoder-decoder model in one line"),
+        Opt("lm-pack-blocks", T::boolean, G::training, kTrain, def("false"),
+            "Language models: cut the corpus into blocks of max-length tokens, lines end to end (GPT style), instead "
+            "of one line per sequence")
+            .lseq_only(),
+        Opt("lm-document-masks", T::boolean, G::training, kTrain, def("false"),
+            "Language models with lm-pack-blocks: blank lines end documents, and attention and positions stay within "
+            "each document")
+            .lseq_only(),
     };
     for (auto& x : o) add(x);
   }

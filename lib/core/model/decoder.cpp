@@ -82,7 +82,7 @@ void DecoderLayer::project_memory(const LayerContext& ctx, const void* states, i
 
 const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const DecoderStep& st,
                                const DecoderLayerCache& cache) const {
-  const int rows = st.rows, heads = config_.heads, hd = config_.head_dim();
+  const int rows = st.rows, hd = config_.head_dim();
   const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
   const kernels::Dropout none;
   const void* h1;
@@ -90,18 +90,15 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     TempScope scope(ctx.memory);
     ResidualBlock::Saved block;
     const void* in = self_block_.sublayer_input(ctx, x, rows, block);
-    // Position t's queries, and its keys and values appended to every slice's cache (key and value of slice i to
-    // cache rows st.append_dst[i] and [rows*heads + i]) in one op; then attend over positions 0..t (the first
-    // self_lengths[r] = t + 1 of max_len), each read where the origin table says the hypothesis' history wrote it
-    // (nothing is copied when beams reorder).
-    void* q = ctx.temp(count);  // [rows][heads][hd]
-    self_attn_.project_step_qkv(ctx, in, rows, cache.self_kv, st.append_dst, q);
-    const int64_t part = static_cast<int64_t>(st.max_len) * hd;  // a slice's keys, then as many values
-    void* context = ctx.temp(count);
-    self_attn_.attend_step(ctx, q, cache.self_kv, offset_ptr(cache.self_kv, static_cast<std::size_t>(part), ctx.dt),
-                           2 * part, nullptr, st.origin, st.max_len, st.self_lengths, rows, st.max_len, context);
+    // Position t's keys and values appended to every row's slices, then attention over positions 0..t (the first
+    // self_lengths[r] = t + 1 of max_len), each read where the origin table says the hypothesis' history wrote it.
+    CachedSelfAttention self;
+    self.rows = rows, self.max_len = st.max_len;
+    self.lengths = st.self_lengths;
+    self.append_dst = st.append_dst;
+    self.origin = st.origin;
     void* o = ctx.temp(count);
-    self_attn_.project_out(ctx, context, rows, o);
+    self_attn_.step_self(ctx, in, self, cache.self_kv, o);
     h1 = self_block_.output(ctx, x, o, self_attn_.out_bias(), rows, none, block, false);
   }
   const void* h2;

@@ -6,8 +6,10 @@
 
 namespace lseq {
 
-EncoderLayer::EncoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index)
-    : config_(config), index_(index) {
+EncoderLayer::EncoderLayer(ParamTable& table, const std::string& prefix, const ModelConfig& config, int index,
+                           StackRole role)
+    : config_(config), index_(index), causal_(role == StackRole::causal_decoder),
+      stack_(causal_ ? Stack::decoder : Stack::encoder) {
   attn_begin_ = table.next_offset();
   attn_ = AttentionLayer(table, prefix + ".self_attn", config.dim_emb, config.heads, AttentionLayer::Kind::self);
   attn_block_ = ResidualBlock(table, prefix + ".self_attn_norm", config.dim_emb, config.layer_norm_eps, config.norm);
@@ -17,7 +19,7 @@ EncoderLayer::EncoderLayer(ParamTable& table, const std::string& prefix, const M
 }
 
 const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const int32_t* lengths, int batch, int len,
-                                  Saved& s, const PackedRows& packing) const {
+                                  Saved& s, const PackedRows& packing, const int32_t* key_starts) const {
   const int rows = packing.count(batch, len);
   const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
   const void* h;
@@ -26,25 +28,47 @@ const void* EncoderLayer::forward(const LayerContext& ctx, const void* x, const 
     TempScope scope(ctx.memory);
     const void* in = attn_block_.sublayer_input(ctx, x, rows, s.attn_block);
     void* o = ctx.temp(count);
-    attn_.forward(
-        ctx, in, nullptr, lengths, batch, len, len, false,
-        ctx.dropout(config_.dropout_attention, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_probs)), o,
-        s.attn, packing, packing);
+    attn_.forward(ctx, in, nullptr, lengths, batch, len, len, causal_,
+                  ctx.dropout(config_.dropout_attention, dropout_site(stack_, index_, DropoutKind::self_attn_probs)),
+                  o, s.attn, packing, packing, key_starts);
     h = attn_block_.output(
         ctx, x, o, attn_.out_bias(), rows,
-        ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::self_attn_residual)),
-        s.attn_block);
+        ctx.dropout(config_.dropout, dropout_site(stack_, index_, DropoutKind::self_attn_residual)), s.attn_block);
   }
   s.ffn_from = ctx.memory.kept();
   TempScope scope(ctx.memory);
   const void* in = ffn_block_.sublayer_input(ctx, h, rows, s.ffn_block);
   void* o = ctx.temp(count);
   ffn_.forward(ctx, in, rows,
-               ctx.dropout(config_.dropout_ffn, dropout_site(Stack::encoder, index_, DropoutKind::ffn_activation)), o,
-               s.ffn);
-  return ffn_block_.output(
-      ctx, h, o, ffn_.out_bias(), rows,
-      ctx.dropout(config_.dropout, dropout_site(Stack::encoder, index_, DropoutKind::ffn_residual)), s.ffn_block);
+               ctx.dropout(config_.dropout_ffn, dropout_site(stack_, index_, DropoutKind::ffn_activation)), o, s.ffn);
+  return ffn_block_.output(ctx, h, o, ffn_.out_bias(), rows,
+                           ctx.dropout(config_.dropout, dropout_site(stack_, index_, DropoutKind::ffn_residual)),
+                           s.ffn_block);
+}
+
+const void* EncoderLayer::step(const LayerContext& ctx, const void* x, const CachedSelfAttention& st, void* cache,
+                               bool cache_only) const {
+  if (!causal_) fail("internal error: incremental steps need a causal stack");
+  const int rows = st.rows;
+  const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
+  const kernels::Dropout none;
+  const void* h;
+  {
+    TempScope scope(ctx.memory);
+    ResidualBlock::Saved block;
+    const void* in = attn_block_.sublayer_input(ctx, x, rows, block);
+    void* o = cache_only ? nullptr : ctx.temp(count);
+    attn_.step_self(ctx, in, st, cache, o, cache_only);
+    if (cache_only) return nullptr;
+    h = attn_block_.output(ctx, x, o, attn_.out_bias(), rows, none, block, false);
+  }
+  TempScope scope(ctx.memory);
+  ResidualBlock::Saved block;
+  FeedForwardLayer::Saved ffn;
+  const void* in = ffn_block_.sublayer_input(ctx, h, rows, block);
+  void* o = ctx.temp(count);
+  ffn_.forward(ctx, in, rows, none, o, ffn);
+  return ffn_block_.output(ctx, h, o, ffn_.out_bias(), rows, none, block, false);
 }
 
 void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare) const {
@@ -58,27 +82,37 @@ void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
                               });
 }
 
-Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table)
-    : config_(config), embedding_(embedding_table, config.dim_emb), param_begin_(table.next_offset()) {
-  for (int i = 0; i < config.enc_depth; ++i) {
-    layers_.emplace_back(table, "encoder.l" + std::to_string(i + 1), config, i);
+Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table, StackRole role,
+                 std::size_t learned_positions)
+    : config_(config), role_(role), param_begin_(table.next_offset()),
+      embedding_(embedding_table, config.dim_emb, learned_positions) {
+  const bool causal = role == StackRole::causal_decoder;
+  const std::string prefix = causal ? "decoder" : "encoder";
+  for (int i = 0; i < (causal ? config.dec_depth : config.enc_depth); ++i) {
+    layers_.emplace_back(table, prefix + ".l" + std::to_string(i + 1), config, i, role);
   }
   final_norm_begin_ = table.next_offset();
   if (config.norm == NormPlacement::pre) {
-    final_norm_ = LayerNormLayer(table, "encoder.final_norm", config.dim_emb, config.layer_norm_eps);
+    final_norm_ = LayerNormLayer(table, prefix + ".final_norm", config.dim_emb, config.layer_norm_eps);
   }
 }
 
 const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, const int32_t* lengths, int batch, int len,
-                             const void* positions, Saved& s, const PackedRows& packing) const {
+                             const void* positions, Saved& s, const PackedRows& packing,
+                             const DocumentMasks& documents) const {
+  if (packing.packed() && documents.key_starts)
+    fail("internal error: document masks over packed rows are not implemented");
   s.layers.resize(layers_.size());
   s.tokens = tokens;
   s.batch = batch, s.len = len;
   s.packing = packing;
+  s.documents = documents;
   s.rows = packing.count(batch, len);
   s.kept_from = ctx.memory.kept();
+  // The target embedding's site for a language model's stack (Marian's lm-transformer is a decoder).
+  const int embedding_site = role_ == StackRole::causal_decoder ? 1 : 0;
   s.emb_drop = ctx.dropout(config_.embedding_dropout ? config_.dropout : 0.0f,
-                           dropout_site(Stack::embeddings, 0, DropoutKind::embedding));
+                           dropout_site(Stack::embeddings, embedding_site, DropoutKind::embedding));
   const int dim = config_.dim_emb;
   const std::size_t count = static_cast<std::size_t>(s.rows) * dim;
   void* emb = ctx.keep(count);
@@ -88,11 +122,11 @@ const void* Encoder::forward(const LayerContext& ctx, const int32_t* tokens, con
     embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, padded);
     ctx.backend.gather_rows(ctx.dt, padded, dim, packing.index, s.rows, dim, emb, dim, nullptr);
   } else {
-    embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb);
+    embedding_.forward(ctx, tokens, batch, len, positions, s.emb_drop, emb, documents.position_ids);
   }
   const void* h = emb;
   for (std::size_t i = 0; i < layers_.size(); ++i)
-    h = layers_[i].forward(ctx, h, lengths, batch, len, s.layers[i], packing);
+    h = layers_[i].forward(ctx, h, lengths, batch, len, s.layers[i], packing, documents.key_starts);
   if (config_.norm == NormPlacement::post) return h;
   void* out = ctx.keep(count);
   final_norm_.forward(ctx, h, s.rows, out, s.final_norm);
@@ -120,6 +154,29 @@ void Encoder::encode(const LayerContext& ctx, const int32_t* tokens, const int32
   ctx.memory.release_kept(mark);
 }
 
+const void* Encoder::step(const LayerContext& ctx, const int32_t* tokens, const int32_t* position_ids,
+                          const void* positions, const CachedSelfAttention& st, const std::vector<void*>& caches,
+                          bool cache_only) const {
+  if (ctx.train) fail("internal error: Encoder::step is forward-only and runs without dropout");
+  const std::size_t count = static_cast<std::size_t>(st.rows) * config_.dim_emb;
+  // One buffer of states; what each layer keeps is given back once its output is copied there, so that a long
+  // prompt's prefill holds one layer's worth of activations (as encode() does).
+  void* x = ctx.keep(count);
+  embedding_.forward(ctx, tokens, 1, st.rows, positions, kernels::Dropout{}, x, position_ids);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const std::size_t mark = ctx.memory.kept();
+    const void* h = layers_[i].step(ctx, x, st, caches.at(i), cache_only && i + 1 == layers_.size());
+    if (h) ctx.backend.copy(x, h, ctx.bytes(count));
+    ctx.memory.release_kept(mark);
+  }
+  if (cache_only) return nullptr;
+  if (config_.norm == NormPlacement::post) return x;
+  void* out = ctx.keep(count);
+  LayerNormLayer::Saved saved;
+  final_norm_.forward(ctx, x, st.rows, out, saved);
+  return out;
+}
+
 void Encoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, void* spare) const {
   void* g = d_out;
   if (config_.norm == NormPlacement::pre) {
@@ -139,7 +196,7 @@ void Encoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, voi
     ctx.backend.gather_rows(ctx.dt, g, dim, nullptr, s.rows, dim, padded, dim, s.packing.index);
     embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, padded);
   } else {
-    embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, g);
+    embedding_.backward(ctx, s.tokens, s.batch, s.len, s.emb_drop, g, s.documents.position_ids);
   }
   ctx.memory.release_kept(s.kept_from);
 }

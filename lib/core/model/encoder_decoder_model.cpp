@@ -15,8 +15,9 @@ namespace lseq {
 
 EncoderDecoderModel::EncoderDecoderModel(const ModelConfig& config, kernels::Backend& backend,
                                          kernels::DType compute_dt, ParamUse use)
-    : config_(config), backend_(backend) {
+    : Model(config, backend) {
   config_.validate();
+  if (config_.is_lm()) fail("internal error: a language model's config (--type lm) given to the encoder-decoder model");
   const int dim = config_.dim_emb;
   ParamTable table;
   std::size_t src_emb, tgt_emb;
@@ -31,7 +32,8 @@ EncoderDecoderModel::EncoderDecoderModel(const ModelConfig& config, kernels::Bac
   output_ = std::make_unique<OutputLayer>(
       table, config_,
       config_.tied == TiedEmbeddings::none || config_.tied == TiedEmbeddings::source ? OutputLayer::kUntied : tgt_emb);
-  store_ = std::make_unique<ParamStore>(std::move(table), backend_, compute_dt, use);
+  // The tensors below the encoder's (the embedding tables) get gradients out of backward's order.
+  set_store(std::move(table), compute_dt, use, encoder_->param_begin());
 
   // --max-length counts words without eos/bos (as the corpus filter does): one more position for them.
   const std::vector<float> positions = sinusoidal_positions(config_.max_length + 1, dim, config_.positions);
@@ -56,7 +58,7 @@ void EncoderDecoderModel::check_batch(const data::Batch& b) const {
   }
   const std::size_t n = static_cast<std::size_t>(b.size);
   if (b.src.size() != n * b.src_len || b.tgt_in.size() != n * b.tgt_len || b.tgt_out.size() != n * b.tgt_len ||
-      b.src_lengths.size() != n || b.tgt_lengths.size() != n) {
+      b.src_lengths.size() != n || b.tgt_lengths.size() != n || !b.doc_starts.empty()) {
     fail("internal error: batch arrays do not match its shape ({} x {} / {})", b.size, b.src_len, b.tgt_len);
   }
   auto check_ids = [](const std::vector<int32_t>& ids, int vocab, const char* side) {
@@ -243,28 +245,6 @@ std::size_t EncoderDecoderModel::workspace_bytes(int64_t max_tokens, int max_len
   // Many short sentences need more room for per-sentence lengths than this shape (up to 2 * max_tokens ids), and a
   // packed source its row offsets and positions (up to 2 * max_tokens + 1 more).
   return measured + StepMemory::align((4 * static_cast<std::size_t>(max_tokens) + 1) * sizeof(int32_t));
-}
-
-void EncoderDecoderModel::set_recompute_ffn(bool on) {
-  if (on == recompute_ffn_) return;
-  recompute_ffn_ = on;
-  step_bytes_.clear();
-}
-
-void EncoderDecoderModel::set_gradients_in_step_memory(bool on) {
-  if (on == store_->grads_in_step_memory()) return;
-  // The tensors below the encoder's (the embedding tables) get gradients out of backward's order.
-  store_->set_grads_in_step_memory(on, encoder_->param_begin());
-  step_bytes_.clear();
-}
-
-std::size_t EncoderDecoderModel::step_bytes(const data::Batch& b, bool training) const {
-  const auto key = std::make_tuple(b.size, b.src_len, b.tgt_len, training);
-  auto found = step_bytes_.find(key);
-  if (found != step_bytes_.end()) return found->second;
-  const std::size_t measured = measure_bytes(b, training);
-  step_bytes_.emplace(key, measured);
-  return measured;
 }
 
 std::size_t EncoderDecoderModel::measure_bytes(const data::Batch& b, bool training) const {

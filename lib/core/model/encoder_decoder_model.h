@@ -1,8 +1,7 @@
 #pragma once
 // The encoder-decoder Transformer over the kernel API: one flat parameter buffer, explicit forward and backward,
-// activations from a workspace planned once. The trainer, validator and scorer call only this class.
+// activations from a workspace planned once. The trainer, validator and scorer see it as a Model (model.h).
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -11,6 +10,7 @@
 #include "core/model/decoder.h"
 #include "core/model/encoder.h"
 #include "core/model/layers/output_layer.h"
+#include "core/model/model.h"
 #include "core/model/model_config.h"
 #include "core/model/params.h"
 #include "data/batch.h"
@@ -19,52 +19,18 @@
 
 namespace lseq {
 
-struct StepLoss {
-  double loss_sum = 0;        // label-smoothed loss summed over target tokens
-  double nll_sum = 0;         // -log p(reference) summed over target tokens
-  int64_t target_tokens = 0;  // real target tokens (eos included)
-};
-
-class EncoderDecoderModel {
+class EncoderDecoderModel : public Model {
  public:
   // Validates the config, lays out and allocates parameters and gradients (zeros until init_params).
-  // compute_dt: the activations' and working weights' type (--precision); not part of the model config, so a
-  // model trained in one precision runs in any other. Master weights and gradients are fp32 regardless.
-  // ParamUse::inference (decoding, scoring) allocates neither gradients nor, in 16 bits, fp32 master weights:
-  // such a model runs forward only.
+  // compute_dt and use: see make_model (model.h).
   EncoderDecoderModel(const ModelConfig& config, kernels::Backend& backend,
-              kernels::DType compute_dt = kernels::DType::f32, ParamUse use = ParamUse::training);
-  ~EncoderDecoderModel();
-  EncoderDecoderModel(const EncoderDecoderModel&) = delete;
-  EncoderDecoderModel& operator=(const EncoderDecoderModel&) = delete;
+                      kernels::DType compute_dt = kernels::DType::f32, ParamUse use = ParamUse::training);
+  ~EncoderDecoderModel() override;
 
-  const ModelConfig& config() const { return config_; }
-  const std::vector<ParamInfo>& params() const { return store_->table().list(); }
-  // Elements of the flat buffers (what the optimizer and all-reduce run over). Tensors start at multiples of
-  // kParamAlignment, so this includes small zero gaps; num_weights() counts the parameters proper.
-  std::size_t num_params() const { return store_->size(); }
-  std::size_t num_weights() const { return store_->table().count(); }
-  float* master() { return store_->master(); }
-  float* grads() { return store_->grads(); }
-  kernels::DType compute_dtype() const { return store_->working_dtype(); }
-  const ParamStore& param_store() const { return *store_; }
-  ParamStore& param_store() { return *store_; }
-  kernels::Backend& backend() const { return backend_; }
-  // The parts, for incremental decoding (transformer_step_decoder.h), which runs them step by step.
+  // The parts, for incremental decoding (encoder_decoder_step_model.h), which runs them step by step.
   const Encoder& encoder() const { return *encoder_; }
   const Decoder& decoder() const { return *decoder_; }
   const OutputLayer& output_layer() const { return *output_; }
-
-  void init_params(uint64_t seed) { store_->init(seed); }
-  std::vector<float> initial_params(uint64_t seed) const { return store_->initial_values(seed); }
-  // Master weights from host values (the ParamTable layout), working copy refreshed: loading a checkpoint.
-  void load_params(const std::vector<float>& host) { store_->upload(host); }
-  void zero_grads() { store_->zero_grads(); }
-
-  // --recompute-ffn: training steps keep no feed-forward hidden activations and recompute them in backward (less
-  // workspace for one more matrix product per block; the gradients are the same). Forgets the measured step sizes.
-  void set_recompute_ffn(bool on);
-  bool recompute_ffn() const { return recompute_ffn_; }
 
   // Source packing (on by default): a batch whose attention runs on the fused core (lengths up to 128, no dropout
   // on the probabilities) and whose source side has padding runs the encoder over packed, padding-free rows
@@ -75,44 +41,12 @@ class EncoderDecoderModel {
   // Whether a step over this batch packs its source rows.
   bool packs_source(const data::Batch& batch, bool training) const;
 
-  // Gradients in step memory (StepGradients): each forward_backward writes the gradients of its batch alone
-  // (instead of accumulating) into its workspace, where backward places them in the room of the activations it
-  // has released; grads() then points there until the workspace is used again, so the optimizer must step before
-  // the next forward pass of any kind. Less memory for updates of one batch (lstrain without --optimizer-delay);
-  // off (the default) keeps a gradient buffer of the model's own. Forgets the measured step sizes.
-  void set_gradients_in_step_memory(bool on);
-  bool gradients_in_step_memory() const { return store_->grads_in_step_memory(); }
-
-  // Data parallelism: during forward_backward's backward, `ready(first)` is called each time the gradients of every
-  // tensor from table offset `first` to the end of the flat buffer are final for this batch: at the start of each
-  // residual block's backward for the blocks above (decreasing offsets), and last with 0 once the embeddings are
-  // done (they get gradients out of order: tied output weights), so that reducing them can start while backward
-  // goes on. The kernels that wrote them have been issued, not necessarily run: the callee orders its work after
-  // the backend's stream (a Communicator does). An empty function turns the calls off.
-  using GradientsReady = std::function<void(std::size_t first)>;
-  void set_gradients_ready(GradientsReady ready) { gradients_ready_ = std::move(ready); }
-
-  // Workspace bytes for batches of up to max_tokens padded tokens per side (batch * padded length) and sentences
-  // of up to max_len tokens (bos/eos included), training included. Measured by running the step's own code over
-  // the planning backend, so it cannot drift from what the step takes. training = false plans for forward_loss
-  // only.
-  std::size_t workspace_bytes(int64_t max_tokens, int max_len, bool training = true) const;
-  // Workspace bytes for exactly this batch's shape (measured the same way, remembered per shape). The forward
-  // functions below grow `ws` to this before they run, so a workspace may start small and follow the batches,
-  // as a caching allocator would, instead of holding the worst case from the start.
-  std::size_t step_bytes(const data::Batch& batch, bool training) const;
-
-  // Forward + backward of one batch. Parameter gradients ACCUMULATE grad_scale * d(sum of label-smoothed token
-  // losses) (with gradients in step memory: are set to it); returns the batch's loss sums. Dropout keys from (seed, step). Resets `ws`, grows it if this batch
-  // needs more (Workspace::ensure), and uses it.
+  std::size_t workspace_bytes(int64_t max_tokens, int max_len, bool training = true) const override;
   StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
-                            kernels::Workspace& ws);
-  // Forward only, without dropout (validation, scoring). sentence_nll (if not null) receives one nll sum per
-  // sentence of the batch, in batch order.
-  StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws, std::vector<double>* sentence_nll = nullptr);
-  // Forward only, without dropout: the output layer's logits [batch.size * tgt_len, tgt_vocab] on the host, padding
-  // positions included (tests of incremental decoding compare against it), converted to fp32 in any precision.
-  std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws);
+                            kernels::Workspace& ws) override;
+  StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws,
+                        std::vector<double>* sentence_nll = nullptr) override;
+  std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws) override;
 
  private:
   struct Tape {
@@ -129,24 +63,16 @@ class EncoderDecoderModel {
   StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
                std::vector<double>* sentence_nll, std::size_t* measured, std::vector<float>* logits = nullptr) const;
   void check_batch(const data::Batch& batch) const;
-  // The workspace bytes one step over this batch takes: the step's own code run over the planning backend.
-  std::size_t measure_bytes(const data::Batch& batch, bool training) const;
+  std::size_t measure_bytes(const data::Batch& batch, bool training) const override;
 
-
-  ModelConfig config_;
-  kernels::Backend& backend_;
   std::unique_ptr<Encoder> encoder_;
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<OutputLayer> output_;
-  std::unique_ptr<ParamStore> store_;
   void* positions_ = nullptr;  // sinusoidal table [max_length + 1, dim], activation dtype
   float* sums_ = nullptr;      // device scalars: loss sum, nll sum
   Tape tape_;
   mutable std::vector<int32_t> staging_;  // host ids and lengths, uploaded with one copy
-  bool recompute_ffn_ = false;
   bool pack_source_ = true;
-  GradientsReady gradients_ready_;
-  mutable std::map<std::tuple<int, int, int, bool>, std::size_t> step_bytes_;  // (sentences, src, tgt, training)
 };
 
 }  // namespace lseq

@@ -4,8 +4,6 @@
 #include <cstring>
 #include <utility>
 
-#include <spdlog/spdlog.h>
-
 #include "core/model/layers/embedding_layer.h"
 #include "core/model/layers/layer_context.h"
 #include "core/search/search_types.h"
@@ -28,23 +26,15 @@ std::size_t step_input_count(int max_hyps, int heads, int rows = -1) {
   return 2 * elems(max_hyps) + 1 + 2 * elems(rows < 0 ? max_hyps : rows, heads);
 }
 
-// The rows a step computes for `live` hypotheses, and the source length an encoding runs at: rounded up to a few
-// sizes per power of two (at most a quarter more; multiples of 8 below 64), so that the shapes of a search whose
-// hypotheses finish one by one, and of batches whose longest source differs, repeat, and their recorded steps
-// (CUDA graphs) replay instead of issuing every op again with a new shape. The extra rows and positions are
-// computed and ignored: rows never read each other's state (docs/decoding.md).
-int bucket(int n, int limit) {
-  if (n <= 0) return n;
-  int step = 8;
-  while (step * 8 < n) step *= 2;
-  return std::min(limit, (n + step - 1) / step * step);
-}
+// The rows a step computes and the source length an encoding runs at (step_sharing.h): the extra rows and positions
+// are computed and ignored, rows never read each other's state (docs/decoding.md).
+int bucket(int n, int limit) { return step_rows(n, limit); }
 
 }  // namespace
 
 EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len,
                                                int max_tgt_len, int max_sentences)
-    : model_(model), backend_(model.backend()), dt_(model.compute_dtype()) {
+    : model_(model), backend_(model.backend()), dt_(model.compute_dtype()), recorder_(model.backend()) {
   if (max_hypotheses < 1 || max_src_len < 1 || max_tgt_len < 1 || max_sentences < 0 ||
       max_sentences > max_hypotheses) {
     fail(
@@ -69,9 +59,7 @@ EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& mode
                                                 "internal error: the decoder's state outgrew its plan");
   lay_out_state([&](std::size_t bytes) { return state_->take(bytes); });
   upload_as(backend_, sinusoidal_positions(std::max(max_src_, max_tgt_), dim_, config.positions), dt_, positions_);
-  std::vector<int32_t> identity(elems(max_hyps_, max_tgt_));
-  for (std::size_t e = 0; e < identity.size(); ++e) identity[e] = static_cast<int32_t>(e / max_tgt_);
-  backend_.copy_to_device(origin_identity_, identity.data(), identity.size() * sizeof(int32_t));
+  origins_.upload_identity(backend_);
 
   // Scratch: run start and step at their largest shapes over the planning backend, counting what they take.
   auto planning = kernels::make_planning_backend();
@@ -101,9 +89,7 @@ void EncoderDecoderStepModel::lay_out_state(Take&& take) {
     cache.self_kv = take(2 * elems(max_hyps_, heads_, max_tgt_, head_dim_) * f);
     cache.cross_kv = take(2 * elems(max_sent_, max_src_, dim_) * f);
   }
-  origin_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
-  origin_spare_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
-  origin_identity_ = static_cast<int32_t*>(take(elems(max_hyps_, max_tgt_) * i32));
+  origins_.lay_out(take, max_hyps_, max_tgt_);
   dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + max_sent_) * i32));
   dev_step_ = static_cast<int32_t*>(take(step_input_count(max_hyps_, heads_) * i32));
   if (dev_step_) {
@@ -139,7 +125,7 @@ const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, Ste
   st.src_lengths = dev_row_src_lengths_;
   st.self_lengths = dev_self_lengths_;
   st.append_dst = dev_append_dst_;
-  st.origin = origin_;
+  st.origin = origins_.origin;
   // Row t of the positions table, picked on the device by the uploaded position.
   backend.gather_rows(dt_, positions_, dim_, dev_position_, 1, dim_, step_position_, dim_, nullptr);
   const void* states = model_.decoder().step(ctx, dev_tokens_, step_position_, st, caches_);
@@ -211,17 +197,13 @@ void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::
   // Recorded from a shape's second batch on: at a few dozen sentences the encoder's ~80 launches cost the host
   // more time than the GPU needs for them.
   const StepShape shape{0, sentences, src_len, -1};
-  const bool seen = !encodings_seen_.insert(shape).second;
-  if (encodings_seen_.size() > kMaxGraphs) encodings_seen_.clear();
-  run_shape(shape, seen, [&] {
+  recorder_.run(shape, recorder_.seen_before(shape), [&] {
     scratch_->reset();
     StepMemory memory(scratch_.get());
     encode_sources(backend_, memory, sentences, src_len);
   });
   // Every row reads its own slices again (select() of the last batch rewrote the first positions of both tables).
-  const std::size_t origin_bytes = elems(max_hyps_, max_tgt_) * sizeof(int32_t);
-  backend_.copy(origin_, origin_identity_, origin_bytes);
-  backend_.copy(origin_spare_, origin_identity_, origin_bytes);
+  origins_.reset(backend_);
 
   started_ = true;
   sentences_ = sentences, src_len_ = src_len, t_ = 0;
@@ -263,10 +245,9 @@ void EncoderDecoderStepModel::select(const std::vector<int32_t>& parents, const 
     // (slice, position) was written once, at step p by the row that had that index then, and stays valid however
     // rows are renumbered later. Positions t.. keep the identity that start() set: each row appends its own. With
     // identity parents (rows past n are simply no longer read) the table is already right.
-    // The gathered rows are copied back rather than the tables swapped: recorded steps read origin_ at its address.
-    const int64_t stride = max_tgt_;
-    backend_.gather_rows(kernels::DType::f32, origin_, stride, dev_parents_, n, t_, origin_spare_, stride, nullptr);
-    backend_.gather_rows(kernels::DType::f32, origin_spare_, stride, nullptr, n, t_, origin_, stride, nullptr);
+    // The gathered rows are copied back rather than the tables swapped: recorded steps read the origin table at its
+    // address.
+    origins_.reorder(backend_, dev_parents_, n, t_);
   }
   live_ = n;
   sentence_of_.assign(sentence_of.begin(), sentence_of.end());
@@ -315,34 +296,7 @@ void EncoderDecoderStepModel::run_step_ops(int k, const std::function<void(const
   // The cross-attention memory is laid out for max_src_ whatever the batch's length (encode_sources), and the
   // step reads each row's real length from the device: the shape does not depend on the source length.
   const StepShape shape{rows, sentences_, max_src_, k};
-  const bool repeated = shape == last_shape_;
-  last_shape_ = shape;
-  run_shape(shape, repeated, ops);
-}
-
-void EncoderDecoderStepModel::run_shape(const StepShape& shape, bool record, const std::function<void()>& ops) {
-  if (use_graphs_) {
-    auto it = graphs_.find(shape);
-    if (it != graphs_.end()) return it->second->replay();
-    if (record) {
-      if (graphs_.size() >= kMaxGraphs) graphs_.clear();
-      std::unique_ptr<kernels::OpGraph> graph;
-      try {
-        graph = backend_.record(ops);
-      } catch (const Error& e) {
-        // Decoding still works op by op: say so once and stop trying (a driver that cannot capture, say).
-        spdlog::warn("decoding steps cannot be recorded as CUDA graphs ({}); every step now runs op by op", e.what());
-        use_graphs_ = false;
-        graphs_.clear();
-      }
-      if (graph) {
-        graph->replay();
-        graphs_.emplace(shape, std::move(graph));
-        return;
-      }
-    }
-  }
-  ops();
+  recorder_.run(shape, recorder_.repeats(shape), ops);
 }
 
 void EncoderDecoderStepModel::step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) {

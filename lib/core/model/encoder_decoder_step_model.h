@@ -20,6 +20,7 @@
 #include "core/model/decoder.h"
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/step_memory.h"
+#include "core/model/step_sharing.h"
 #include "core/search/step_model.h"
 #include "kernels/workspace.h"
 
@@ -53,8 +54,8 @@ class EncoderDecoderStepModel : public StepModel {
   int steps() const { return t_; }  // tokens fed since start (the position of the next one)
   // Recorded steps (on by default; a backend that cannot record runs every step's ops as they are issued). Off
   // runs every step op by op: what tests compare against.
-  void use_graphs(bool on) { use_graphs_ = on; }
-  std::size_t recorded_graphs() const { return graphs_.size(); }
+  void use_graphs(bool on) { recorder_.use(on); }
+  std::size_t recorded_graphs() const { return recorder_.graphs(); }
   // Device bytes planned at construction: caches and other state, and the scratch of start/step.
   std::size_t state_bytes() const { return state_->capacity(); }
   std::size_t scratch_bytes() const { return scratch_->capacity(); }
@@ -71,12 +72,9 @@ class EncoderDecoderStepModel : public StepModel {
   // Checks the tokens and uploads the step's inputs (tokens, position, self-attention lengths, cache rows to append to) in
   // one copy: what step and step_topk share.
   void begin_step(const std::vector<int32_t>& tokens);
-  // The ops of a step of shape (live, sentences, src_len, k): forward_step, then finish(logits), through run_shape;
-  // recorded when the same shape ran at the previous step too (shapes that repeat are worth recording).
+  // The ops of a step of shape (live, sentences, src_len, k): forward_step, then finish(logits), through the
+  // recorder; recorded when the same shape ran at the previous step too (shapes that repeat are worth recording).
   void run_step_ops(int k, const std::function<void(const void* logits)>& finish);
-  // Replays the recording of `shape` if there is one; otherwise records `ops` and replays them when `record` is set
-  // (and graphs are on), else runs them op by op.
-  void run_shape(const std::tuple<int, int, int, int>& shape, bool record, const std::function<void()>& ops);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
 
@@ -90,9 +88,7 @@ class EncoderDecoderStepModel : public StepModel {
   std::unique_ptr<kernels::Workspace> scratch_;  // activations of one start or step (reset by each)
   void* positions_ = nullptr;                    // sinusoidal [max(max_src, max_tgt), dim]
   std::vector<DecoderLayerCache> caches_;        // per decoder layer
-  int32_t* origin_ = nullptr;                    // [max_hyps][max_tgt] DecoderStep::origin, shared by all layers
-  int32_t* origin_spare_ = nullptr;              // the same size, select's target (then swapped in)
-  int32_t* origin_identity_ = nullptr;           // [max_hyps][max_tgt] entry [r][p] = r: what start() restores
+  OriginTables origins_;                         // [max_hyps][max_tgt] DecoderStep::origin, shared by all layers
   int32_t* dev_src_ = nullptr;                   // source ids [sentences*src_len], then lengths [sentences]
   // The step's inputs, one upload per step at fixed addresses: [max_hyps] tokens | [1] position t |
   // [max_hyps] self-attention lengths t + 1 | [2*max_hyps*heads] cache rows to append to (DecoderStep::append_dst).
@@ -112,14 +108,10 @@ class EncoderDecoderStepModel : public StepModel {
   std::vector<int32_t> staging_;                 // host side of the uploads (reserved at construction)
   std::vector<int32_t> step_staging_;            // host side of the step inputs (sized at construction)
 
-  // Recorded steps by shape (live, sentences, src_len, k; k = 0: step's log-softmax; k = -1: start()'s encoding),
-  // the previous step's shape, and the encoding shapes seen (an encoding is recorded when its shape comes again).
-  using StepShape = std::tuple<int, int, int, int>;
-  static constexpr std::size_t kMaxGraphs = 64;  // then all are dropped and recorded again as shapes recur
-  bool use_graphs_ = true;
-  std::map<StepShape, std::unique_ptr<kernels::OpGraph>> graphs_;
-  StepShape last_shape_{-1, -1, -1, -1};
-  std::set<StepShape> encodings_seen_;
+  // Recorded steps by shape (live, sentences, src_len, k; k = 0: step's log-softmax; k = -1: start()'s encoding;
+  // an encoding is recorded when its shape comes again).
+  using StepShape = StepRecorder::Shape;
+  StepRecorder recorder_;
 
   bool started_ = false;
   int sentences_ = 0, src_len_ = 0, live_ = 0, t_ = 0;

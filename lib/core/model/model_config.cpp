@@ -59,15 +59,40 @@ const char* position_layout_name(PositionLayout layout) {
   return "?";
 }
 
+ModelType parse_model_type(const std::string& name) {
+  if (name == "transformer") return ModelType::transformer;
+  if (name == "lm" || name == "lm-transformer") return ModelType::lm;
+  fail("model type '{}' is not supported; use transformer (encoder-decoder) or lm (decoder-only, also "
+       "lm-transformer)",
+       name);
+}
+
+const char* model_type_name(ModelType type) { return type == ModelType::lm ? "lm" : "transformer"; }
+
+void ModelConfig::normalize_lm() {
+  if (!is_lm()) return;
+  enc_depth = 0;
+  src_vocab = tgt_vocab;
+  tied = TiedEmbeddings::target;
+}
+
 void ModelConfig::validate() const {
   auto in_range = [](int value, int limit, const char* option) {
     if (value <= 0) fail("{} must be positive, got {}", option, value);
     if (value > limit) fail("{} {} is above this version's limit of {}", option, value, limit);
   };
-  in_range(src_vocab, kMaxVocab, "--dim-vocabs (source)");
-  in_range(tgt_vocab, kMaxVocab, "--dim-vocabs (target)");
+  in_range(src_vocab, kMaxVocab, is_lm() ? "--dim-vocabs" : "--dim-vocabs (source)");
+  in_range(tgt_vocab, kMaxVocab, is_lm() ? "--dim-vocabs" : "--dim-vocabs (target)");
   in_range(dim_emb, kMaxModelDim, "--dim-emb");
-  in_range(enc_depth, kMaxDepth, "--enc-depth");
+  if (is_lm()) {
+    if (enc_depth != 0 || src_vocab != tgt_vocab || tied != TiedEmbeddings::target)
+      fail("internal error: a language model's config has an encoder, two vocabularies or untied output weights");
+  } else {
+    in_range(enc_depth, kMaxDepth, "--enc-depth");
+    if (learned_positions)
+      fail("--transformer-train-position-embeddings is implemented for language models (--type lm) only; the "
+           "encoder-decoder Transformer uses sinusoidal positions");
+  }
   in_range(dec_depth, kMaxDepth, "--dec-depth");
   in_range(heads, kMaxHeads, "--transformer-heads");
   in_range(dim_ffn, kMaxFfnDim, "--transformer-dim-ffn");
@@ -99,11 +124,11 @@ void ModelConfig::validate() const {
 
 YAML::Node ModelConfig::to_yaml() const {
   YAML::Node node;
-  node["type"] = "transformer";
+  node["type"] = model_type_name(type);
   node["dim-vocabs"].push_back(src_vocab);
-  node["dim-vocabs"].push_back(tgt_vocab);
+  if (!is_lm()) node["dim-vocabs"].push_back(tgt_vocab);
   node["dim-emb"] = dim_emb;
-  node["enc-depth"] = enc_depth;
+  if (!is_lm()) node["enc-depth"] = enc_depth;
   node["dec-depth"] = dec_depth;
   node["transformer-heads"] = heads;
   node["transformer-dim-ffn"] = dim_ffn;
@@ -116,12 +141,15 @@ YAML::Node ModelConfig::to_yaml() const {
   node["transformer-postprocess-emb"] = embedding_dropout ? "d" : "";
   node["transformer-prenorm"] = norm == NormPlacement::pre;
   node["tied-embeddings"] = tied == TiedEmbeddings::target;
-  node["tied-embeddings-src"] = tied == TiedEmbeddings::source;
-  node["tied-embeddings-all"] = tied == TiedEmbeddings::all;
+  if (!is_lm()) {  // a language model's output is always tied to its one embedding table
+    node["tied-embeddings-src"] = tied == TiedEmbeddings::source;
+    node["tied-embeddings-all"] = tied == TiedEmbeddings::all;
+  }
   node["max-length"] = max_length;
   node["label-smoothing"] = label_smoothing;
   node["layer-norm-epsilon"] = layer_norm_eps;
   node["transformer-positions"] = position_layout_name(positions);
+  if (is_lm()) node["transformer-train-position-embeddings"] = learned_positions;
   return node;
 }
 
@@ -140,12 +168,19 @@ void read(const YAML::Node& node, const char* key, T& value) {
 
 ModelConfig ModelConfig::from_yaml(const YAML::Node& node) {
   ModelConfig c;
+  std::string type = model_type_name(c.type);
+  read(node, "type", type);
+  c.type = parse_model_type(type);
   if (const YAML::Node vocabs = node["dim-vocabs"]; vocabs && !vocabs.IsNull()) {
     std::vector<int> sizes;
     read(node, "dim-vocabs", sizes);
-    if (sizes.size() != 2) fail("model option dim-vocabs needs two sizes (source, target), got {}", sizes.size());
-    c.src_vocab = sizes[0];
-    c.tgt_vocab = sizes[1];
+    if (c.is_lm() && (sizes.size() == 1 || sizes.size() == 2)) {  // one vocabulary; lstrain's options give two
+      c.src_vocab = c.tgt_vocab = sizes[0];
+    } else {
+      if (sizes.size() != 2) fail("model option dim-vocabs needs two sizes (source, target), got {}", sizes.size());
+      c.src_vocab = sizes[0];
+      c.tgt_vocab = sizes[1];
+    }
   }
   read(node, "dim-emb", c.dim_emb);
   read(node, "enc-depth", c.enc_depth);
@@ -186,6 +221,8 @@ ModelConfig ModelConfig::from_yaml(const YAML::Node& node) {
   std::string positions = position_layout_name(c.positions);
   read(node, "transformer-positions", positions);
   c.positions = parse_position_layout(positions);
+  read(node, "transformer-train-position-embeddings", c.learned_positions);
+  c.normalize_lm();
   return c;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// The shape of an encoder-decoder Transformer: sizes, activation, dropout, norm placement, tied embeddings.
+// The shape of a Transformer: encoder-decoder (--type transformer) or decoder-only (--type lm, Marian's
+// lm-transformer too): sizes, activation, dropout, norm placement, tied embeddings, positions.
 // Stored in the checkpoint as YAML with Marian's option names (dim-emb, enc-depth, transformer-heads, ...).
 #include <yaml-cpp/yaml.h>
 
@@ -20,6 +21,9 @@ enum class NormPlacement { post, pre };  // Marian "" + "dan" (post) or "n" + "d
 //   marian        Marian: column i = sin(t * exp(-i * ln(10000) / (dim/2 - 1))), column dim/2 + i = cos of the same,
 //                 computed in float as Marian's CPU code does
 enum class PositionLayout { interleaved, concatenated, marian };
+// --type: the encoder-decoder Transformer, or a decoder-only language model (DecoderOnlyModel): dec-depth layers of
+// causal self-attention and feed-forward blocks over one vocabulary, the output layer always tied to the embeddings.
+enum class ModelType { transformer, lm };
 
 // The largest sizes a model may have. They keep every index and size product the kernels form inside the types
 // that hold them (int rows x columns, int64 elements), and bound the work a mistyped option can start: beyond them
@@ -32,7 +36,8 @@ constexpr int kMaxVocab = 1 << 24;        // --dim-vocabs
 constexpr int kMaxLength = 8192;          // --max-length (tokens per sentence)
 
 struct ModelConfig {
-  int src_vocab = 0, tgt_vocab = 0;  // dim-vocabs
+  ModelType type = ModelType::transformer;  // type
+  int src_vocab = 0, tgt_vocab = 0;  // dim-vocabs (a language model: one vocabulary, src_vocab == tgt_vocab)
   int dim_emb = 512;                 // dim-emb
   int enc_depth = 6, dec_depth = 6;  // enc-depth, dec-depth
   int heads = 8;                     // transformer-heads
@@ -48,8 +53,15 @@ struct ModelConfig {
   float label_smoothing = 0.1f;  // label-smoothing
   float layer_norm_eps = 1e-6f;  // layer-norm-epsilon
   PositionLayout positions = PositionLayout::interleaved;  // transformer-positions
+  // transformer-train-position-embeddings: a learned position table [max_length + 1, dim] instead of the
+  // sinusoidal one (language models only in this version).
+  bool learned_positions = false;
 
   int head_dim() const { return dim_emb / heads; }
+  bool is_lm() const { return type == ModelType::lm; }
+  // A language model's settings that follow from its type: no encoder, one vocabulary (the target's), the output
+  // tied to the embeddings. from_yaml applies it; a config built in code for --type lm calls it (tests).
+  void normalize_lm();
   // Throws lseq::Error naming the option for a model that cannot be built.
   void validate() const;
   YAML::Node to_yaml() const;
@@ -65,5 +77,7 @@ bool parse_embedding_postprocess(const std::string& ops);        // "d" -> dropo
 const char* activation_name(kernels::Activation act);
 PositionLayout parse_position_layout(const std::string& name);  // interleaved, concatenated, marian
 const char* position_layout_name(PositionLayout layout);
+ModelType parse_model_type(const std::string& name);  // transformer; lm or lm-transformer
+const char* model_type_name(ModelType type);          // transformer, lm
 
 }  // namespace lseq

@@ -111,7 +111,8 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
 
   std::vector<int> limit(sentences);
   for (int s = 0; s < sentences; ++s)
-    limit[s] = max_output_tokens(source_tokens_without_eos(batch, s), options.max_length_factor);
+    limit[s] = output_limit(source_tokens_without_eos(batch, s), options.max_length_factor, options.max_new_tokens,
+                            options.max_context);
 
   std::vector<TraceNode> trace;
   std::vector<std::vector<FinishedHypothesis>> finished(sentences);

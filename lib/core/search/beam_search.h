@@ -5,7 +5,7 @@
 // candidates ending in eos become finished, the others stay live. A sentence is done when it has beam_size finished
 // hypotheses (its live beam is then empty) and leaves the batch through StepModel::select; the search ends when
 // no sentence is live. Finished hypotheses are then ranked by final_score() (length normalisation and word
-// penalty). Once a hypothesis has max_output_tokens() tokens, only eos may follow.
+// penalty). Once a hypothesis has output_limit() tokens, only eos may follow.
 // StepModel::select is called only when the live hypotheses change (never while greedy search continues every
 // sentence). beam_size 1 is exactly greedy search: the most probable allowed next token at every step.
 // Each step reads only StepModel::step_topk with k = beam_size (each hypothesis' best beam_size words plus eos),
@@ -23,6 +23,10 @@ struct BeamSearchOptions {
   double normalize = 0.6;        // --normalize: final score divided by length^normalize (length counts eos)
   double word_penalty = 0;       // --word-penalty: subtracted per output token
   double max_length_factor = 3;  // --max-length-factor: see max_output_tokens()
+  // A language model's continuations instead (output_limit(), search_types.h): at most this many new tokens
+  // (--max-length) within max_context tokens of prompt and output; 0: translation's limit above.
+  int max_new_tokens = 0;
+  int max_context = 0;
 };
 
 // Decodes the sentences of `batch` (src, src_lengths, size, src_len are used). Returns one n-best list per

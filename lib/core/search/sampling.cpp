@@ -96,7 +96,8 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
   for (int s = 0; s < sentences; ++s) {
     uint64_t line = batch.line_ids.empty() ? static_cast<uint64_t>(s) : static_cast<uint64_t>(batch.line_ids[s]);
     streams.push_back(line_stream(options.seed, line));
-    limit[s] = max_output_tokens(source_tokens_without_eos(batch, s), options.max_length_factor);
+    limit[s] = output_limit(source_tokens_without_eos(batch, s), options.max_length_factor, options.max_new_tokens,
+                            options.max_context);
   }
 
   std::vector<int> live(sentences), next_live;

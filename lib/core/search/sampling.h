@@ -24,6 +24,8 @@ struct SamplingOptions {
   double normalize = 0.6;        // only for the reported score (final_score)
   double word_penalty = 0;       // only for the reported score
   double max_length_factor = 3;  // see max_output_tokens()
+  int max_new_tokens = 0;        // a language model's continuations: see output_limit() (0: max_length_factor)
+  int max_context = 0;
 };
 
 // Parses --output-sampling words. Accepted forms (Marian's, plus an explicit temperature keyword):

@@ -143,6 +143,21 @@ ScoreTotals score_pairs(StepModel& model, data::InputLineReader& source, data::I
   return score_all(model, next_pair, settings, out);
 }
 
+ScoreTotals score_lines(StepModel& model, data::InputLineReader& lines, const data::TextEncoder& encode,
+                        const ScoreSettings& settings, std::ostream& out) {
+  const auto options = scoring_options(settings, settings.target_vocab_size);
+  auto next_pair = [&](Pair& pair) {
+    std::string line;
+    if (!lines.next(line)) return false;
+    auto encoded = data::encode_input_line(line, lines.where(), encode, options);
+    pair.index = lines.index();
+    pair.target = std::move(encoded.ids);  // the source (prompt) stays empty
+    pair.rejected = encoded.rejected;
+    return true;
+  };
+  return score_all(model, next_pair, settings, out);
+}
+
 ScoreTotals rescore_nbest(StepModel& model, data::InputLineReader& source, data::InputLineReader& nbest,
                           const data::TextEncoder& encode_source, const data::TextEncoder& encode_target,
                           const ScoreSettings& settings, std::ostream& out) {

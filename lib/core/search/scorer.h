@@ -52,6 +52,12 @@ ScoreTotals rescore_nbest(StepModel& model, data::InputLineReader& source, data:
                           const data::TextEncoder& encode_source, const data::TextEncoder& encode_target,
                           const ScoreSettings& settings, std::ostream& out);
 
+// A language model's lines (lsscore with one file and a language model): each line is scored as the continuation of
+// an empty prompt, bos w1 .. wn -> w1 .. wn eos, so its score is log p(w1 .. wn eos), eos included, summed as for a
+// translation; the summary is the corpus' cross-entropy and perplexity per token. One output line per input line.
+ScoreTotals score_lines(StepModel& model, data::InputLineReader& lines, const data::TextEncoder& encode,
+                        const ScoreSettings& settings, std::ostream& out);
+
 // "cross-entropy 2.3456 perplexity 10.4432 (1234 target tokens with eos, 100 sentences)": per-token cross-entropy
 // in nats (-log_prob / target_tokens) and its exponential.
 std::string format_summary(const ScoreTotals& totals);

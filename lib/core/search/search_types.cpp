@@ -17,4 +17,11 @@ int max_output_tokens(int source_tokens, double max_length_factor) {
   return std::max(1, static_cast<int>(limit));
 }
 
+int output_limit(int source_tokens, double max_length_factor, int max_new_tokens, int max_context) {
+  if (max_new_tokens <= 0) return max_output_tokens(source_tokens, max_length_factor);
+  int limit = max_new_tokens;
+  if (max_context > 0) limit = std::min(limit, max_context - std::max(source_tokens, 0));
+  return std::max(1, limit);
+}
+
 }  // namespace lseq

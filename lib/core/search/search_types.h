@@ -28,6 +28,12 @@ double final_score(double log_prob, int tokens, double normalize, double word_pe
 // hypothesis has that many tokens, eos is forced.
 int max_output_tokens(int source_tokens, double max_length_factor);
 
+// The length limit of an output when a language model continues its "source" (a prompt, DecoderOnlyStepModel):
+// with max_new_tokens > 0 every output may have that many tokens (--max-length new tokens) whatever the prompt's
+// length, but no more than max_context (when > 0: the model's positions) leaves after the prompt, and at least 1.
+// With max_new_tokens 0 it is max_output_tokens(source_tokens, max_length_factor): translation's limit.
+int output_limit(int source_tokens, double max_length_factor, int max_new_tokens, int max_context);
+
 // Tokens search never produces: pad, bos and unk (Marian's default, --allow-unk off). Every other id, eos
 // included, may be chosen.
 inline bool is_blocked_output(int32_t id) { return id == 0 || id == 1 || id == 2; }

@@ -4,7 +4,7 @@
 
 namespace lseq {
 
-DataParallel::DataParallel(EncoderDecoderModel& model, kernels::Communicator* comm, GradientSyncOptions sync)
+DataParallel::DataParallel(Model& model, kernels::Communicator* comm, GradientSyncOptions sync)
     : model_(model), comm_(comm) {
   if (comm_ && comm_->size() > 1) {
     sync_ = std::make_unique<GradientSync>(model.backend(), *comm_, model.num_params(), std::move(sync));
@@ -16,7 +16,7 @@ DataParallel::~DataParallel() { model_.set_gradients_ready(nullptr); }
 void DataParallel::arm() {
   if (!sync_) return;
   GradientSync* sync = sync_.get();
-  EncoderDecoderModel* model = &model_;
+  Model* model = &model_;
   model_.set_gradients_ready([sync, model](std::size_t first) { sync->ready(model->grads(), first); });
 }
 

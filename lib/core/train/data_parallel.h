@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "core/model/encoder_decoder_model.h"
+#include "core/model/model.h"
 #include "core/train/gradient_sync.h"
 #include "kernels/communicator.h"
 
@@ -20,7 +20,7 @@ namespace lseq {
 class DataParallel {
  public:
   // comm: null for a single process.
-  DataParallel(EncoderDecoderModel& model, kernels::Communicator* comm, GradientSyncOptions sync);
+  DataParallel(Model& model, kernels::Communicator* comm, GradientSyncOptions sync);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -52,7 +52,7 @@ class DataParallel {
   double comm_wait_seconds() const;
 
  private:
-  EncoderDecoderModel& model_;
+  Model& model_;
   kernels::Communicator* comm_;
   std::unique_ptr<GradientSync> sync_;
 };

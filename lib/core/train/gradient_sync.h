@@ -1,7 +1,7 @@
 #pragma once
 // Synchronous data parallelism's gradient exchange (Marian's --sync-sgd): the sum over ranks of each rank's
 // gradients, in buckets that start while backward is still running. Backward reports the gradients from some
-// table offset up as final (EncoderDecoderModel::set_gradients_ready); every whole bucket among them goes to the
+// table offset up as final (Model::set_gradients_ready); every whole bucket among them goes to the
 // communicator at once, which runs it beside the rest of backward (its own stream on the GPU, its thread on the
 // CPU); finish() sends the rest and makes the backend wait for all of it before the optimizer reads the sums.
 // Buckets are cut from the top of the flat buffer down, the order in which backward finishes them.

@@ -51,7 +51,7 @@ void check_batcher_position(const data::Batcher& batcher, const TrainingProgress
   }
 }
 
-Trainer::Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& optimizer,
+Trainer::Trainer(Model& model, data::Batcher& batcher, Optimizer& optimizer,
                  kernels::Workspace& workspace, ModelDir model_dir, Validator* validator, TrainerOptions options)
     : model_(model), batcher_(batcher), optimizer_(optimizer), workspace_(workspace),
       model_dir_(std::move(model_dir)), validator_(validator), options_(std::move(options)),

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/checkpoint/checkpoint.h"
-#include "core/model/encoder_decoder_model.h"
+#include "core/model/model.h"
 #include "core/train/data_parallel.h"
 #include "core/train/frequency.h"
 #include "core/train/loss_scaler.h"
@@ -67,7 +67,7 @@ void check_batcher_position(const data::Batcher& batcher, const TrainingProgress
 
 class Trainer {
  public:
-  Trainer(EncoderDecoderModel& model, data::Batcher& batcher, Optimizer& optimizer, kernels::Workspace& workspace,
+  Trainer(Model& model, data::Batcher& batcher, Optimizer& optimizer, kernels::Workspace& workspace,
           ModelDir model_dir, Validator* validator, TrainerOptions options);
 
   // Loads the named checkpoint of the model directory (restore_data: also the batcher state, whose position must lie
@@ -89,7 +89,7 @@ class Trainer {
   bool last_step_skipped() const;         // the one host read per update (see trainer.cpp)
   std::string saved_state() const;        // what the model directory keeps, for an error that stops the run
 
-  EncoderDecoderModel& model_;
+  Model& model_;
   data::Batcher& batcher_;
   Optimizer& optimizer_;
   kernels::Workspace& workspace_;

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
 #include "data/batcher.h"
 #include "data/translation_input.h"
@@ -84,9 +85,10 @@ double run_validation_script(const std::string& command, const std::string& opti
 }
 
 Validator::Validator(std::shared_ptr<const data::EncodedCorpus> corpus, std::vector<std::string> metrics,
-                     int64_t mini_batch_words, int mini_batch, TranslationValidation translation)
+                     int64_t mini_batch_words, int mini_batch, TranslationValidation translation,
+                     data::BatcherOptions blocks)
     : corpus_(std::move(corpus)), metrics_(std::move(metrics)), mini_batch_words_(mini_batch_words),
-      mini_batch_(mini_batch), translation_(std::move(translation)) {
+      mini_batch_(mini_batch), translation_(std::move(translation)), blocks_(blocks) {
   check_metrics(metrics_);
   for (const std::string& m : metrics_) {
     if (needs_translation(m) && !translation_.target_vocab) fail("internal: metric {} without a target vocabulary", m);
@@ -112,8 +114,10 @@ void Validator::check_metrics(const std::vector<std::string>& metrics) {
   }
 }
 
-double Validator::cross_entropy(EncoderDecoderModel& model, kernels::Workspace& ws) const {
+double Validator::cross_entropy(Model& model, kernels::Workspace& ws) const {
   data::BatcherOptions options;
+  options.block_length = blocks_.block_length;
+  options.document_masks = blocks_.document_masks;
   options.mini_batch_words = mini_batch_words_;
   options.mini_batch = mini_batch_;
   options.shuffle = false;
@@ -130,7 +134,10 @@ double Validator::cross_entropy(EncoderDecoderModel& model, kernels::Workspace& 
   return tokens > 0 ? nll / static_cast<double>(tokens) : 0.0;
 }
 
-std::vector<std::string> Validator::translate(EncoderDecoderModel& model) {
+std::vector<std::string> Validator::translate(Model& any) {
+  auto* translation_model = dynamic_cast<EncoderDecoderModel*>(&any);
+  if (!translation_model) fail("--valid-metrics bleu and chrf translate, which needs an encoder-decoder model");
+  EncoderDecoderModel& model = *translation_model;
   const int64_t n = corpus_->size();
   // Longest first, so batches have little padding; results go back to pair order.
   std::vector<int64_t> order(static_cast<std::size_t>(n));
@@ -162,7 +169,7 @@ std::vector<std::string> Validator::translate(EncoderDecoderModel& model) {
   return translations;
 }
 
-std::map<std::string, double> Validator::run(EncoderDecoderModel& model, kernels::Workspace& ws) {
+std::map<std::string, double> Validator::run(Model& model, kernels::Workspace& ws) {
   std::map<std::string, double> values;
   const auto is_ce = [](const std::string& m) { return !needs_translation(m) && m != "valid-script"; };
   const bool wants_ce = std::any_of(metrics_.begin(), metrics_.end(), is_ce);

@@ -2,6 +2,7 @@
 // Validation on --valid-sets, without dropout:
 //   cross-entropy (ce-mean-words): mean negative log-likelihood per target token, eos included, as Marian reports;
 //   perplexity: exp(cross-entropy);
+// (a language model: per predicted token of its lines, eos included, in lines or in blocks as it trains)
 //   bleu, chrf: the validation source translated with the current weights (beam search with --beam-size,
 //   --normalize, --word-penalty, --max-length-factor) and scored against the raw reference lines as sacreBLEU does;
 //   translation: those translations written to a file that --valid-script-path gets as its last argument; the last
@@ -12,9 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "core/model/encoder_decoder_model.h"
+#include "core/model/model.h"
 #include "core/search/beam_search.h"
 #include "core/search/step_model.h"
+#include "data/batcher.h"
 #include "data/corpus_cache.h"
 #include "data/vocab.h"
 #include "kernels/workspace.h"
@@ -46,8 +48,11 @@ double run_validation_script(const std::string& command, const std::string& opti
 
 class Validator {
  public:
+  // blocks: a language model's validation in blocks (--lm-pack-blocks: block_length and document_masks of
+  // data::BatcherOptions), as it trains; the other fields are not used.
   Validator(std::shared_ptr<const data::EncodedCorpus> corpus, std::vector<std::string> metrics,
-            int64_t mini_batch_words, int mini_batch, TranslationValidation translation = {});
+            int64_t mini_batch_words, int mini_batch, TranslationValidation translation = {},
+            data::BatcherOptions blocks = {});
   ~Validator();
 
   const std::vector<std::string>& metrics() const { return metrics_; }
@@ -55,19 +60,20 @@ class Validator {
   static bool needs_translation(const std::string& metric);
   static void check_metrics(const std::vector<std::string>& metrics);  // unknown -> lseq::Error
 
-  std::map<std::string, double> run(EncoderDecoderModel& model, kernels::Workspace& ws);
+  std::map<std::string, double> run(Model& model, kernels::Workspace& ws);
   void set_point(const ValidationPoint& point) { point_ = point; }
 
  private:
-  double cross_entropy(EncoderDecoderModel& model, kernels::Workspace& ws) const;
+  double cross_entropy(Model& model, kernels::Workspace& ws) const;
   // Translations of the corpus's pairs, in pair order.
-  std::vector<std::string> translate(EncoderDecoderModel& model);
+  std::vector<std::string> translate(Model& model);
 
   std::shared_ptr<const data::EncodedCorpus> corpus_;
   std::vector<std::string> metrics_;
   int64_t mini_batch_words_;
   int mini_batch_;
   TranslationValidation translation_;
+  data::BatcherOptions blocks_;
   std::unique_ptr<StepModel> step_model_;  // made at the first translation, planned for the validation set
   ValidationPoint point_;
 };

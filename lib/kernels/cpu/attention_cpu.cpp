@@ -71,7 +71,8 @@ void CpuBackend::merge_heads(DType dt, const void* in, int batch, int len, int p
 }
 
 void CpuBackend::attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
-                                           int q_len, int k_len, int ld, float scale, bool causal, void* probs) {
+                                           int q_len, int k_len, int ld, float scale, bool causal, void* probs,
+                                           const int32_t* key_starts) {
   cpu::require_f32(dt, "attention_softmax_forward");
   if (batch < 0 || heads < 0 || q_len < 0 || k_len < 0 || ld < k_len)
     fail("attention_softmax_forward: invalid shape batch={} heads={} q_len={} k_len={} ld={}", batch, heads, q_len,
@@ -83,20 +84,22 @@ void CpuBackend::attention_softmax_forward(DType dt, const void* scores, const i
     const int64_t b = row / (static_cast<int64_t>(heads) * q_len);
     const int i = static_cast<int>(row % q_len);
     const int valid = cpu::attention_valid_keys(k_lengths, b, i, k_len, causal);
+    const int first = key_starts ? std::clamp(key_starts[b * q_len + i], 0, valid) : 0;
     const float* s = ps + row * ld;
     float* p = pp + row * ld;
-    // Keys [0, valid) take part; the rest (and the padding up to ld) get exactly 0. A row without keys is all
+    // Keys [first, valid) take part; the rest (and the padding up to ld) get exactly 0. A row without keys is all
     // zeros, never NaN.
     float max = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < valid; ++j) max = std::max(max, scale * s[j]);
+    for (int j = first; j < valid; ++j) max = std::max(max, scale * s[j]);
     double sum = 0.0;
-    for (int j = 0; j < valid; ++j) {
+    for (int j = first; j < valid; ++j) {
       const float e = std::exp(scale * s[j] - max);
       p[j] = e;  // s and p may alias: s[j] is read before p[j] is written
       sum += e;
     }
-    const double inv = valid > 0 ? 1.0 / sum : 0.0;
-    for (int j = 0; j < valid; ++j) p[j] = static_cast<float>(p[j] * inv);
+    const double inv = valid > first ? 1.0 / sum : 0.0;
+    for (int j = 0; j < first; ++j) p[j] = 0.0f;
+    for (int j = first; j < valid; ++j) p[j] = static_cast<float>(p[j] * inv);
     for (int j = valid; j < ld; ++j) p[j] = 0.0f;
   });
 }

@@ -163,26 +163,37 @@ __device__ __forceinline__ int valid_keys(const int32_t* k_lengths, int64_t row,
   return valid;
 }
 
+// The first key of a row that takes part: key_starts[b*q_len + i] (0 without key_starts), at most `valid`.
+__device__ __forceinline__ int first_key(const int32_t* key_starts, int64_t row, int heads, int q_len, int valid) {
+  if (!key_starts) return 0;
+  const int64_t b = row / (static_cast<int64_t>(heads) * q_len);
+  const int i = static_cast<int>(row % q_len);
+  return min(max(key_starts[b * q_len + i], 0), valid);
+}
+
 template <typename T>
 __global__ void softmax_forward_kernel(const T* scores, const int32_t* k_lengths, int64_t rows, int heads, int q_len,
-                                       int k_len, int ld, float scale, bool causal, T* probs) {
+                                       int k_len, int ld, float scale, bool causal, const int32_t* key_starts,
+                                       T* probs) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= rows) return;  // whole warps leave together
   const int valid = valid_keys(k_lengths, row, heads, q_len, k_len, causal);
+  const int first = first_key(key_starts, row, heads, q_len, valid);
   const T* s = scores + row * ld;
   T* p = probs + row * ld;
-  // Keys [0, valid) take part; the rest and the padding up to ld get exactly 0; a row without keys is all zeros,
-  // never NaN.
+  // Keys [first, valid) take part; the rest and the padding up to ld get exactly 0; a row without keys is all
+  // zeros, never NaN.
   float mx = -INFINITY;
-  for (int j = lane; j < valid; j += 32) mx = fmaxf(mx, scale * to_f32(s[j]));
+  for (int j = first + lane; j < valid; j += 32) mx = fmaxf(mx, scale * to_f32(s[j]));
   mx = warp_max(mx);
   float sum = 0.0f;
-  for (int j = lane; j < valid; j += 32) sum += expf(scale * to_f32(s[j]) - mx);
+  for (int j = first + lane; j < valid; j += 32) sum += expf(scale * to_f32(s[j]) - mx);
   sum = warp_sum(sum);
-  const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+  const float inv = valid > first ? 1.0f / sum : 0.0f;
   // probs may alias scores: each lane reads s[j] before writing p[j], for its own j only.
-  for (int j = lane; j < ld; j += 32) p[j] = from_f32<T>(j < valid ? expf(scale * to_f32(s[j]) - mx) * inv : 0.0f);
+  for (int j = lane; j < ld; j += 32)
+    p[j] = from_f32<T>(j >= first && j < valid ? expf(scale * to_f32(s[j]) - mx) * inv : 0.0f);
 }
 
 template <typename T>
@@ -218,16 +229,18 @@ __device__ __forceinline__ float group_sum(float v, int group) {
 template <typename T>
 __global__ void softmax_forward_pack_kernel(const T* scores, const int32_t* k_lengths, int64_t rows, int heads,
                                             int q_len, int k_len, int ld, int group, float scale, bool causal,
-                                            T* probs) {
+                                            const int32_t* key_starts, T* probs) {
   constexpr int P = Pack<T>::size;
   const int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / group;
   const int lane = threadIdx.x & (group - 1);
   const bool live = row < rows;
   const int valid = live ? valid_keys(k_lengths, row, heads, q_len, k_len, causal) : 0;
+  const int first = live ? first_key(key_starts, row, heads, q_len, valid) : 0;
+  const auto in_row = [&](int j) { return j >= first && j < valid; };  // keys [first, valid) take part
   const int packs = ld / P;
   const T* s = scores + (live ? row : 0) * ld;
   T* p = probs + (live ? row : 0) * ld;
-  // Values past `valid` in a loaded pack (masked keys, padding that may hold anything) are never used.
+  // Values outside [first, valid) in a loaded pack (masked keys, padding that may hold anything) are never used.
   if (packs <= group) {  // rows of up to 32 packs (MT sentences): one pack per lane, read once, exp once
     const int c = lane;
     const bool has = c * P < valid;
@@ -237,20 +250,20 @@ __global__ void softmax_forward_pack_kernel(const T* scores, const int32_t* k_le
       load_pack(s + c * P, v);
 #pragma unroll
       for (int k = 0; k < P; ++k)
-        if (c * P + k < valid) mx = fmaxf(mx, scale * v[k]);
+        if (in_row(c * P + k)) mx = fmaxf(mx, scale * v[k]);
     }
     mx = group_max(mx, group);
     float sum = 0.0f;
     if (has) {
 #pragma unroll
       for (int k = 0; k < P; ++k) {
-        v[k] = c * P + k < valid ? expf(scale * v[k] - mx) : 0.0f;
+        v[k] = in_row(c * P + k) ? expf(scale * v[k] - mx) : 0.0f;
         sum += v[k];
       }
     }
     sum = group_sum(sum, group);
     if (!live || c >= packs) return;
-    const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+    const float inv = valid > first ? 1.0f / sum : 0.0f;
 #pragma unroll
     for (int k = 0; k < P; ++k) v[k] = has ? v[k] * inv : 0.0f;
     store_pack(p + c * P, v);
@@ -262,7 +275,7 @@ __global__ void softmax_forward_pack_kernel(const T* scores, const int32_t* k_le
     load_pack(s + c * P, v);
 #pragma unroll
     for (int k = 0; k < P; ++k)
-      if (c * P + k < valid) mx = fmaxf(mx, scale * v[k]);
+      if (in_row(c * P + k)) mx = fmaxf(mx, scale * v[k]);
   }
   mx = group_max(mx, group);
   float sum = 0.0f;
@@ -271,17 +284,17 @@ __global__ void softmax_forward_pack_kernel(const T* scores, const int32_t* k_le
     load_pack(s + c * P, v);
 #pragma unroll
     for (int k = 0; k < P; ++k)
-      if (c * P + k < valid) sum += expf(scale * v[k] - mx);
+      if (in_row(c * P + k)) sum += expf(scale * v[k] - mx);
   }
   sum = group_sum(sum, group);
   if (!live) return;  // no shuffles below
-  const float inv = valid > 0 ? 1.0f / sum : 0.0f;
+  const float inv = valid > first ? 1.0f / sum : 0.0f;
   // probs may alias scores: a lane reads and then writes only its own packs.
   for (int c = lane; c < packs; c += group) {
     float v[P];
     if (c * P < valid) load_pack(s + c * P, v);
 #pragma unroll
-    for (int k = 0; k < P; ++k) v[k] = c * P + k < valid ? expf(scale * v[k] - mx) * inv : 0.0f;
+    for (int k = 0; k < P; ++k) v[k] = in_row(c * P + k) ? expf(scale * v[k] - mx) * inv : 0.0f;
     store_pack(p + c * P, v);
   }
 }
@@ -444,7 +457,7 @@ void CudaBackend::merge_heads(DType dt, const void* in, int batch, int len, int 
 
 void CudaBackend::attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch,
                                             int heads, int q_len, int k_len, int ld, float scale, bool causal,
-                                            void* probs) {
+                                            void* probs, const int32_t* key_starts) {
   if (batch < 0 || heads < 0 || q_len < 0 || k_len < 0 || ld < k_len)
     fail("attention_softmax_forward: invalid shape batch={} heads={} q_len={} k_len={} ld={}", batch, heads, q_len,
          k_len, ld);
@@ -458,11 +471,11 @@ void CudaBackend::attention_softmax_forward(DType dt, const void* scores, const 
     if (can_vectorize<T>(ld, s, p)) {
       const int group = softmax_group(ld / Pack<T>::size);
       softmax_forward_pack_kernel<T><<<softmax_pack_blocks(rows, group), kSoftmaxThreads, 0, stream_>>>(
-          s, k_lengths, rows, heads, q_len, k_len, ld, group, scale, causal, p);
+          s, k_lengths, rows, heads, q_len, k_len, ld, group, scale, causal, key_starts, p);
       return;
     }
     softmax_forward_kernel<T><<<softmax_blocks(rows), 32 * kRowsPerBlock, 0, stream_>>>(
-        s, k_lengths, rows, heads, q_len, k_len, ld, scale, causal, p);
+        s, k_lengths, rows, heads, q_len, k_len, ld, scale, causal, key_starts, p);
   });
   check_launch("attention_softmax_forward");
 }

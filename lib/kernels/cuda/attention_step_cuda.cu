@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
     attention_step_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                           int64_t slice_stride, const int32_t* __restrict__ kv_index,
                           const int32_t* __restrict__ origin, int origin_stride,
-                          const int32_t* __restrict__ k_lengths, int64_t slices, int heads, int head_dim, int k_len,
-                          float scale, T* __restrict__ context) {
+                          const int32_t* __restrict__ k_lengths, const int32_t* __restrict__ key_starts,
+                          int64_t slices, int heads, int head_dim, int k_len, float scale, T* __restrict__ context) {
   __shared__ float q_shared[kStepWarps][Backend::kMaxStepHeadDim];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t i = int64_t(blockIdx.x) * kStepWarps + warp;  // the slice (row, head)
@@ -58,6 +58,7 @@ __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
   const int64_t r = i / heads;
   const int64_t h = i - r * heads;
   const int valid = k_lengths ? min(max(k_lengths[r], 0), k_len) : k_len;
+  const int first = key_starts ? min(max(key_starts[r], 0), valid) : 0;  // keys [first, valid) take part
   const int64_t slice = kv_index ? kv_index[i] : i;
   const int32_t* row_origin = origin ? origin + r * origin_stride : nullptr;
   float* q_s = q_shared[warp];
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
   for (int c = 0; c < A; ++c) acc[c] = 0.0f;
   float m = -INFINITY, l = 0.0f;  // running max of the scaled scores and sum of exp(score - m)
   const int chunks = head_dim / W;
-  for (int t0 = 0; t0 < valid; t0 += 32) {
+  for (int t0 = first; t0 < valid; t0 += 32) {
     const int j = t0 + lane;
     float s = -INFINITY;
     int64_t offset = 0;  // element offset of key j (and value j) in k (and v)
@@ -169,7 +170,7 @@ __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
 void CudaBackend::attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
                                  const int32_t* kv_index, const int32_t* origin, int origin_stride,
                                  const int32_t* k_lengths, int rows, int heads, int head_dim, int k_len, float scale,
-                                 void* context) {
+                                 void* context, const int32_t* key_starts) {
   using namespace cuda;
   check_attention_step_shape(rows, heads, head_dim, k_len, slice_stride, kv_index, origin, origin_stride);
   const int64_t slices = static_cast<int64_t>(rows) * heads;
@@ -189,7 +190,8 @@ void CudaBackend::attention_step(DType dt, const void* q, const void* k, const v
     auto launch = [&](auto w, auto d, auto l) {
       attention_step_kernel<T, decltype(w)::value, decltype(d)::value, decltype(l)::value>
           <<<grid, kStepWarps * 32, 0, stream_>>>(tq, tk, tv, slice_stride, kv_index, origin, origin_stride,
-                                                   k_lengths, slices, heads, head_dim, k_len, scale, tc);
+                                                   k_lengths, key_starts, slices, heads, head_dim, k_len, scale,
+                                                   tc);
     };
     const std::integral_constant<int, 0> per_dimension;  // L = 0: the value path of one dimension a lane
     auto with_dims = [&](auto w) {  // context dimensions per lane: ceil(head_dim / 32), rounded up to 1, 2, 4 or 8

@@ -102,14 +102,16 @@ class CudaBackend : public Backend {
   void merge_heads(DType dt, const void* in, int batch, int len, int padded_len, int heads, int head_dim, int parts,
                    void* out, float* dparam_bias) override;
   void attention_softmax_forward(DType dt, const void* scores, const int32_t* k_lengths, int batch, int heads,
-                                 int q_len, int k_len, int ld, float scale, bool causal, void* probs) override;
+                                 int q_len, int k_len, int ld, float scale, bool causal, void* probs,
+                                 const int32_t* key_starts = nullptr) override;
   void attention_softmax_backward(DType dt, const void* probs, const void* dprobs, int rows, int k_len, int ld,
                                   float scale, void* dscores) override;
   void split_step_qkv(DType dt, const void* qkv, const void* bias, int rows, int heads, int head_dim, void* q,
                       void* cache, const int32_t* append_dst) override;
   void attention_step(DType dt, const void* q, const void* k, const void* v, int64_t slice_stride,
                       const int32_t* kv_index, const int32_t* origin, int origin_stride, const int32_t* k_lengths,
-                      int rows, int heads, int head_dim, int k_len, float scale, void* context) override;
+                      int rows, int heads, int head_dim, int k_len, float scale, void* context,
+                      const int32_t* key_starts = nullptr) override;
   void attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                          const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                          float scale, bool causal, void* context, float* lse, const int32_t* q_offsets = nullptr,

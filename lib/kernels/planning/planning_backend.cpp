@@ -50,12 +50,12 @@ class PlanningBackend final : public Backend {
                                     const Dropout&, void*, void*, float*, float*, float*) override {}
   void split_heads(DType, const void*, const void*, int, int, int, int, int, int, void*) override {}
   void merge_heads(DType, const void*, int, int, int, int, int, int, void*, float*) override {}
-  void attention_softmax_forward(DType, const void*, const int32_t*, int, int, int, int, int, float, bool,
-                                 void*) override {}
+  void attention_softmax_forward(DType, const void*, const int32_t*, int, int, int, int, int, float, bool, void*,
+                                 const int32_t*) override {}
   void attention_softmax_backward(DType, const void*, const void*, int, int, int, float, void*) override {}
   void split_step_qkv(DType, const void*, const void*, int, int, int, void*, void*, const int32_t*) override {}
   void attention_step(DType, const void*, const void*, const void*, int64_t, const int32_t*, const int32_t*, int,
-                      const int32_t*, int, int, int, int, float, void*) override {}
+                      const int32_t*, int, int, int, int, float, void*, const int32_t*) override {}
   void attention_forward(DType, const void*, int, const void*, const void*, int, const int32_t*, int, int, int, int,
                          int, float, bool, void*, float*, const int32_t*, const int32_t*) override {}
   void attention_backward(DType, const void*, int, const void*, const void*, int, const int32_t*, int, int, int, int,

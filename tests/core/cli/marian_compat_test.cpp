@@ -61,6 +61,22 @@ TEST(MarianCompat, RefusedOptionsSayWhatToUseAndIgnoredOnesWarn) {
   EXPECT_EQ(err.find("dropout-rnn"), std::string::npos) << err;
 }
 
+// Marian's decoder-only Transformer is --type lm-transformer; lseq's own spelling is lm (in Marian an RNN language
+// model, which lseq does not build): both give the decoder-only Transformer, without a warning.
+TEST(MarianCompat, LmTransformerAndLmAreTheDecoderOnlyTransformer) {
+  for (const std::string type : {"lm", "lm-transformer"}) {
+    std::string err;
+    Options o = parse_ok(App::train, {"-m", "m", "--type", type, "--transformer-train-position-embeddings"}, &err);
+    EXPECT_EQ(o.get_string("type"), "lm") << type;
+    EXPECT_TRUE(o.get_bool("transformer-train-position-embeddings"));
+    EXPECT_EQ(err, "") << type;
+  }
+  const std::string table = marian_compat_markdown();
+  EXPECT_NE(table.find("| `--transformer-train-position-embeddings` | yes | Marian learns positions"),
+            std::string::npos);
+  EXPECT_NE(table.find("`lm-transformer` is Marian's decoder-only Transformer"), std::string::npos);
+}
+
 TEST(MarianCompat, ModelFilePathsAndDumpConfigModes) {
   std::string err;
   Options o = parse_ok(App::train, {"-m", "out/model.npz"}, &err);

@@ -1,5 +1,5 @@
 #pragma once
-// --recompute-ffn against the kept hidden layer, for the CPU and GPU model tests: two copies of a model with the
+// --recompute-ffn against the kept hidden layer, for the CPU and GPU model tests (either model type): two copies of a model with the
 // same parameters run one training step over the same batch with the same dropout key. The copy that recomputes
 // its feed-forward hidden layers in backward must give the same loss and bit-identical gradients (the recompute
 // repeats the same product), and its step must need less workspace by about one hidden layer per block.
@@ -18,13 +18,15 @@ namespace lseq::test {
 
 inline void expect_recompute_ffn_matches(kernels::Backend& backend, const ModelConfig& config, kernels::DType dt,
                                          const std::vector<float>& params, const data::Batch& b) {
-  EncoderDecoderModel kept(config, backend, dt), recomputed(config, backend, dt);
+  const auto kept_model = make_model(config, backend, dt), recomputed_model = make_model(config, backend, dt);
+  Model& kept = *kept_model;
+  Model& recomputed = *recomputed_model;
   kept.load_params(params);
   recomputed.load_params(params);
   recomputed.set_recompute_ffn(true);
   // The accounting below counts padded source rows (source packing has its own tests).
-  kept.set_pack_source(false);
-  recomputed.set_pack_source(false);
+  for (Model* m : {&kept, &recomputed})
+    if (auto* translation = dynamic_cast<EncoderDecoderModel*>(m)) translation->set_pack_source(false);
 
   // Memory: each block's hidden layer [rows, dim_ffn] leaves the kept activations; backward holds one block's
   // recomputed copy as a temporary at most.

@@ -186,5 +186,60 @@ TEST(ModelConfig, FromYamlReadsMarianStyleOptions) {
             std::string::npos);
 }
 
+// A language model's config: its own keys (one vocabulary, no encoder, learned positions), normalised on reading
+// (the output always tied), Marian's lm-transformer spelling accepted, and an encoder-decoder config read as before.
+TEST(ModelConfig, LanguageModelYamlRoundTrip) {
+  ModelConfig c = ModelConfig::from_yaml(
+      YAML::Load("type: lm-transformer\ndim-vocabs: [500, 500]\nenc-depth: 6\ndec-depth: 3\n"
+                 "tied-embeddings: false\ntransformer-train-position-embeddings: true\nmax-length: 256\n"));
+  EXPECT_EQ(c.type, ModelType::lm);
+  EXPECT_TRUE(c.is_lm());
+  EXPECT_EQ(c.src_vocab, 500);
+  EXPECT_EQ(c.tgt_vocab, 500);
+  EXPECT_EQ(c.enc_depth, 0) << "a language model has no encoder";
+  EXPECT_EQ(c.dec_depth, 3);
+  EXPECT_EQ(c.tied, TiedEmbeddings::target) << "the output is tied to the embeddings";
+  EXPECT_TRUE(c.learned_positions);
+  EXPECT_NO_THROW(c.validate());
+  const YAML::Node node = c.to_yaml();
+  EXPECT_EQ(node["type"].as<std::string>(), "lm");
+  EXPECT_EQ(node["dim-vocabs"].size(), 1u);
+  EXPECT_FALSE(node["enc-depth"]);
+  EXPECT_FALSE(node["tied-embeddings-all"]);
+  EXPECT_TRUE(node["transformer-train-position-embeddings"].as<bool>());
+  const ModelConfig back = ModelConfig::from_yaml(YAML::Load(YAML::Dump(node)));
+  EXPECT_EQ(back.type, ModelType::lm);
+  EXPECT_EQ(back.tgt_vocab, 500);
+  EXPECT_EQ(back.max_length, 256);
+  EXPECT_TRUE(back.learned_positions);
+  EXPECT_EQ(YAML::Dump(back.to_yaml()), YAML::Dump(node));
+  EXPECT_EQ(ModelConfig::from_yaml(YAML::Load("type: lm\n")).type, ModelType::lm);
+}
+
+TEST(ModelConfig, EncoderDecoderConfigKeepsItsKeys) {
+  const YAML::Node node = valid().to_yaml();
+  EXPECT_EQ(node["type"].as<std::string>(), "transformer");
+  EXPECT_EQ(node["dim-vocabs"].size(), 2u);
+  EXPECT_TRUE(node["enc-depth"]);
+  EXPECT_TRUE(node["tied-embeddings-src"]);
+  EXPECT_FALSE(node["transformer-train-position-embeddings"]) << "the encoder-decoder config reads as before";
+  // A config without a type (written before there were two) is an encoder-decoder one.
+  EXPECT_EQ(ModelConfig::from_yaml(YAML::Load("dim-emb: 64\n")).type, ModelType::transformer);
+}
+
+TEST(ModelConfig, LanguageModelOptionsAreRefusedWhereTheyDoNotApply) {
+  ModelConfig c = valid();
+  c.learned_positions = true;
+  expect_error(c, {"--transformer-train-position-embeddings", "--type lm"});
+  EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("type: rnn\n")); }).find("transformer"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("type: lm\ndim-vocabs: [1, 2, 3]\n")); })
+                .find("dim-vocabs"),
+            std::string::npos);
+  ModelConfig lm = ModelConfig::from_yaml(YAML::Load("type: lm\ndim-vocabs: [50]\n"));
+  lm.tgt_vocab = 0, lm.src_vocab = 0;
+  expect_error(lm, {"--dim-vocabs"});
+}
+
 }  // namespace
 }  // namespace lseq

@@ -1,6 +1,6 @@
 #pragma once
-// Gradients in step memory (EncoderDecoderModel::set_gradients_in_step_memory) against the model's own gradient buffer,
-// for the CPU and GPU model tests: two copies of a model with the same parameters run training steps over the
+// Gradients in step memory (Model::set_gradients_in_step_memory) against the model's own gradient buffer, for the
+// CPU and GPU model tests (either model type, make_model): two copies of a model with the same parameters run training steps over the
 // same batches with the same dropout keys. Placing the gradients in the workspace changes where they are written,
 // not how they are summed, so each step's loss and gradients must be bit-identical to a zeroed own buffer's; a
 // second batch checks that a step's gradients are its own (nothing carried over from the step before). The step
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/model/encoder_decoder_model.h"
+#include "core/model/model.h"
 #include "core/model/step_memory.h"
 #include "kernels/workspace.h"
 #include "model_test_util.h"
@@ -21,7 +21,9 @@ namespace lseq::test {
 inline void expect_step_memory_gradients_match(kernels::Backend& backend, const ModelConfig& config,
                                                kernels::DType dt, const std::vector<float>& params,
                                                const std::vector<data::Batch>& batches) {
-  EncoderDecoderModel own(config, backend, dt), in_step(config, backend, dt);
+  const auto own_model = make_model(config, backend, dt), in_step_model = make_model(config, backend, dt);
+  Model& own = *own_model;
+  Model& in_step = *in_step_model;
   own.load_params(params);
   in_step.load_params(params);
   in_step.set_gradients_in_step_memory(true);

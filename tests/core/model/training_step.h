@@ -3,13 +3,13 @@
 // compare two ways of running the same step (recomputed FFN, packed source) run on each side.
 #include <vector>
 
-#include "core/model/encoder_decoder_model.h"
+#include "core/model/model.h"
 #include "kernels/workspace.h"
 
 namespace lseq::test {
 
 // Seed 9, step 4, grad scale 1 (the same dropout key for both sides of a comparison).
-inline StepLoss training_step(kernels::Backend& backend, EncoderDecoderModel& model, const data::Batch& b,
+inline StepLoss training_step(kernels::Backend& backend, Model& model, const data::Batch& b,
                               kernels::Workspace& ws, std::vector<float>& grads) {
   model.zero_grads();
   const StepLoss loss = model.forward_backward(b, 9, 4, 1.0f, ws);

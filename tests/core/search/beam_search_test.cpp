@@ -151,6 +151,26 @@ TEST(BeamSearch, EosIsForcedAtTheLengthLimit) {
   }
 }
 
+// A language model's limit: a fixed number of new tokens whatever the prompt's length, within the context.
+TEST(BeamSearch, NewTokensLimitIgnoresTheSourceLengthWithinTheContext) {
+  const int vocab = 20;
+  const auto sources = random_sources(6, vocab, 1, 9, 4);
+  BeamSearchOptions o;
+  o.beam_size = 2;
+  o.max_length_factor = 0.5;  // ignored
+  o.max_new_tokens = 5;
+  ToyStepModel model(vocab, 8, -40.0);
+  auto lists = beam_search(model, data::make_source_batch(sources, {}), o);
+  for (const auto& list : lists)
+    for (const auto& h : list) EXPECT_EQ(h.tokens.size(), 5u);
+  o.max_context = 9;  // prompt + output: a prompt of 7 leaves 2
+  ToyStepModel bounded(vocab, 8, -40.0);
+  lists = beam_search(bounded, data::make_source_batch(sources, {}), o);
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (const auto& h : lists[i])
+      EXPECT_EQ(static_cast<int>(h.tokens.size()), std::max(1, std::min(5, 9 - static_cast<int>(sources[i].size()))));
+}
+
 TEST(BeamSearch, TeacherForcedScoreEqualsReportedScore) {
   const int vocab = 40;
   auto sources = random_sources(6, vocab, 1, 9, 17);
@@ -210,6 +230,10 @@ TEST(SearchTypes, FinalScoreAndLengthLimit) {
   EXPECT_EQ(max_output_tokens(5, 0.1), 1);
   EXPECT_EQ(max_output_tokens(5, 1.5), 7);
   EXPECT_EQ(max_output_tokens(10, 3.0), 30);
+  EXPECT_EQ(output_limit(10, 3.0, 0, 0), 30);  // no new-token limit: translation's
+  EXPECT_EQ(output_limit(10, 3.0, 4, 0), 4);
+  EXPECT_EQ(output_limit(10, 3.0, 4, 12), 2);
+  EXPECT_EQ(output_limit(10, 3.0, 4, 10), 1);  // always room for one token
 }
 
 }  // namespace

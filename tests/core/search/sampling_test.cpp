@@ -45,6 +45,18 @@ TEST(Sampling, SameSeedSameOutputOtherSeedOtherOutput) {
   EXPECT_GT(differ, 5);
 }
 
+TEST(Sampling, NewTokensLimitForLanguageModels) {
+  const auto sources = random_sources(8, 30, 1, 8, 6);
+  SamplingOptions o;
+  o.max_new_tokens = 3;
+  o.max_context = 8;
+  ToyStepModel model(30, 5, -40.0);  // eos practically never drawn: every output runs to its limit
+  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(8)), o);
+  for (size_t i = 0; i < sources.size(); ++i)
+    EXPECT_EQ(static_cast<int>(lists[i][0].tokens.size()),
+              std::max(1, std::min(3, 8 - static_cast<int>(sources[i].size()))));
+}
+
 TEST(Sampling, OutputOfALineDoesNotDependOnItsBatch) {
   auto sources = random_sources(10, 30, 2, 8, 2);
   SamplingOptions o = parse_output_sampling({"topk", "5", "0.8"});

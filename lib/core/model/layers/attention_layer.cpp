@@ -104,22 +104,24 @@ bool AttentionLayer::fused_core(int q_len, int k_len, const kernels::Dropout& dr
 
 void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* k, const void* v,
                             const int32_t* k_lengths, int batch, int q_len, int k_len, bool causal,
-                            const kernels::Dropout& drop, void* probs, void* context) const {
+                            const kernels::Dropout& drop, void* probs, void* context,
+                            const int32_t* key_starts) const {
   TempScope scope(ctx.memory);
   const int lq = padded(q_len);
   void* context_heads = ctx.temp(static_cast<std::size_t>(batch) * lq * dim_);
-  attend_composed(ctx, q, k, v, k_lengths, batch, q_len, k_len, causal, drop, probs, context_heads);
+  attend_composed(ctx, q, k, v, k_lengths, batch, q_len, k_len, causal, key_starts, drop, probs, context_heads);
   ctx.backend.merge_heads(ctx.dt, context_heads, batch, q_len, lq, heads_, head_dim_, 1, context, nullptr);
 }
 
 void AttentionLayer::attend_composed(const LayerContext& ctx, const void* q, const void* k, const void* v,
                                      const int32_t* k_lengths, int batch, int q_len, int k_len, bool causal,
-                                     const kernels::Dropout& drop, void* probs, void* context_heads) const {
+                                     const int32_t* key_starts, const kernels::Dropout& drop, void* probs,
+                                     void* context_heads) const {
   TempScope scope(ctx.memory);
   const int slices = batch * heads_;
   const int lq = padded(q_len), lk = padded(k_len);  // every GEMM extent below is lq, lk or head_dim
   const std::size_t prob_count = static_cast<std::size_t>(slices) * lq * lk;
-  composed_probs(ctx, q, k, k_lengths, batch, q_len, k_len, causal, probs);
+  composed_probs(ctx, q, k, k_lengths, batch, q_len, k_len, causal, key_starts, probs);
 
   const void* used_probs = probs;
   if (drop.p > 0.0f) {
@@ -136,7 +138,8 @@ void AttentionLayer::attend_composed(const LayerContext& ctx, const void* q, con
 }
 
 void AttentionLayer::composed_probs(const LayerContext& ctx, const void* q, const void* k, const int32_t* k_lengths,
-                                    int batch, int q_len, int k_len, bool causal, void* probs) const {
+                                    int batch, int q_len, int k_len, bool causal, const int32_t* key_starts,
+                                    void* probs) const {
   const int lq = padded(q_len), lk = padded(k_len);
   kernels::GemmArgs s = batched(ctx, batch * heads_);  // scores = q k^T
   s.trans_b = true;
@@ -147,7 +150,7 @@ void AttentionLayer::composed_probs(const LayerContext& ctx, const void* q, cons
   ctx.backend.gemm(s);
   // Over all lq rows (padded query rows too, so that their context rows are finite); keys >= k_len get 0.
   ctx.backend.attention_softmax_forward(ctx.dt, probs, k_lengths, batch, heads_, lq, k_len, lk, scale(), causal,
-                                        probs);
+                                        probs, key_starts);
 }
 
 void AttentionLayer::project_out(const LayerContext& ctx, const void* context, int rows, void* o) const {
@@ -156,29 +159,49 @@ void AttentionLayer::project_out(const LayerContext& ctx, const void* context, i
 
 void AttentionLayer::attend_step(const LayerContext& ctx, const void* q, const void* k, const void* v,
                                  int64_t slice_stride, const int32_t* kv_index, const int32_t* origin,
-                                 int origin_stride, const int32_t* k_lengths, int rows, int k_len,
-                                 void* context) const {
+                                 int origin_stride, const int32_t* k_lengths, int rows, int k_len, void* context,
+                                 const int32_t* key_starts) const {
   // One op (one launch on the GPU): scores, masked softmax and probs v per (row, head). With one query per row the
   // [rows][heads][hd] context is already the merged [rows, dim].
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
   ctx.backend.attention_step(ctx.dt, q, k, v, slice_stride, kv_index, origin, origin_stride, k_lengths, rows, heads_,
-                             head_dim_, k_len, scale, context);
+                             head_dim_, k_len, scale, context, key_starts);
+}
+
+void AttentionLayer::step_self(const LayerContext& ctx, const void* x, const CachedSelfAttention& st, void* cache,
+                               void* o, bool cache_only) const {
+  TempScope scope(ctx.memory);
+  const std::size_t count = static_cast<std::size_t>(st.rows) * dim_;
+  // The rows' queries, and their keys and values appended to the cache (key and value of slice i to cache rows
+  // st.append_dst[i] and [rows*heads + i]) in one op; then each row attends over its cached positions, each read
+  // where st says its sequence wrote it (nothing is copied when beams reorder).
+  void* q = ctx.temp(count);  // [rows][heads][hd]
+  project_step_qkv(ctx, x, st.rows, cache, st.append_dst, q);
+  if (cache_only) return;
+  const int64_t part = static_cast<int64_t>(st.max_len) * head_dim_;  // a slice's keys, then as many values
+  void* context = ctx.temp(count);
+  attend_step(ctx, q, cache, offset_ptr(cache, static_cast<std::size_t>(part), ctx.dt), 2 * part, st.kv_index,
+              st.origin, st.max_len, st.lengths, st.rows, st.max_len, context, st.key_starts);
+  project_out(ctx, context, st.rows, o);
 }
 
 void AttentionLayer::forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths,
                              int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o,
-                             Saved& saved, const PackedRows& q_packing, const PackedRows& k_packing) const {
+                             Saved& saved, const PackedRows& q_packing, const PackedRows& k_packing,
+                             const int32_t* key_starts) const {
   saved = Saved{};  // the pointers of one path stay null (a Saved outlives a step)
   saved.x = x;
   saved.memory = memory;
   saved.k_lengths = k_lengths;
   saved.causal = causal;
+  saved.key_starts = key_starts;
   saved.drop = drop;
   saved.batch = batch, saved.q_len = q_len, saved.k_len = k_len;
   saved.q_packing = q_packing, saved.k_packing = k_packing;
   saved.q_rows = q_packing.count(batch, q_len), saved.k_rows = k_packing.count(batch, k_len);
   saved.context = ctx.keep(static_cast<std::size_t>(saved.q_rows) * dim_);
-  saved.fused = fused_core(q_len, k_len, drop);
+  // The fused kernels know lengths and causality but not document masks: a batch with them runs composed.
+  saved.fused = fused_core(q_len, k_len, drop) && key_starts == nullptr;
   if (saved.fused) {
     forward_fused(ctx, saved);
   } else {
@@ -227,12 +250,22 @@ void AttentionLayer::forward_composed(const LayerContext& ctx, Saved& s) const {
     project_q(ctx, s.x, s.batch, s.q_len, lq, s.q);
     project_kv(ctx, s.memory, s.batch, s.k_len, lk, s.k);
   }
+  if (s.key_starts && lq == s.q_len) {
+    s.padded_key_starts = s.key_starts;
+  } else if (s.key_starts) {  // rows of q_len starts spread to rows of lq (padding queries start at 0), kept for backward
+    int32_t* starts = ctx.memory.keep_n<int32_t>(static_cast<std::size_t>(s.batch) * lq);
+    s.padded_key_starts = starts;
+    ctx.backend.fill(kernels::DType::f32, starts, static_cast<std::size_t>(s.batch) * lq, 0.0f);  // int 0 bits
+    ctx.backend.gather_rows(kernels::DType::f32, s.key_starts, s.q_len, nullptr, s.batch, s.q_len, starts, lq,
+                            nullptr);  // a copy of 4-byte elements: int32 bit for bit
+  }
   // Score rows x padded keys, for this pass only: [batch, heads, lq, lk] a layer was the largest thing a step kept
   // at lengths above the fused core's (a tenth of a transformer-big step's memory at 4096 tokens with one such
   // batch), against one batched GEMM and a softmax more in backward.
   TempScope scope(ctx.memory);
   void* probs = ctx.temp(static_cast<std::size_t>(s.batch) * heads_ * lq * lk);
-  attend(ctx, s.q, s.k, s.v, s.k_lengths, s.batch, s.q_len, s.k_len, s.causal, s.drop, probs, s.context);
+  attend(ctx, s.q, s.k, s.v, s.k_lengths, s.batch, s.q_len, s.k_len, s.causal, s.drop, probs, s.context,
+         s.padded_key_starts);
 }
 
 void AttentionLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx, bool accumulate_dx,
@@ -315,7 +348,7 @@ void AttentionLayer::attend_backward_composed(const LayerContext& ctx, const Sav
   // The probabilities are recomputed (the same ops as forward, so the same values), the dropped ones from them
   // and the key.
   void* probs = ctx.temp(prob_count);
-  composed_probs(ctx, s.q, s.k, s.k_lengths, s.batch, s.q_len, s.k_len, s.causal, probs);
+  composed_probs(ctx, s.q, s.k, s.k_lengths, s.batch, s.q_len, s.k_len, s.causal, s.padded_key_starts, probs);
   const void* used_probs = probs;
   if (s.drop.p > 0.0f) {
     void* dropped = ctx.temp(prob_count);

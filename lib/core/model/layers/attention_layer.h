@@ -19,6 +19,25 @@
 
 namespace lseq {
 
+// One self-attention pass over a decoding cache (forward only, no dropout): the rows' queries, keys and values are
+// projected, the keys and values appended to the cache (layout [slices][2][max_len][hd]: slice i = r*heads + h holds
+// max_len keys, then max_len values), then each row attends over its cached keys. The encoder-decoder's decoding
+// steps (DecoderLayer::step) and a language model's prefill and steps (EncoderLayer::step) run it.
+struct CachedSelfAttention {
+  int rows = 0;
+  int max_len = 0;                        // positions a slice holds
+  const int32_t* lengths = nullptr;       // [rows] device: row r attends over cache positions < lengths[r]
+  const int32_t* key_starts = nullptr;    // [rows] device or null: ... and >= key_starts[r]
+  // [2*rows*heads] device: slice i's key goes to cache row append_dst[i], its value to append_dst[rows*heads + i]
+  // (rows of hd; Backend::split_step_qkv).
+  const int32_t* append_dst = nullptr;
+  // Where row r's key of position p lives (Backend::attention_step): in slice origin[r*max_len + p]*heads + h (beam
+  // search's position-origin table), or in slice kv_index[r*heads + h] (a prompt's tokens, which all read their
+  // sequence's slice), or in the row's own slice when both are null.
+  const int32_t* origin = nullptr;
+  const int32_t* kv_index = nullptr;
+};
+
 class AttentionLayer {
  public:
   enum class Kind { self, cross };
@@ -40,6 +59,10 @@ class AttentionLayer {
     void* context = nullptr;  // merged heads [batch*q_len, dim]
     const int32_t* k_lengths = nullptr;
     bool causal = false;
+    // Document masks (composed core only): query i of sentence b sees keys from key_starts[b*q_len + i] on, and in
+    // the head layout's padded rows ([batch][lq], padding rows 0) as the softmax reads them.
+    const int32_t* key_starts = nullptr;
+    const int32_t* padded_key_starts = nullptr;
     kernels::Dropout drop;  // of the probabilities
     int batch = 0, q_len = 0, k_len = 0;
     PackedRows q_packing, k_packing;  // fused core only
@@ -64,8 +87,10 @@ class AttentionLayer {
   // q_len, k_len, rounded up to multiples of 8 when above 8 (padding rows 0, as project_* write them with those
   // padded lengths). probs [batch][heads][lq][lk] (softmax over the k_len keys, masked; padding columns 0; padded
   // query rows finite); context [batch*q_len, dim] (merged heads).
+  // key_starts (or null): [batch][lq] as attention_softmax_forward reads it.
   void attend(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths, int batch,
-              int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, void* context) const;
+              int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs, void* context,
+              const int32_t* key_starts = nullptr) const;
   // Whether the core of these lengths runs fused (Backend::attention_forward/backward over the projections' rows,
   // the probabilities never stored): the lengths and head size fit the fused kernels and no dropout acts on the
   // probabilities.
@@ -78,18 +103,27 @@ class AttentionLayer {
   // with i = kv_index[r*heads + h] (device array), or i = r*heads + h when kv_index is null; values alike at v.
   // With origin (device array [rows][origin_stride], kv_index null), key j is instead row j of slice
   // origin[r*origin_stride + j]*heads + h: re-indexed self-attention caches. Keys j >= k_lengths[r] (if not null)
-  // are masked. context [rows, dim] (heads merged). One backend op (Backend::attention_step).
+  // are masked, and so are keys j < key_starts[r] (if not null). context [rows, dim] (heads merged). One backend op
+  // (Backend::attention_step).
   void attend_step(const LayerContext& ctx, const void* q, const void* k, const void* v, int64_t slice_stride,
                    const int32_t* kv_index, const int32_t* origin, int origin_stride, const int32_t* k_lengths,
-                   int rows, int k_len, void* context) const;
+                   int rows, int k_len, void* context, const int32_t* key_starts = nullptr) const;
+  // Self-attention over a cache (CachedSelfAttention): x [rows, dim] (the sublayer's input) -> o [rows, dim], the
+  // output before its bias; the rows' keys and values are appended to `cache`. With cache_only only that is done
+  // (o is not written): a prompt's last layer, whose outputs nothing reads.
+  void step_self(const LayerContext& ctx, const void* x, const CachedSelfAttention& st, void* cache, void* o,
+                 bool cache_only = false) const;
 
   // ---- training ----
   // o [batch*q_len, dim] (caller's buffer) = attention output before its bias. memory == nullptr for self.
   // Packed query rows (q_packing: x and o hold q_packing.rows rows) or key rows (k_packing: memory, or x for self)
-  // need the fused core (fused_core true for these lengths and dropout).
+  // need the fused core (fused_core true for these lengths and dropout). key_starts (device [batch][q_len], or
+  // null): query i of sentence b attends only to keys j >= key_starts[b*q_len + i] (with causal: its document of a
+  // language model's packed block); they run on the composed core at any length.
   void forward(const LayerContext& ctx, const void* x, const void* memory, const int32_t* k_lengths, int batch,
                int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* o, Saved& saved,
-               const PackedRows& q_packing = {}, const PackedRows& k_packing = {}) const;
+               const PackedRows& q_packing = {}, const PackedRows& k_packing = {},
+               const int32_t* key_starts = nullptr) const;
   // d_o: gradient of o. dx (query side) overwritten or added (accumulate_dx); cross: d_memory += always.
   void backward(const LayerContext& ctx, const Saved& saved, const void* d_o, void* dx, bool accumulate_dx,
                 void* d_memory) const;
@@ -101,7 +135,7 @@ class AttentionLayer {
   void forward_composed(const LayerContext& ctx, Saved& s) const;
   // The composed core's probabilities [batch*heads][lq][lk] (before dropout) from head buffers q and k.
   void composed_probs(const LayerContext& ctx, const void* q, const void* k, const int32_t* k_lengths, int batch,
-                      int q_len, int k_len, bool causal, void* probs) const;
+                      int q_len, int k_len, bool causal, const int32_t* key_starts, void* probs) const;
   void backward_fused(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx, bool accumulate_dx,
                       void* d_memory) const;
   void backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context, void* dx, bool accumulate_dx,
@@ -109,8 +143,8 @@ class AttentionLayer {
   // The composed core (GEMMs around the softmax ops): context heads [batch][heads][lq][hd] from q, k, v; the
   // head gradients from d_context heads.
   void attend_composed(const LayerContext& ctx, const void* q, const void* k, const void* v, const int32_t* k_lengths,
-                       int batch, int q_len, int k_len, bool causal, const kernels::Dropout& drop, void* probs,
-                       void* context_heads) const;
+                       int batch, int q_len, int k_len, bool causal, const int32_t* key_starts,
+                       const kernels::Dropout& drop, void* probs, void* context_heads) const;
   void attend_backward_composed(const LayerContext& ctx, const Saved& s, const void* d_context_heads, void* d_q,
                                 void* d_k, void* d_v) const;
 

@@ -39,17 +39,33 @@ std::vector<float> sinusoidal_positions(int max_len, int dim, PositionLayout lay
   return table;
 }
 
-EmbeddingLayer::EmbeddingLayer(std::size_t table, int dim)
-    : table_(table), dim_(dim), scale_(std::sqrt(static_cast<float>(dim))) {}
+EmbeddingLayer::EmbeddingLayer(std::size_t table, int dim, std::size_t learned_positions)
+    : table_(table), dim_(dim), scale_(std::sqrt(static_cast<float>(dim))), positions_(learned_positions) {}
 
 void EmbeddingLayer::forward(const LayerContext& ctx, const int32_t* tokens, int batch, int len, const void* positions,
-                             const kernels::Dropout& drop, void* out) const {
-  ctx.backend.embedding_forward(ctx.dt, tokens, batch, len, ctx.w(table_), dim_, scale_, positions, drop, out);
+                             const kernels::Dropout& drop, void* out, const int32_t* position_ids) const {
+  if (!position_ids || !positions) {
+    ctx.backend.embedding_forward(ctx.dt, tokens, batch, len, ctx.w(table_), dim_, scale_, positions, drop, out);
+    return;
+  }
+  // Each token's position row gathered first; the rows are then one sequence of batch*len positions, each token
+  // taking its own row (the dropout mask is keyed by element, so it is the same as over [batch, len]).
+  TempScope scope(ctx.memory);
+  const int rows = batch * len;
+  void* gathered = ctx.temp(static_cast<std::size_t>(rows) * dim_);
+  ctx.backend.gather_rows(ctx.dt, positions, dim_, position_ids, rows, dim_, gathered, dim_, nullptr);
+  ctx.backend.embedding_forward(ctx.dt, tokens, 1, rows, ctx.w(table_), dim_, scale_, gathered, drop, out);
 }
 
 void EmbeddingLayer::backward(const LayerContext& ctx, const int32_t* tokens, int batch, int len,
-                              const kernels::Dropout& drop, const void* d_out) const {
-  ctx.backend.embedding_backward(ctx.dt, tokens, batch, len, dim_, scale_, drop, d_out, ctx.g(table_), nullptr);
+                              const kernels::Dropout& drop, const void* d_out, const int32_t* position_ids) const {
+  float* d_positions = learned_positions() ? ctx.g(positions_) : nullptr;
+  ctx.backend.embedding_backward(ctx.dt, tokens, batch, len, dim_, scale_, drop, d_out, ctx.g(table_),
+                                 position_ids ? nullptr : d_positions);
+  // Positions by id: their gradient is a table gradient over the ids (scale 1), summed as the tokens' is.
+  if (position_ids && d_positions)
+    ctx.backend.embedding_backward(ctx.dt, position_ids, 1, batch * len, dim_, 1.0f, drop, d_out, d_positions,
+                                   nullptr);
 }
 
 }  // namespace lseq

@@ -1,6 +1,8 @@
 #pragma once
-// Token embeddings scaled by sqrt(dim), plus sinusoidal positions, with dropout. The table is a parameter that may
-// be shared (tied embeddings), so the model registers it and passes its offset; gradients of shared tables add up.
+// Token embeddings scaled by sqrt(dim), plus positions, with dropout. The table is a parameter that may be shared
+// (tied embeddings), so the model registers it and passes its offset; gradients of shared tables add up. Positions
+// are a sinusoidal table the caller owns, or a learned table (a parameter: a language model's
+// --transformer-train-position-embeddings) whose gradient backward accumulates.
 #include <vector>
 
 #include "core/model/layers/layer_context.h"
@@ -14,20 +16,28 @@ std::vector<float> sinusoidal_positions(int max_len, int dim, PositionLayout lay
 
 class EmbeddingLayer {
  public:
-  EmbeddingLayer() = default;
-  EmbeddingLayer(std::size_t table, int dim);
+  static constexpr std::size_t kNoLearnedPositions = static_cast<std::size_t>(-1);
 
-  // out [batch*len, dim]; positions [>= len, dim] in the activation dtype, or nullptr.
+  EmbeddingLayer() = default;
+  // learned_positions: table offset of a learned position table [positions, dim], whose gradient backward adds up;
+  // forward then reads the positions the caller passes (that table's working copy, ctx.w(learned_positions)).
+  EmbeddingLayer(std::size_t table, int dim, std::size_t learned_positions = kNoLearnedPositions);
+
+  // out [batch*len, dim]; positions [>= len, dim] in the activation dtype, or nullptr. Token t of a row takes
+  // positions row t, or with position_ids (device [batch*len]) row position_ids[b*len + t] (a language model's
+  // documents, whose positions restart where they start in a packed block).
   void forward(const LayerContext& ctx, const int32_t* tokens, int batch, int len, const void* positions,
-               const kernels::Dropout& drop, void* out) const;
+               const kernels::Dropout& drop, void* out, const int32_t* position_ids = nullptr) const;
   void backward(const LayerContext& ctx, const int32_t* tokens, int batch, int len, const kernels::Dropout& drop,
-                const void* d_out) const;
+                const void* d_out, const int32_t* position_ids = nullptr) const;
   float scale() const { return scale_; }
+  bool learned_positions() const { return positions_ != kNoLearnedPositions; }
 
  private:
   std::size_t table_ = 0;
   int dim_ = 0;
   float scale_ = 1.0f;
+  std::size_t positions_ = kNoLearnedPositions;
 };
 
 }  // namespace lseq

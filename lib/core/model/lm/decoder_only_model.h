@@ -1,0 +1,75 @@
+#pragma once
+// A decoder-only Transformer language model (--type lm, Marian's lm-transformer): token embeddings (+ sinusoidal or
+// learned positions), dec_depth layers of causal self-attention and feed-forward blocks (the encoder's layers with
+// causal masks: Encoder with StackRole::causal_decoder) and in pre-norm a final LayerNorm, then the output layer tied
+// to the embeddings. The same flat parameters, explicit forward and backward, planned workspace, mixed precision and
+// checkpoints as the encoder-decoder model; a batch is the target side of data::Batch (tgt_in -> tgt_out), with
+// document masks where it carries doc_starts (packed blocks: attention stays inside each document and positions
+// restart at its first token). Attention runs on the fused core up to 128 positions and composed (batched GEMMs
+// around the masked softmax) above that and wherever documents are masked. Tensor names: docs/tensor-names.md.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/model/encoder.h"
+#include "core/model/layers/output_layer.h"
+#include "core/model/model.h"
+
+namespace lseq {
+
+// Throws (one line naming --max-length) when a language model of --max-length max_length may not run on a backend
+// of this kind: on the GPU its positions (--max-length + 1) must fit the fused attention core
+// (Backend::kMaxFusedAttentionLen). Longer contexts would run composed (batched GEMMs around the softmax), which
+// is neither the flash-style long-context kernel issue 25 asks for nor checked on a GPU yet, so they are refused
+// rather than run slowly and unverified. The CPU takes any length. DecoderOnlyModel's constructor checks it, and
+// lstrain before it writes anything.
+void check_lm_context(int max_length, kernels::DeviceKind kind);
+
+class DecoderOnlyModel : public Model {
+ public:
+  // Validates the config (config.type must be ModelType::lm), lays out and allocates parameters; see make_model.
+  DecoderOnlyModel(const ModelConfig& config, kernels::Backend& backend,
+                   kernels::DType compute_dt = kernels::DType::f32, ParamUse use = ParamUse::training);
+  ~DecoderOnlyModel() override;
+
+  // The parts, for incremental decoding (DecoderOnlyStepModel).
+  const Encoder& stack() const { return *stack_; }
+  const OutputLayer& output_layer() const { return *output_; }
+  // The position table on the device, [max_positions(), dim] in the compute dtype: the sinusoidal table, or the
+  // learned table's working copy.
+  const void* positions() const;
+  int max_positions() const { return config_.max_length + 1; }
+
+  std::size_t workspace_bytes(int64_t max_tokens, int max_len, bool training = true) const override;
+  StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
+                            kernels::Workspace& ws) override;
+  StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws,
+                        std::vector<double>* sentence_nll = nullptr) override;
+  std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws) override;
+
+ private:
+  struct Tape {
+    Encoder::Saved stack;
+    OutputLayer::Saved output;
+  };
+  struct Run {
+    bool train = false, backward = false;
+    uint64_t seed = 0, step = 0;
+    float grad_scale = 1.0f;
+    const GradientsReady* ready = nullptr;
+  };
+  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
+               std::vector<double>* sentence_nll, std::size_t* measured, std::vector<float>* logits = nullptr) const;
+  void check_batch(const data::Batch& batch) const;
+  std::size_t measure_bytes(const data::Batch& batch, bool training) const override;
+
+  std::unique_ptr<Encoder> stack_;
+  std::unique_ptr<OutputLayer> output_;
+  std::size_t learned_positions_ = EmbeddingLayer::kNoLearnedPositions;  // table offset, when learned
+  void* sinusoidal_ = nullptr;  // [max_positions, dim] in the compute dtype, when not learned
+  float* sums_ = nullptr;       // device scalars: loss sum, nll sum
+  Tape tape_;
+  mutable std::vector<int32_t> staging_;
+};
+
+}  // namespace lseq

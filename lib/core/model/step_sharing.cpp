@@ -1,0 +1,74 @@
+#include "core/model/step_sharing.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "util/error.h"
+
+namespace lseq {
+
+int step_rows(int n, int limit) {
+  if (n <= 0) return n;
+  int step = 8;
+  while (step * 8 < n) step *= 2;
+  return std::min(limit, (n + step - 1) / step * step);
+}
+
+void StepRecorder::run(const Shape& shape, bool record, const std::function<void()>& ops) {
+  if (on_) {
+    auto it = graphs_.find(shape);
+    if (it != graphs_.end()) return it->second->replay();
+    if (record) {
+      if (graphs_.size() >= kMaxGraphs) graphs_.clear();
+      std::unique_ptr<kernels::OpGraph> graph;
+      try {
+        graph = backend_.record(ops);
+      } catch (const Error& e) {
+        // Decoding still works op by op: say so once and stop trying (a driver that cannot capture, say).
+        spdlog::warn("decoding steps cannot be recorded as CUDA graphs ({}); every step now runs op by op", e.what());
+        on_ = false;
+        graphs_.clear();
+      }
+      if (graph) {
+        graph->replay();
+        graphs_.emplace(shape, std::move(graph));
+        return;
+      }
+    }
+  }
+  ops();
+}
+
+bool StepRecorder::repeats(const Shape& shape) {
+  const bool repeated = shape == last_;
+  last_ = shape;
+  return repeated;
+}
+
+bool StepRecorder::seen_before(const Shape& shape) {
+  const bool seen = !seen_.insert(shape).second;
+  if (seen_.size() > kMaxGraphs) seen_.clear();
+  return seen;
+}
+
+void OriginTables::upload_identity(kernels::Backend& backend) const {
+  std::vector<int32_t> values(static_cast<std::size_t>(rows) * positions);
+  for (std::size_t e = 0; e < values.size(); ++e) values[e] = static_cast<int32_t>(e / positions);
+  backend.copy_to_device(identity, values.data(), values.size() * sizeof(int32_t));
+}
+
+void OriginTables::reset(kernels::Backend& backend) const {
+  const std::size_t bytes = static_cast<std::size_t>(rows) * positions * sizeof(int32_t);
+  backend.copy(origin, identity, bytes);
+  backend.copy(spare, identity, bytes);
+}
+
+void OriginTables::reorder(kernels::Backend& backend, const int32_t* parents, int n, int filled) const {
+  // int32 rows as 4-byte f32 elements: gather_rows copies them bit for bit.
+  backend.gather_rows(kernels::DType::f32, origin, positions, parents, n, filled, spare, positions, nullptr);
+  backend.gather_rows(kernels::DType::f32, spare, positions, nullptr, n, filled, origin, positions, nullptr);
+}
+
+}  // namespace lseq

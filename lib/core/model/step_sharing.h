@@ -1,0 +1,76 @@
+#pragma once
+// What the two incremental decoders (EncoderDecoderStepModel, DecoderOnlyStepModel) share: the row buckets of a
+// step, the recorded steps kept by shape, and the position-origin tables of beam search's self-attention caches
+// (docs/decoding.md).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+
+#include "kernels/backend.h"
+
+namespace lseq {
+
+// The rows a step computes for `live` hypotheses (and the source length an encoding runs at): rounded up to a few
+// sizes per power of two (at most a quarter more; multiples of 8 below 64), at most `limit`, so that the shapes of a
+// search whose hypotheses finish one by one, and of batches whose longest source differs, repeat, and their
+// recorded steps (CUDA graphs) replay instead of issuing every op again with a new shape. The extra rows are
+// computed and ignored: rows never read each other's state.
+int step_rows(int live, int limit);
+
+// Recorded steps by shape (Backend::record: CUDA graphs on the GPU; the CPU backend runs every op). A shape is what
+// a step's op arguments depend on; the decoders choose it.
+class StepRecorder {
+ public:
+  using Shape = std::tuple<int, int, int, int>;
+  static constexpr std::size_t kMaxGraphs = 64;  // then all are dropped and recorded again as shapes recur
+
+  explicit StepRecorder(kernels::Backend& backend) : backend_(backend) {}
+  // Replays the recording of `shape` if there is one; otherwise records `ops` and replays them when `record` is
+  // set (and recording is on), else runs them op by op. A backend that fails to record turns recording off (with
+  // one warning) and the ops run op by op.
+  void run(const Shape& shape, bool record, const std::function<void()>& ops);
+  // Whether `shape` is the shape of the previous call (a step shape that repeats is worth recording); remembers it.
+  bool repeats(const Shape& shape);
+  // Whether `shape` was seen before (start()'s encodings, recorded from a shape's second batch on); remembers it.
+  bool seen_before(const Shape& shape);
+
+  void use(bool on) { on_ = on; }
+  std::size_t graphs() const { return graphs_.size(); }
+
+ private:
+  kernels::Backend& backend_;
+  bool on_ = true;
+  std::map<Shape, std::unique_ptr<kernels::OpGraph>> graphs_;
+  Shape last_{-1, -1, -1, -1};
+  std::set<Shape> seen_;
+};
+
+// The position-origin tables, [rows][positions] int32 each (docs/decoding.md): entry [r][p] says which row's cache
+// slices hold row r's key and value of position p. `origin` is what the steps read; `spare` what select() gathers
+// into; `identity` ([r][p] = r) what reset() restores. Allocated by the owner's state layout (lay_out).
+struct OriginTables {
+  int32_t* origin = nullptr;
+  int32_t* spare = nullptr;
+  int32_t* identity = nullptr;
+  int rows = 0, positions = 0;
+
+  // Takes the three tables through take(bytes) (a counting pass may return null).
+  template <typename Take>
+  void lay_out(Take&& take, int table_rows, int table_positions) {
+    rows = table_rows, positions = table_positions;
+    const std::size_t bytes = static_cast<std::size_t>(rows) * positions * sizeof(int32_t);
+    origin = static_cast<int32_t*>(take(bytes));
+    spare = static_cast<int32_t*>(take(bytes));
+    identity = static_cast<int32_t*>(take(bytes));
+  }
+  void upload_identity(kernels::Backend& backend) const;  // once, after allocation
+  void reset(kernels::Backend& backend) const;            // every row reads its own slices again (start())
+  // Hypothesis j < n continues parents[j] (device array): origin_new[j][p] = origin[parents[j]][p] for the first
+  // `filled` positions, gathered into the spare table and copied back (recorded steps read `origin` at its address).
+  void reorder(kernels::Backend& backend, const int32_t* parents, int n, int filled) const;
+};
+
+}  // namespace lseq

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# End-to-end checks of a decoder-only language model (--type lm) on the CPU: lstrain on the English side of the
+# sample (one line per sequence, then packed blocks with document masks and learned positions), lsscore's per-line
+# log-probabilities and perplexity (equal to the validation's), lstranslate's continuations of prompts (one output
+# line per prompt line, --max-length new tokens, greedy, beam and seeded sampling), and the one-line refusals
+# (wrong options; GPT-2 tokenizer files and Hugging Face checkpoints, whose import is not built yet).
+# Usage: bash lm_test.sh <dir of lstrain> <source dir>
+set -uo pipefail
+apps=$(cd "$1/.." && pwd)
+lstrain="$apps/train/lstrain" lstranslate="$apps/translate/lstranslate" lsscore="$apps/score/lsscore"
+source_dir=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT; echo "work: $work"
+failures=0
+check() {  # check <description> <command...>
+  local what=$1; shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+
+sample="$source_dir/data/sample-de-en"
+head -n 60 "$sample/valid.en" >"$work/valid.en"
+cat >"$work/lm.yaml" <<'EOF'
+type: lm
+dec-depth: 2
+dim-emb: 32
+transformer-heads: 2
+transformer-dim-ffn: 64
+transformer-dropout: 0.1
+transformer-prenorm: true
+dim-vocabs: [300]
+max-length: 48
+mini-batch-words: 600
+learn-rate: 0.003
+lr-warmup: 20u
+disp-freq: 20u
+save-freq: 100u
+valid-freq: 50u
+valid-metrics: [perplexity, cross-entropy]
+sentencepiece-max-lines: 3000
+cpu-threads: 2
+EOF
+common=(-c "$work/lm.yaml" --vocabs "$work/vocab.spm" --valid-sets "$work/valid.en" --cpu)
+
+# 1. One line per sequence on the whole English side: trains, validates, and the perplexity falls.
+"$lstrain" "${common[@]}" -t "$sample/train.en" -m "$work/lines" --after 200u >"$work/lines.log" 2>&1
+check "lstrain --type lm exits 0" test $? -eq 0
+check "vocabulary created from the one corpus file" test -s "$work/vocab.spm"
+check "weights written" test -s "$work/lines/model.safetensors"
+check "the model directory has one vocabulary" test -s "$work/lines/vocab.spm"
+check "the weights say it is a language model" grep -qa 'type: lm' "$work/lines/model.safetensors"
+check "decoder.yml: greedy continuations" grep -q '^beam-size: 1$' "$work/lines/decoder.yml"
+ppl=($(grep -o 'perplexity : [0-9.]*' "$work/lines.log" | awk '{print $3}'))
+check "validated 4 times" test "${#ppl[@]}" -eq 4
+check "validation perplexity falls (${ppl[*]})" awk -v a="${ppl[0]}" -v b="${ppl[3]}" 'BEGIN { exit !(b < 0.8 * a) }'
+
+# 2. lsscore: one log-probability per line, and the summary's perplexity is the last validation's.
+"$lsscore" -m "$work/lines" --cpu -t "$work/valid.en" -o "$work/scores" 2>"$work/score.err"
+check "lsscore exits 0" test $? -eq 0
+check "one score per line (60)" test "$(wc -l <"$work/scores")" -eq 60
+check "scores are log-probabilities (negative)" awk '!($1 < 0) { bad = 1 } END { exit bad }' "$work/scores"
+summary=$("$lsscore" -m "$work/lines" --cpu -t "$work/valid.en" --summary 2>/dev/null)
+scored_ppl=$(echo "$summary" | awk '{print $4}')
+check "lsscore's perplexity $scored_ppl equals the validation's ${ppl[3]}" \
+  awk -v a="$scored_ppl" -v b="${ppl[3]}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 1e-3 * b) }'
+tokens=$(echo "$summary" | awk '{print $5}' | tr -d '(')
+check "the summary's tokens count every word and eos" test "$tokens" -gt 60
+total=$(awk '{ s += $1 } END { printf "%.4f", -s }' "$work/scores")
+check "the summed line scores give the summary's cross-entropy" \
+  awk -v t="$total" -v n="$tokens" -v ce="$(echo "$summary" | awk '{print $2}')" \
+  'BEGIN { d = t / n - ce; if (d < 0) d = -d; exit !(d < 1e-3) }'
+check "lsscore refuses two files for a language model" bash -c \
+  "! '$lsscore' -m '$work/lines' --cpu -t '$work/valid.en' '$work/valid.en' 2>'$work/two.err'"
+check "... in one line naming --train-sets" bash -c "test \$(grep -c error '$work/two.err') -eq 1 && \
+  grep -q -- '^error: .*--train-sets' '$work/two.err'"
+
+# 3. lstranslate: prompts (the first words of lines, an empty line, a long line) and their continuations.
+{
+  head -n 12 "$sample/test.en" | awk '{ n = NF < 4 ? NF : 4; s = $1; for (i = 2; i <= n; ++i) s = s " " $i; print s }'
+  echo
+  for _ in $(seq 1 20); do printf 'the house is very old and '; done; echo
+} >"$work/prompts.en"
+"$lstranslate" -m "$work/lines" --cpu -i "$work/prompts.en" -o "$work/greedy.en" --max-length 6 2>"$work/gen.err"
+check "lstranslate on a language model exits 0" test $? -eq 0
+check "one continuation per prompt line (14)" test "$(wc -l <"$work/greedy.en")" -eq 14
+check "the empty prompt gives an empty line" test -z "$(sed -n 13p "$work/greedy.en")"
+check "continuations are not all empty" test "$(awk 'NF > 0' "$work/greedy.en" | wc -l)" -gt 3
+"$lstranslate" -m "$work/lines" --cpu -i "$work/prompts.en" --max-length 6 --no-spm-decode \
+  >"$work/greedy.ids" 2>/dev/null
+check "at most --max-length 6 new tokens" awk 'NF > 6 { bad = 1 } END { exit bad }' "$work/greedy.ids"
+"$lstranslate" -m "$work/lines" --cpu -i "$work/prompts.en" --max-length 6 -o "$work/greedy2.en" 2>/dev/null
+check "greedy continuations repeat" cmp -s "$work/greedy.en" "$work/greedy2.en"
+for seed in 7 7 8; do
+  "$lstranslate" -m "$work/lines" --cpu -i "$work/prompts.en" --max-length 8 --output-sampling topp 0.9 1.2 \
+    --seed "$seed" -o "$work/sampled.$seed.${RANDOM}" 2>/dev/null
+done
+sampled=("$work"/sampled.7.*)
+check "seeded sampling is reproducible" cmp -s "${sampled[0]}" "${sampled[1]}"
+check "another seed samples otherwise" bash -c "! cmp -s '${sampled[0]}' '$work'/sampled.8.*"
+check "sampling: one line per prompt" test "$(wc -l <"${sampled[0]}")" -eq 14
+"$lstranslate" -m "$work/lines" --cpu -i "$work/prompts.en" --max-length 5 --beam-size 3 --n-best \
+  >"$work/beam.nbest" 2>/dev/null
+check "beam search: 3 continuations for each of the 13 prompts, one empty entry" \
+  test "$(wc -l <"$work/beam.nbest")" -eq 40
+
+# 4. Packed blocks with document masks and learned positions on documents (blank line every 5 lines), under Marian's
+# spelling of the type on the command line.
+head -n 3000 "$sample/train.en" | awk '{ print } NR % 5 == 0 { print "" }' >"$work/docs.en"
+"$lstrain" "${common[@]}" --type lm-transformer -t "$work/docs.en" -m "$work/blocks" --after 60u --lm-pack-blocks \
+  --lm-document-masks --transformer-train-position-embeddings >"$work/blocks.log" 2>&1
+check "lstrain with packed blocks and document masks exits 0" test $? -eq 0
+check "... trained in blocks" grep -q 'in blocks of 48 tokens' "$work/blocks.log"
+check "... validated" grep -q 'perplexity : [0-9.]*' "$work/blocks.log"
+"$lsscore" -m "$work/blocks" --cpu -t "$work/valid.en" --summary >"$work/blocks.summary" 2>/dev/null
+check "lsscore on the block model" grep -q '^cross-entropy [0-9.]* perplexity' "$work/blocks.summary"
+"$lstranslate" -m "$work/blocks" --cpu -i "$work/prompts.en" --max-length 4 -o "$work/blocks.out" 2>/dev/null
+check "lstranslate on the block model: one line per prompt" test "$(wc -l <"$work/blocks.out")" -eq 14
+
+# 5. Refusals, one line each, before anything is written.
+refused() {  # refused <description> <words the message names> -- <lstrain arguments...>
+  local what=$1 words=$2; shift 3
+  "$lstrain" "$@" >"$work/refused.log" 2>&1
+  local rc=$?
+  check "$what is refused" test "$rc" -ne 0
+  check "... in one line naming $words" bash -c "test \$(grep -c error '$work/refused.log') -eq 1 && \
+    grep -q -- '$words' '$work/refused.log'"
+}
+refused "--type lm with two corpus files" "--train-sets" -- "${common[@]}" -m "$work/r1" \
+  -t "$sample/train.en" "$sample/train.de"
+refused "--lm-pack-blocks without --type lm" "--type lm" -- -c "$work/lm.yaml" --type transformer \
+  -t "$sample/train.de" "$sample/train.en" --cpu -m "$work/r2" --lm-pack-blocks
+refused "bleu validation of a language model" "bleu" -- "${common[@]}" -m "$work/r3" -t "$sample/train.en" \
+  --valid-metrics bleu
+refused "--lm-document-masks without blocks" "--lm-pack-blocks" -- "${common[@]}" -m "$work/r4" \
+  -t "$sample/train.en" --lm-document-masks
+check "refused runs wrote no model" bash -c "! ls '$work'/r?/model.safetensors 2>/dev/null"
+
+# 6. What is not built yet is refused in one line: GPT-2's BPE tokenizer files and Hugging Face checkpoints.
+echo '{"hello": 0}' >"$work/vocab.json"
+"$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/vocab.json" -t "$sample/train.en" -m "$work/r5" >"$work/bpe.log" 2>&1
+check "a GPT-2 vocab.json is refused" test $? -ne 0
+check "... in one line naming the BPE tokenizer" bash -c "test \$(grep -c error '$work/bpe.log') -eq 1 && \
+  grep -q '^error: .*vocab.json.*BPE' '$work/bpe.log'"
+mkdir -p "$work/hf" && echo '{"model_type": "gpt2"}' >"$work/hf/config.json" && cp "$work/lines/model.safetensors" "$work/hf/"
+echo hello | "$lstranslate" -m "$work/hf" --cpu >"$work/hf.out" 2>"$work/hf.err"
+check "a Hugging Face GPT-2 directory is refused" test $? -ne 0
+check "... in one line naming its config.json" bash -c "test \$(grep -c error '$work/hf.err') -eq 1 && \
+  grep -q '^error: .*Hugging Face checkpoint (config.json)' '$work/hf.err'"
+
+if [ "$failures" -gt 0 ]; then
+  echo "lm_test.sh: $failures check(s) failed (KEEP=1 keeps $work)"
+  exit 1
+fi
+echo "lm_test.sh: all checks passed"

@@ -1,0 +1,214 @@
+// The language model on the GPU against the CPU oracle, as gpu_model_test.cpp does for the encoder-decoder model:
+// one training step (loss and gradient norm) over lines (the fused attention core) and over packed blocks with
+// document masks (the composed core with key starts), in fp32, bf16 and fp16; incremental decoding of prompts of
+// different lengths (per-step log-probabilities, greedy search); recorded steps against op-by-op steps; the refusal
+// of contexts longer than the fused attention core's. The same random parameters on both sides. Skips where no GPU
+// is present; LSEQ_TEST_GPU_WITH_CPU=1 runs the fp32 parts against a second CPU backend instead (that checks the
+// tests themselves, not the CUDA code).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/model/lm/decoder_only_model.h"
+#include "core/model/lm/decoder_only_step_model.h"
+#include "core/search/beam_search.h"
+#include "data/translation_input.h"
+#include "kernels/workspace.h"
+#include "lm_test_util.h"
+#include "model_test_util.h"
+#include "util/error.h"
+
+namespace lseq {
+namespace {
+
+using kernels::DType;
+
+bool on_cuda() { return kernels::cuda_backend_available(); }
+
+bool cpu_stands_in() {
+  const char* env = std::getenv("LSEQ_TEST_GPU_WITH_CPU");
+  return !on_cuda() && env && std::string(env) == "1";
+}
+
+std::vector<DType> sixteen_bits() {
+  return on_cuda() ? std::vector<DType>{DType::bf16, DType::f16} : std::vector<DType>{};
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (!on_cuda() && !cpu_stands_in()) GTEST_SKIP() << "no CUDA GPU visible"
+
+constexpr int kVocab = 500;
+
+ModelConfig small_lm(bool learned) {
+  ModelConfig c = test::tiny_lm_config(NormPlacement::pre, learned, kernels::Activation::gelu, 0.0f,
+                                               kernels::Backend::kMaxFusedAttentionLen - 1);
+  c.src_vocab = c.tgt_vocab = kVocab;
+  c.dim_emb = 64;
+  c.heads = 4;
+  c.dim_ffn = 256;
+  return c;
+}
+
+struct Oracle {
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend(2);
+  DecoderOnlyModel model;
+  std::vector<float> params;
+  Oracle(bool learned, uint64_t seed, double noise) : model(small_lm(learned), *backend) {
+    test::randomize_params(*backend, model.param_store(), seed, noise);
+    params.resize(model.num_params());
+    backend->copy_to_host(params.data(), model.master(), params.size() * sizeof(float));
+  }
+};
+
+struct OnGpu {
+  std::unique_ptr<kernels::Backend> backend = on_cuda() ? kernels::make_cuda_backend(0) : kernels::make_cpu_backend(3);
+  std::unique_ptr<DecoderOnlyModel> model;
+  OnGpu(bool learned, const std::vector<float>& params, DType dt) {
+    model = std::make_unique<DecoderOnlyModel>(small_lm(learned), *backend, dt);
+    model->load_params(params);
+  }
+};
+
+struct StepResult {
+  double loss = 0, grad_norm = 0;
+};
+
+StepResult one_step(DecoderOnlyModel& model, const data::Batch& b, float loss_scale) {
+  kernels::Workspace ws(model.backend(), 0, "test workspace");
+  model.zero_grads();
+  const StepLoss loss = model.forward_backward(b, 7, 1, loss_scale, ws);
+  std::vector<float> grads(model.num_params());
+  model.backend().copy_to_host(grads.data(), model.grads(), grads.size() * sizeof(float));
+  double sq = 0;
+  for (float g : grads) sq += double(g) * g;
+  const double tokens = static_cast<double>(loss.target_tokens);
+  return {loss.loss_sum / tokens, std::sqrt(sq) / (loss_scale * tokens)};
+}
+
+double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+
+TEST(GpuLm, OneTrainingStepMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(3);
+  const auto lines = test::random_lines(rng, 40, 3, 40, kVocab);
+  const auto long_lines = test::random_lines(rng, 6, 40, 60, kVocab);
+  // Lines (fused core), and blocks of documents with masks (composed core, key starts). Longer contexts are
+  // refused on the GPU (GpuLm.LongContextIsRefused).
+  const std::vector<data::Batch> batches = {
+      test::lines_batch(lines),
+      test::packed_batch({{long_lines[0], long_lines[1]}, {long_lines[2], long_lines[3]}, {long_lines[4]}}, true)};
+  for (bool learned : {false, true})
+    for (const data::Batch& b : batches) {
+      SCOPED_TRACE(std::string(learned ? "learned" : "sinusoidal") + (b.doc_starts.empty() ? " lines" : " blocks"));
+      Oracle cpu(learned, 11, 0.1);
+      const StepResult want = one_step(cpu.model, b, 1.0f);
+      ASSERT_TRUE(std::isfinite(want.loss) && want.grad_norm > 0);
+      OnGpu fp32(learned, cpu.params, DType::f32);
+      const StepResult got = one_step(*fp32.model, b, 1.0f);
+      EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
+      EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
+      for (DType dt : sixteen_bits()) {
+        const float scale = dt == DType::f16 ? 1024.0f : 1.0f;
+        OnGpu half(learned, cpu.params, dt);
+        const StepResult h = one_step(*half.model, b, scale);
+        EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
+        EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
+            << kernels::dtype_name(dt) << ": " << h.grad_norm << " vs " << want.grad_norm;
+      }
+    }
+}
+
+data::Batch prompts(uint64_t seed, const std::vector<int>& words) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int32_t>> lines;
+  for (int n : words) lines.push_back(test::random_lines(rng, 1, n, n, kVocab)[0]);
+  return data::make_source_batch(lines, {});
+}
+
+// Per-step log-probabilities of prompts of different lengths (one near the model's limit), fed the CPU's greedy tokens,
+// then greedy search end to end.
+TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(true, 31, 0.3);
+  const data::Batch b = prompts(5, {7, 0, 110, 3});
+  constexpr int kSteps = 8;
+  DecoderOnlyStepModel want(cpu.model, b.size, b.src_len, kSteps + 1);
+  OnGpu fp32(true, cpu.params, DType::f32);
+  DecoderOnlyStepModel got(*fp32.model, b.size, b.src_len, kSteps + 1);
+  for (StepModel* d : std::initializer_list<StepModel*>{&want, &got}) d->start(b.src, b.src_lengths, b.size, b.src_len);
+  std::vector<int32_t> tokens(b.size, data::kBosId);
+  std::vector<float> lp_want, lp_got;
+  for (int t = 0; t < kSteps; ++t) {
+    want.step(tokens, lp_want);
+    got.step(tokens, lp_got);
+    ASSERT_EQ(lp_got.size(), lp_want.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < lp_want.size(); ++i) worst = std::max(worst, std::fabs(double(lp_got[i]) - lp_want[i]));
+    EXPECT_LT(worst, 1e-4) << "fp32 step " << t;
+    for (int s = 0; s < b.size; ++s) {
+      const float* row = lp_want.data() + static_cast<std::size_t>(s) * kVocab;
+      tokens[s] = static_cast<int32_t>(std::max_element(row + 4, row + kVocab) - row);
+    }
+  }
+  BeamSearchOptions options;
+  options.beam_size = 1;
+  options.max_new_tokens = kSteps;
+  options.max_context = kernels::Backend::kMaxFusedAttentionLen;
+  DecoderOnlyStepModel cpu_search(cpu.model, b.size, b.src_len, kSteps + 1);
+  DecoderOnlyStepModel gpu_search(*fp32.model, b.size, b.src_len, kSteps + 1);
+  const auto a = beam_search(cpu_search, b, options), c = beam_search(gpu_search, b, options);
+  for (std::size_t s = 0; s < a.size(); ++s) EXPECT_EQ(c[s][0].tokens, a[s][0].tokens) << "prompt " << s;
+}
+
+// Recorded steps (CUDA graphs) give, bit for bit, what op-by-op steps give: beam search over two batches of prompts
+// (the live count changes as continuations end), twice.
+TEST(GpuLm, RecordedDecodingStepsEqualOpByOpSteps) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(false, 37, 0.3);
+  OnGpu gpu(false, cpu.params, on_cuda() ? DType::bf16 : DType::f32);
+  const std::vector<data::Batch> batches = {prompts(11, {7, 1, 12, 4, 9}), prompts(12, {3, 15, 6})};
+  BeamSearchOptions options;
+  options.beam_size = 4;
+  options.max_new_tokens = 10;
+  DecoderOnlyStepModel recorded(*gpu.model, 5 * options.beam_size, 16, 11, 5);
+  DecoderOnlyStepModel plain(*gpu.model, 5 * options.beam_size, 16, 11, 5);
+  plain.use_graphs(false);
+  for (int round = 0; round < 2; ++round)
+    for (const data::Batch& b : batches) {
+      const auto want = beam_search(plain, b, options), got = beam_search(recorded, b, options);
+      for (std::size_t s = 0; s < want.size(); ++s) {
+        ASSERT_EQ(got[s].size(), want[s].size());
+        for (std::size_t i = 0; i < want[s].size(); ++i) {
+          EXPECT_EQ(got[s][i].tokens, want[s][i].tokens) << "round " << round << " prompt " << s << " hyp " << i;
+          EXPECT_EQ(got[s][i].word_log_probs, want[s][i].word_log_probs) << "prompt " << s << " hyp " << i;
+        }
+      }
+    }
+  if (on_cuda()) EXPECT_GT(recorded.recorded_graphs(), 2u);
+  EXPECT_EQ(plain.recorded_graphs(), 0u);
+}
+
+// A language model whose positions exceed the fused attention core's is refused on the GPU in one line naming
+// --max-length (no flash-style long-context attention yet); the CPU takes it.
+TEST(GpuLm, LongContextIsRefused) {
+  if (!on_cuda()) GTEST_SKIP() << "no CUDA GPU visible";
+  ModelConfig c = small_lm(false);
+  c.max_length = kernels::Backend::kMaxFusedAttentionLen;
+  std::unique_ptr<kernels::Backend> gpu = kernels::make_cuda_backend(0);
+  try {
+    DecoderOnlyModel model(c, *gpu);
+    FAIL() << "a GPU language model of --max-length " << c.max_length << " was built";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-length"), std::string::npos) << e.what();
+  }
+  auto cpu = kernels::make_cpu_backend(1);
+  EXPECT_NO_THROW(DecoderOnlyModel(c, *cpu));
+}
+
+}  // namespace
+}  // namespace lseq
