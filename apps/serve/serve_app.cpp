@@ -48,6 +48,10 @@ TranslateSettings default_settings(const Options& options) {
 int run_serve(const Options& options) {
   DrainSignal signals;  // until armed, a signal ends lsserve at once
   const ModelFiles files = find_model_files(options.get_string("model"));
+  if (is_language_model(files, options))
+    fail("'{}' is a language model; lsserve serves encoder-decoder models only so far (generation from prompts over "
+         "HTTP is not built yet): continue prompts with lstranslate --model {}",
+         files.dir, files.dir);
   const TranslateSettings defaults = default_settings(options);
   if (options.get_int("mini-batch") == 0 && options.get_int("mini-batch-words") == 0)
     fail("--mini-batch and --mini-batch-words are both 0; set at least one of them");

@@ -146,6 +146,14 @@ check "a Hugging Face GPT-2 directory is refused" test $? -ne 0
 check "... in one line naming its config.json" bash -c "test \$(grep -c error '$work/hf.err') -eq 1 && \
   grep -q '^error: .*Hugging Face checkpoint (config.json)' '$work/hf.err'"
 
+lsserve="$apps/serve/lsserve"
+if [ -x "$lsserve" ]; then  # built where cpp-httplib is installed (CI always)
+  timeout 60 "$lsserve" -m "$work/lines" --cpu --port 0 >"$work/serve.out" 2>"$work/serve.err"
+  check "lsserve refuses a language model" test $? -eq 1
+  check "... in one line pointing to lstranslate" bash -c "test \$(grep -c error '$work/serve.err') -eq 1 && \
+    grep -q '^error: .*language model.*lstranslate' '$work/serve.err'"
+fi
+
 if [ "$failures" -gt 0 ]; then
   echo "lm_test.sh: $failures check(s) failed (KEEP=1 keeps $work)"
   exit 1
