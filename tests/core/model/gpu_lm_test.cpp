@@ -189,7 +189,9 @@ TEST(GpuLm, RecordedDecodingStepsEqualOpByOpSteps) {
         }
       }
     }
-  if (on_cuda()) EXPECT_GT(recorded.recorded_graphs(), 2u);
+  // Live rows are rounded up to buckets, so shrinking beams reuse a graph: at least one per batch's bucket
+  // (20 and 12 rows here) was recorded and then replayed.
+  if (on_cuda()) EXPECT_GE(recorded.recorded_graphs(), 2u);
   EXPECT_EQ(plain.recorded_graphs(), 0u);
 }
 
