@@ -34,6 +34,10 @@ lseq_require(SENTENCEPIECE_FOUND "SentencePiece" libsentencepiece-dev)
 find_library(SENTENCEPIECE_TRAIN_LIB sentencepiece_train HINTS ${SENTENCEPIECE_LIBRARY_DIRS})
 lseq_require(SENTENCEPIECE_TRAIN_LIB "SentencePiece trainer library" libsentencepiece-dev)
 
+# PCRE2 (8-bit, UTF + Unicode properties): GPT-2's byte-level BPE pre-tokenizer regex (lib/data/byte_level_bpe.cpp).
+pkg_check_modules(PCRE2 QUIET IMPORTED_TARGET libpcre2-8)
+lseq_require(PCRE2_FOUND "PCRE2" libpcre2-dev)
+
 pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
 lseq_require(OPENBLAS_FOUND "OpenBLAS" libopenblas-dev)
 

@@ -9,6 +9,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev
   libsentencepiece-dev libgtest-dev libgmock-dev
   libopenblas-dev nlohmann-json3-dev zlib1g-dev libcli11-dev
+  libpcre2-dev  # GPT-2's byte-level BPE pre-tokenizer (Unicode classes)
   libcpp-httplib-dev curl  # lsserve's HTTP server; curl for its test (tests/apps/serve_test.sh)
   python3-numpy python3-sentencepiece python3-protobuf python3-yaml  # tools/marian and its tests
   "$@"

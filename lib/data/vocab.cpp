@@ -6,11 +6,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <cctype>
 #include <thread>
 #include <unordered_map>
 
 
+#include "data/byte_level_bpe.h"
 #include "data/corpus_reader.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -80,15 +83,50 @@ std::vector<std::pair<std::string, std::string>> parse_extra_options(const std::
 
 }  // namespace
 
+std::string Vocab::bpe_merges_path(const std::string& vocab_json_path) {
+  return (fs::path(vocab_json_path).parent_path() / "merges.txt").string();
+}
+
+bool Vocab::is_bpe_path(const std::string& path) { return fs::path(path).extension() == ".json"; }
+
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read the vocabulary file '{}'", path);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+}  // namespace
+
 Vocab Vocab::load(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    fail("vocabulary '{}' does not exist; give a SentencePiece model, or a new path for lstrain to train one", path);
   const std::string name = fs::path(path).filename().string();
-  if (fs::path(path).extension() == ".json" || name == "merges.txt") {
-    fail("vocabulary '{}' looks like a GPT-2 byte-level BPE tokenizer (vocab.json, merges.txt), which lseq does not "
-         "read yet (issue 25); give a SentencePiece model",
+  if (name == "merges.txt")
+    fail("vocabulary '{}' is a BPE merges file; give the vocab.json beside it (lseq reads merges.txt from there)",
          path);
+  if (!fs::is_regular_file(path, ec)) {
+    if (is_bpe_path(path))
+      fail("vocabulary '{}' does not exist; lseq reads GPT-2 byte-level BPE tokenizers but does not train them: give "
+           "an existing vocab.json (with merges.txt beside it), or a .spm path for lstrain to train a SentencePiece "
+           "model",
+           path);
+    fail("vocabulary '{}' does not exist; give a SentencePiece model, or a new path for lstrain to train one", path);
+  }
+  if (is_bpe_path(path)) {
+    const std::string merges = bpe_merges_path(path);
+    if (!fs::is_regular_file(merges, ec))
+      fail("vocabulary '{}' is a GPT-2 byte-level BPE vocab.json, but its merges file '{}' does not exist; put the "
+           "tokenizer's merges.txt beside it",
+           path, merges);
+    Vocab v;
+    v.path_ = path;
+    const std::string vocab_bytes = read_bytes(path), merges_bytes = read_bytes(merges);
+    v.bpe_ = std::make_unique<ByteLevelBpe>(ByteLevelBpe::parse(vocab_bytes, merges_bytes, path, merges));
+    v.bpe_bytes_ = vocab_bytes + std::string(1, '\0') + merges_bytes;
+    return v;
   }
   Vocab v;
   v.path_ = path;
@@ -172,6 +210,12 @@ Vocab& Vocab::operator=(Vocab&&) noexcept = default;
 Vocab::~Vocab() = default;
 
 std::vector<int32_t> Vocab::encode(std::string_view text) const {
+  if (bpe_) {
+    std::vector<int32_t> ids = bpe_->encode(text);
+    const int32_t end = bpe_->end_of_text_id();
+    for (int32_t& id : ids) id = id == end ? kEosId : id + kBpeIdOffset;
+    return ids;
+  }
   std::vector<int> ids;
   const auto status = processor_->Encode(text, &ids);
   if (!status.ok()) fail("cannot encode text with the vocabulary '{}': {}", path_, status.ToString());
@@ -179,6 +223,13 @@ std::vector<int32_t> Vocab::encode(std::string_view text) const {
 }
 
 std::string Vocab::decode(const std::vector<int32_t>& ids) const {
+  if (bpe_) {  // specials, unk and ids outside the vocabulary are skipped
+    std::vector<int32_t> shifted;
+    shifted.reserve(ids.size());
+    for (int32_t id : ids)
+      if (id >= kBpeIdOffset) shifted.push_back(id - kBpeIdOffset);
+    return bpe_->decode(shifted);
+  }
   std::vector<int> kept;
   kept.reserve(ids.size());
   const int n = size();
@@ -192,8 +243,8 @@ std::string Vocab::decode(const std::vector<int32_t>& ids) const {
   return text;
 }
 
-int Vocab::size() const { return processor_->GetPieceSize(); }
+int Vocab::size() const { return bpe_ ? bpe_->size() + kBpeIdOffset : processor_->GetPieceSize(); }
 
-std::string Vocab::serialized() const { return processor_->serialized_model_proto(); }
+std::string Vocab::serialized() const { return bpe_ ? bpe_bytes_ : processor_->serialized_model_proto(); }
 
 }  // namespace lseq::data
