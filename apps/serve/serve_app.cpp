@@ -58,7 +58,7 @@ int run_serve(const Options& options) {
 
   const bool encode = !options.get_bool("no-spm-encode"), decode = !options.get_bool("no-spm-decode");
   if ((encode || decode) && files.source_vocab.empty())
-    fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm); without them use "
+    fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm, or vocab.json and merges.txt); without them use "
          "--no-spm-encode and --no-spm-decode with token ids",
          files.dir);
   std::optional<data::Vocab> source_vocab, target_vocab;

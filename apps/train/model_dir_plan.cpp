@@ -29,7 +29,7 @@ std::vector<std::string> made_by_lstrain(const ModelDir& dir) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const char* name : {"checkpoint", "model.safetensors", ".model.safetensors.link", "config.yml", "decoder.yml",
-                           "vocab.spm", "vocab.src.spm", "vocab.tgt.spm"}) {
+                           "vocab.spm", "vocab.src.spm", "vocab.tgt.spm", "vocab.json", "merges.txt"}) {
     if (fs::exists(fs::symlink_status(dir.file(name), ec))) found.push_back(dir.file(name));
   }
   for (const auto& entry : fs::directory_iterator(dir.path(), ec)) {

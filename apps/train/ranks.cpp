@@ -71,7 +71,10 @@ void check_prepared_by_rank0(const Options& options, const ModelDir& dir, int ra
   std::error_code ec;
   if (needed.empty()) {
     const bool separate = std::filesystem::exists(dir.file("vocab.src.spm"), ec);
+    const bool bpe = !std::filesystem::exists(dir.file("vocab.spm"), ec) &&
+                     std::filesystem::exists(dir.file("vocab.json"), ec);
     needed = separate ? std::vector<std::string>{dir.file("vocab.src.spm"), dir.file("vocab.tgt.spm")}
+             : bpe    ? std::vector<std::string>{dir.file("vocab.json"), dir.file("merges.txt")}
                       : std::vector<std::string>{dir.file("vocab.spm")};
   }
   for (const std::string& path : needed) {

@@ -38,10 +38,11 @@ std::string fingerprint(const std::string& bytes) {
 void check_vocab_path(const std::string& path) {
   std::error_code ec;
   const std::string extension = fs::path(path).extension().string();
-  if (extension == ".json") {  // Marian's JSON word list, or GPT-2's vocab.json (with merges.txt)
-    fail("--vocabs '{}' is a Marian vocabulary (a word list) or a GPT-2 byte-level BPE tokenizer (vocab.json, "
-         "merges.txt), which lseq does not read (the BPE tokenizer not yet: issue 25): lseq uses SentencePiece "
-         "models; give a path ending in .spm (lstrain creates it from the training data when it does not exist)",
+  if (extension == ".json") {  // GPT-2's byte-level BPE (vocab.json, merges.txt beside it): read, never trained
+    if (fs::is_regular_file(path, ec)) return;
+    fail("--vocabs '{}' does not exist: lseq reads GPT-2 byte-level BPE tokenizers (vocab.json with merges.txt "
+         "beside it) but does not train them; give an existing vocab.json, or a path ending in .spm (lstrain "
+         "creates a SentencePiece model there from the training data)",
          path);
   }
   if (extension == ".yml" || extension == ".yaml") {
@@ -113,9 +114,14 @@ Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
   std::error_code ec;
   if (!given) {
     const bool separate = fs::exists(dir.file("vocab.src.spm"), ec) && fs::exists(dir.file("vocab.tgt.spm"), ec);
+    const bool bpe = !fs::exists(dir.file("vocab.spm"), ec) && fs::exists(dir.file("vocab.json"), ec);
     paths = use_copies && separate ? std::vector<std::string>{dir.file("vocab.src.spm"), dir.file("vocab.tgt.spm")}
+            : use_copies && bpe    ? std::vector<std::string>{dir.file("vocab.json")}
                                    : std::vector<std::string>{dir.file("vocab.spm")};
   }
+  if (paths.size() == 2 && paths[0] != paths[1] &&
+      (data::Vocab::is_bpe_path(paths[0]) || data::Vocab::is_bpe_path(paths[1])))
+    fail("--vocabs: a GPT-2 byte-level BPE tokenizer (vocab.json) is one joint vocabulary; give it once");
   if (paths.size() == 1) paths.push_back(paths.front());
   std::vector<int64_t> sizes = options.get_ints("dim-vocabs");
   if (sizes.empty()) sizes = {8000};
@@ -189,7 +195,11 @@ void write_vocabulary_copies(const Vocabularies& vocabs, const ModelDir& dir) {
     std::error_code ec;
     if (!fs::equivalent(from, dir.file(name), ec)) write_file_atomic(dir.file(name), bytes);  // not onto itself
   };
-  if (vocabs.joint()) {
+  if (vocabs.joint() && vocabs.src->byte_level_bpe()) {  // vocab.json and its merges.txt, by their own names
+    copy(vocabs.src_path, vocabs.src_bytes, "vocab.json");
+    const std::string merges = data::Vocab::bpe_merges_path(vocabs.src_path);
+    copy(merges, read_file(merges), "merges.txt");
+  } else if (vocabs.joint()) {
     copy(vocabs.src_path, vocabs.src_bytes, "vocab.spm");
   } else {
     copy(vocabs.src_path, vocabs.src_bytes, "vocab.src.spm");

@@ -24,7 +24,7 @@ struct Vocabularies {
 
 // --vocabs: one path or the same path twice -> a joint vocabulary; two paths -> one per side. Paths that do not
 // exist are trained from `train_sets` (their directory must exist). Without --vocabs the model directory's copies
-// are used when `use_copies` and they exist; otherwise a joint vocabulary is trained in a temporary file, so that
+// (vocab.spm, vocab.src.spm + vocab.tgt.spm, or vocab.json + merges.txt) are used when `use_copies` and they exist; otherwise a joint vocabulary is trained in a temporary file, so that
 // nothing in the model directory is written here.
 Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
                                   const std::vector<std::string>& train_sets, bool use_copies);
@@ -34,7 +34,8 @@ Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,
 void check_checkpoint_vocabularies(const Vocabularies& vocabs, const TrainingProgress& progress,
                                    const ModelDir& dir);
 
-// Writes the copies: vocab.spm (joint), or vocab.src.spm and vocab.tgt.spm.
+// Writes the copies: vocab.spm (joint), or vocab.src.spm and vocab.tgt.spm, or a byte-level BPE's vocab.json and
+// merges.txt.
 void write_vocabulary_copies(const Vocabularies& vocabs, const ModelDir& dir);
 
 }  // namespace lseq

@@ -3,7 +3,8 @@
 # sample (one line per sequence, then packed blocks with document masks and learned positions), lsscore's per-line
 # log-probabilities and perplexity (equal to the validation's), lstranslate's continuations of prompts (one output
 # line per prompt line, --max-length new tokens, greedy, beam and seeded sampling), and the one-line refusals
-# (wrong options; GPT-2 tokenizer files and Hugging Face checkpoints, whose import is not built yet).
+# (wrong options; Hugging Face checkpoints, whose import is not built yet), and GPT-2's byte-level BPE tokenizer
+# (vocab.json + merges.txt) under a language model.
 # Usage: bash lm_test.sh <dir of lstrain> <source dir>
 set -uo pipefail
 apps=$(cd "$1/.." && pwd)
@@ -134,12 +135,38 @@ refused "--lm-document-masks without blocks" "--lm-pack-blocks" -- "${common[@]}
   -t "$sample/train.en" --lm-document-masks
 check "refused runs wrote no model" bash -c "! ls '$work'/r?/model.safetensors 2>/dev/null"
 
-# 6. What is not built yet is refused in one line: GPT-2's BPE tokenizer files and Hugging Face checkpoints.
-echo '{"hello": 0}' >"$work/vocab.json"
-"$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/vocab.json" -t "$sample/train.en" -m "$work/r5" >"$work/bpe.log" 2>&1
-check "a GPT-2 vocab.json is refused" test $? -ne 0
-check "... in one line naming the BPE tokenizer" bash -c "test \$(grep -c error '$work/bpe.log') -eq 1 && \
-  grep -q '^error: .*vocab.json.*BPE' '$work/bpe.log'"
+# 6. GPT-2's byte-level BPE tokenizer (vocab.json, merges.txt beside it; the 500-entry one of the data tests):
+# lstrain trains with it, the model directory keeps both files, lsscore and lstranslate read them from there.
+mkdir -p "$work/bpe"
+cp "$source_dir/tests/data/fixtures/bpe-vocab.json" "$work/bpe/vocab.json"
+"$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/bpe/vocab.json" -t "$sample/train.en" -m "$work/r5" \
+  >"$work/bpe.log" 2>&1
+check "a vocab.json without merges.txt is refused" test $? -ne 0
+check "... in one line naming merges.txt" bash -c "test \$(grep -c error '$work/bpe.log') -eq 1 && \
+  grep -q '^error: .*vocab.json.*merges.txt' '$work/bpe.log'"
+"$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/missing/vocab.json" -t "$sample/train.en" -m "$work/r6" \
+  >"$work/bpe.log" 2>&1
+check "a vocab.json that does not exist is refused (lseq does not train BPE)" bash -c "test \$(grep -c error \
+  '$work/bpe.log') -eq 1 && grep -q '^error: .*vocab.json.*does not train' '$work/bpe.log'"
+cp "$source_dir/tests/data/fixtures/bpe-merges.txt" "$work/bpe/merges.txt"
+"$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/bpe/vocab.json" -t "$sample/train.en" -m "$work/bpe-lm" \
+  --valid-sets "$work/valid.en" --after 50u >"$work/bpe.log" 2>&1
+check "lstrain --type lm with a GPT-2 BPE vocab.json exits 0" test $? -eq 0
+check "... validated" grep -q 'perplexity : [0-9.]*' "$work/bpe.log"
+check "... the model directory keeps vocab.json and merges.txt" bash -c "cmp -s '$work/bpe/vocab.json' \
+  '$work/bpe-lm/vocab.json' && cmp -s '$work/bpe/merges.txt' '$work/bpe-lm/merges.txt'"
+check "... and no SentencePiece model" test ! -e "$work/bpe-lm/vocab.spm"
+"$lsscore" -m "$work/bpe-lm" --cpu -t "$work/valid.en" -o "$work/bpe.scores" 2>/dev/null
+check "lsscore with the BPE model: one score per line" test "$(wc -l <"$work/bpe.scores")" -eq 60
+printf 'The house is\nGrüße aus Köln,  ja\nIt'"'"'s 42\n' >"$work/bpe.prompts"
+"$lstranslate" -m "$work/bpe-lm" --cpu -i "$work/bpe.prompts" --max-length 6 --output-sampling topk 5 --seed 3 \
+  -o "$work/bpe.out" 2>"$work/bpe.err"
+check "lstranslate continues prompts with the BPE model: one line each" test "$(wc -l <"$work/bpe.out")" -eq 3
+check "... in UTF-8 text (no ids)" bash -c "iconv -f UTF-8 -t UTF-8 '$work/bpe.out' >/dev/null && \
+  ! grep -qE '^[0-9 ]+$' '$work/bpe.out'"
+check "... some continuation is not empty" grep -q . "$work/bpe.out"
+
+# 7. What is not built yet is refused in one line: Hugging Face checkpoints.
 mkdir -p "$work/hf" && echo '{"model_type": "gpt2"}' >"$work/hf/config.json" && cp "$work/lines/model.safetensors" "$work/hf/"
 echo hello | "$lstranslate" -m "$work/hf" --cpu >"$work/hf.out" 2>"$work/hf.err"
 check "a Hugging Face GPT-2 directory is refused" test $? -ne 0

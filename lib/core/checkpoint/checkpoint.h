@@ -2,7 +2,8 @@
 // The model directory written by lstrain and read by lstranslate/lsscore:
 //
 //   model/config.yml                    the merged training options (lstrain --dump-config of the run)
-//   model/vocab.src.spm, vocab.tgt.spm  copies of the vocabularies (one file when joint: vocab.spm)
+//   model/vocab.src.spm, vocab.tgt.spm  copies of the vocabularies (one file when joint: vocab.spm;
+//                                       a byte-level BPE: vocab.json + merges.txt)
 //   model/model.safetensors             the latest weights (the model config in its metadata); a hard link to the
 //                                       latest checkpoint's weights
 //   model/model.best-<metric>.safetensors  weights of the best validation score per metric (--keep-best)

@@ -36,6 +36,8 @@ ModelFiles find_model_files(const std::string& dir) {
     files.target_vocab = tgt;
   } else if (fs::exists(joint, ec)) {
     files.source_vocab = files.target_vocab = joint;
+  } else if (fs::exists(in_dir("vocab.json"), ec)) {  // a GPT-2 byte-level BPE, merges.txt beside it
+    files.source_vocab = files.target_vocab = in_dir("vocab.json");
   }
   if (fs::exists(in_dir("decoder.yml"), ec)) files.decoder_config = in_dir("decoder.yml");
   return files;

@@ -2,7 +2,8 @@
 // What lstranslate and lsscore read from a model directory (written by lstrain):
 //   model.safetensors              weights; its metadata holds the model config
 //   vocab.spm                      one joint SentencePiece vocabulary, or
-//   vocab.src.spm + vocab.tgt.spm  source and target vocabularies
+//   vocab.src.spm + vocab.tgt.spm  source and target vocabularies, or
+//   vocab.json + merges.txt        one joint GPT-2 byte-level BPE tokenizer
 //   decoder.yml                    optional defaults for decoding options (beam-size, normalize, ...), read by
 //                                  parse_options as the lowest config layer (Marian's name for that file)
 #include <string>
