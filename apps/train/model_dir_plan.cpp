@@ -81,7 +81,12 @@ ModelDirPlan plan_fresh_start(const ModelDir& dir, const std::vector<NamedPath>&
 std::vector<NamedPath> paths_named_by_options(const Options& options) {
   std::vector<NamedPath> named;
   for (const char* option : {"vocabs", "train-sets", "valid-sets"}) {
-    for (const std::string& path : options.get_strings(option)) named.push_back({std::string("--") + option, path});
+    for (const std::string& path : options.get_strings(option)) {
+      named.push_back({std::string("--") + option, path});
+      // A GPT-2 vocab.json comes with the merges.txt beside it: keep both.
+      if (std::string(option) == "vocabs" && fs::path(path).extension() == ".json")
+        named.push_back({"--vocabs (its merges.txt)", (fs::path(path).parent_path() / "merges.txt").string()});
+    }
   }
   for (const char* option : {"valid-translation-output", "log", "cache-dir"}) {
     if (options.has(option) && !options.get_string(option).empty()) {

@@ -165,6 +165,12 @@ check "lstranslate continues prompts with the BPE model: one line each" test "$(
 check "... in UTF-8 text (no ids)" bash -c "iconv -f UTF-8 -t UTF-8 '$work/bpe.out' >/dev/null && \
   ! grep -qE '^[0-9 ]+$' '$work/bpe.out'"
 check "... some continuation is not empty" grep -q . "$work/bpe.out"
+# --no-reload with --vocabs naming the model directory's own vocab.json keeps its merges.txt too.
+"$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/bpe-lm/vocab.json" -t "$sample/train.en" -m "$work/bpe-lm" \
+  --after 10u --no-reload >"$work/bpe.log" 2>&1
+check "--no-reload with the model directory's vocab.json exits 0" test $? -eq 0
+check "... and keeps vocab.json and merges.txt" bash -c "cmp -s '$work/bpe/vocab.json' '$work/bpe-lm/vocab.json' && \
+  cmp -s '$work/bpe/merges.txt' '$work/bpe-lm/merges.txt'"
 
 # 7. What is not built yet is refused in one line: Hugging Face checkpoints.
 mkdir -p "$work/hf" && echo '{"model_type": "gpt2"}' >"$work/hf/config.json" && cp "$work/lines/model.safetensors" "$work/hf/"
