@@ -31,8 +31,8 @@ head -n 3 "$sample/test.de" >"$work/test.de"
   --cpu-threads 1 >"$work/nbest-word-scores" 2>/dev/null
 
 # Files of other names stay: the regression seeds of fixed findings.
-for target in config_file command_line corpus_reader translation_input vocab corpus_cache safetensors model_dir \
-  nbest; do
+for target in config_file command_line corpus_reader translation_input vocab bpe corpus_cache safetensors \
+  model_dir nbest; do
   mkdir -p "$seeds/$target"
 done
 cp "$work/model/vocab.spm" "$root/fuzz/tiny.spm"
@@ -84,6 +84,10 @@ printf '5 17 33 8\n\n12 4 4 4 60 2\n0 1 2 3\n99\n7 x 9\n' >"$seeds/translation_i
 } >"$seeds/translation_input/mixed.de"
 
 cp "$work/model/vocab.spm" "$seeds/vocab/tiny.spm"
+
+# The byte-level BPE of the tests (tests/data/fixtures): vocab.json, a NUL byte, merges.txt.
+{ cat "$root/tests/data/fixtures/bpe-vocab.json"; printf '\0'; cat "$root/tests/data/fixtures/bpe-merges.txt"; } \
+  >"$seeds/bpe/fixture"
 
 cp "$work"/model/train.de+train.en.*.lseq-cache "$seeds/corpus_cache/train.lseq-cache"
 
