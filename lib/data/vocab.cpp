@@ -119,7 +119,7 @@ Vocab Vocab::load(const std::string& path) {
     const std::string merges = bpe_merges_path(path);
     if (!fs::is_regular_file(merges, ec))
       fail("vocabulary '{}' is a GPT-2 byte-level BPE vocab.json, but its merges file '{}' does not exist; put the "
-           "tokenizer's merges.txt beside it",
+           "tokenizer's merges.txt beside it (Marian's JSON word lists are not read: give a SentencePiece model)",
            path, merges);
     Vocab v;
     v.path_ = path;
