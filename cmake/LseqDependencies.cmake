@@ -35,8 +35,20 @@ find_library(SENTENCEPIECE_TRAIN_LIB sentencepiece_train HINTS ${SENTENCEPIECE_L
 lseq_require(SENTENCEPIECE_TRAIN_LIB "SentencePiece trainer library" libsentencepiece-dev)
 
 # PCRE2 (8-bit, UTF + Unicode properties): GPT-2's byte-level BPE pre-tokenizer regex (lib/data/byte_level_bpe.cpp).
+# Optional like lsserve's library: the GPU machine's fixed image may lack it, and everything else builds without it.
 pkg_check_modules(PCRE2 QUIET IMPORTED_TARGET libpcre2-8)
-lseq_require(PCRE2_FOUND "PCRE2" libpcre2-dev)
+if(LSEQ_BPE STREQUAL "ON")
+  lseq_require(PCRE2_FOUND "PCRE2 (GPT-2's byte-level BPE pre-tokenizer)" libpcre2-dev)
+endif()
+if(PCRE2_FOUND AND NOT LSEQ_BPE STREQUAL "OFF")
+  set(LSEQ_WITH_BPE ON)
+else()
+  set(LSEQ_WITH_BPE OFF)
+  if(NOT LSEQ_BPE STREQUAL "OFF")
+    message(WARNING "lseq: PCRE2 not found: GPT-2 BPE vocabularies (vocab.json + merges.txt) are refused and their "
+                    "tests skipped (install libpcre2-dev, or configure with -DLSEQ_BPE=ON to make this an error)")
+  endif()
+endif()
 
 pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
 lseq_require(OPENBLAS_FOUND "OpenBLAS" libopenblas-dev)

@@ -10,6 +10,7 @@ args=(-DCMAKE_BUILD_TYPE=${LSEQ_BUILD_TYPE:-Release})
 [ -n "${LSEQ_CUDA_ARCHS:-}" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$LSEQ_CUDA_ARCHS")
 [ -n "${LSEQ_CUDA:-}" ] && args+=(-DLSEQ_CUDA="$LSEQ_CUDA")
 [ -n "${LSEQ_SERVE:-}" ] && args+=(-DLSEQ_SERVE="$LSEQ_SERVE")
+[ -n "${LSEQ_BPE:-}" ] && args+=(-DLSEQ_BPE="$LSEQ_BPE")
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" "${args[@]}" "$@" >/dev/null
 else

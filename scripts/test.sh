@@ -12,8 +12,9 @@ if [ -z "${LSEQ_CUDA_ARCHS:-}" ]; then
     export LSEQ_CUDA_ARCHS=90
   fi
 fi
-# lsserve's dependency was installed above: a build without it here would be an error, not a skipped test.
-LSEQ_SERVE=${LSEQ_SERVE:-ON} bash "$root/scripts/build.sh"
+# lsserve's and the BPE tokenizer's dependencies were installed above: a build without them here would be an error,
+# not skipped tests.
+LSEQ_SERVE=${LSEQ_SERVE:-ON} LSEQ_BPE=${LSEQ_BPE:-ON} bash "$root/scripts/build.sh"
 build=${LSEQ_BUILD_DIR:-$root/build}
 cd "$build"
 ctest --output-on-failure -j "${LSEQ_TEST_JOBS:-$(nproc)}" --timeout 1200

@@ -1,7 +1,9 @@
 #include "data/byte_level_bpe.h"
 
+#if LSEQ_WITH_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#endif
 
 #include <fstream>
 #include <limits>
@@ -109,6 +111,9 @@ std::string read_whole(const std::string& path, const char* what) {
 
 }  // namespace
 
+#if LSEQ_WITH_PCRE2
+bool ByteLevelBpe::available() { return true; }
+
 struct ByteLevelBpe::Regex {
   pcre2_code* code = nullptr;
   Regex() {
@@ -128,6 +133,10 @@ struct ByteLevelBpe::Regex {
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
 };
+#else
+bool ByteLevelBpe::available() { return false; }
+struct ByteLevelBpe::Regex {};  // never made: parse() refuses first
+#endif
 
 ByteLevelBpe::ByteLevelBpe() = default;
 ByteLevelBpe::ByteLevelBpe(ByteLevelBpe&&) noexcept = default;
@@ -142,6 +151,10 @@ ByteLevelBpe ByteLevelBpe::load(const std::string& vocab_path, const std::string
 
 ByteLevelBpe ByteLevelBpe::parse(std::string_view vocab_json, std::string_view merges_txt,
                                  const std::string& vocab_name, const std::string& merges_name) {
+  if (!available())
+    fail("'{}' is a GPT-2 byte-level BPE vocabulary, but this lseq was built without PCRE2, which its pre-tokenizer "
+         "needs: install libpcre2-dev (bash scripts/install-deps.sh) and rebuild",
+         vocab_name);
   ByteLevelBpe bpe;
   nlohmann::json json;
   try {
@@ -255,6 +268,9 @@ std::vector<int32_t> ByteLevelBpe::encode(std::string_view text) const {
   if (const std::size_t bad = find_invalid_utf8(text); bad != std::string_view::npos)
     fail("cannot encode '{}' with the byte-level BPE: it is not UTF-8 (byte {}); convert the text to UTF-8",
          excerpt_for_message(text), bad);
+#if !LSEQ_WITH_PCRE2
+  fail("internal: ByteLevelBpe::encode in a build without PCRE2");
+#else
   std::vector<int32_t> ids;
   pcre2_match_data* match = pcre2_match_data_create_from_pattern(regex_->code, nullptr);
   if (!match) fail("out of memory for PCRE2 match data");
@@ -288,6 +304,7 @@ std::vector<int32_t> ByteLevelBpe::encode(std::string_view text) const {
   }
   pcre2_match_data_free(match);
   return ids;
+#endif
 }
 
 std::string ByteLevelBpe::decode(const std::vector<int32_t>& ids) const {

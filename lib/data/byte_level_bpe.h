@@ -19,6 +19,8 @@ class ByteLevelBpe {
  public:
   static constexpr const char* kEndOfText = "<|endoftext|>";
 
+  // False in a build without PCRE2 (LSEQ_BPE=AUTO where libpcre2-dev is missing): load() and parse() refuse.
+  static bool available();
   // Reads vocab.json and merges.txt; anything malformed throws lseq::Error naming the file (and line).
   static ByteLevelBpe load(const std::string& vocab_path, const std::string& merges_path);
   // The same from the files' bytes; the names are only for messages.

@@ -151,26 +151,32 @@ check "a vocab.json that does not exist is refused (lseq does not train BPE)" ba
 cp "$source_dir/tests/data/fixtures/bpe-merges.txt" "$work/bpe/merges.txt"
 "$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/bpe/vocab.json" -t "$sample/train.en" -m "$work/bpe-lm" \
   --valid-sets "$work/valid.en" --after 50u >"$work/bpe.log" 2>&1
-check "lstrain --type lm with a GPT-2 BPE vocab.json exits 0" test $? -eq 0
-check "... validated" grep -q 'perplexity : [0-9.]*' "$work/bpe.log"
-check "... the model directory keeps vocab.json and merges.txt" bash -c "cmp -s '$work/bpe/vocab.json' \
-  '$work/bpe-lm/vocab.json' && cmp -s '$work/bpe/merges.txt' '$work/bpe-lm/merges.txt'"
-check "... and no SentencePiece model" test ! -e "$work/bpe-lm/vocab.spm"
-"$lsscore" -m "$work/bpe-lm" --cpu -t "$work/valid.en" -o "$work/bpe.scores" 2>/dev/null
-check "lsscore with the BPE model: one score per line" test "$(wc -l <"$work/bpe.scores")" -eq 60
-printf 'The house is\nGrüße aus Köln,  ja\nIt'"'"'s 42\n' >"$work/bpe.prompts"
-"$lstranslate" -m "$work/bpe-lm" --cpu -i "$work/bpe.prompts" --max-length 6 --output-sampling topk 5 --seed 3 \
-  -o "$work/bpe.out" 2>"$work/bpe.err"
-check "lstranslate continues prompts with the BPE model: one line each" test "$(wc -l <"$work/bpe.out")" -eq 3
-check "... in UTF-8 text (no ids)" bash -c "iconv -f UTF-8 -t UTF-8 '$work/bpe.out' >/dev/null && \
-  ! grep -qE '^[0-9 ]+$' '$work/bpe.out'"
-check "... some continuation is not empty" grep -q . "$work/bpe.out"
-# --no-reload with --vocabs naming the model directory's own vocab.json keeps its merges.txt too.
-"$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/bpe-lm/vocab.json" -t "$sample/train.en" -m "$work/bpe-lm" \
-  --after 10u --no-reload >"$work/bpe.log" 2>&1
-check "--no-reload with the model directory's vocab.json exits 0" test $? -eq 0
-check "... and keeps vocab.json and merges.txt" bash -c "cmp -s '$work/bpe/vocab.json' '$work/bpe-lm/vocab.json' && \
-  cmp -s '$work/bpe/merges.txt' '$work/bpe-lm/merges.txt'"
+bpe_rc=$?
+if grep -q "built without PCRE2" "$work/bpe.log"; then  # LSEQ_BPE=AUTO without libpcre2-dev (CI builds it: ON)
+  echo "skipped: training with a BPE vocabulary (this build has no PCRE2)"
+  check "... which is refused in one line" test "$(grep -c error "$work/bpe.log")" -eq 1
+else
+  check "lstrain --type lm with a GPT-2 BPE vocab.json exits 0" test "$bpe_rc" -eq 0
+  check "... validated" grep -q 'perplexity : [0-9.]*' "$work/bpe.log"
+  check "... the model directory keeps vocab.json and merges.txt" bash -c "cmp -s '$work/bpe/vocab.json' \
+    '$work/bpe-lm/vocab.json' && cmp -s '$work/bpe/merges.txt' '$work/bpe-lm/merges.txt'"
+  check "... and no SentencePiece model" test ! -e "$work/bpe-lm/vocab.spm"
+  "$lsscore" -m "$work/bpe-lm" --cpu -t "$work/valid.en" -o "$work/bpe.scores" 2>/dev/null
+  check "lsscore with the BPE model: one score per line" test "$(wc -l <"$work/bpe.scores")" -eq 60
+  printf 'The house is\nGrüße aus Köln,  ja\nIt'"'"'s 42\n' >"$work/bpe.prompts"
+  "$lstranslate" -m "$work/bpe-lm" --cpu -i "$work/bpe.prompts" --max-length 6 --output-sampling topk 5 --seed 3 \
+    -o "$work/bpe.out" 2>"$work/bpe.err"
+  check "lstranslate continues prompts with the BPE model: one line each" test "$(wc -l <"$work/bpe.out")" -eq 3
+  check "... in UTF-8 text (no ids)" bash -c "iconv -f UTF-8 -t UTF-8 '$work/bpe.out' >/dev/null && \
+    ! grep -qE '^[0-9 ]+$' '$work/bpe.out'"
+  check "... some continuation is not empty" grep -q . "$work/bpe.out"
+  # --no-reload with --vocabs naming the model directory's own vocab.json keeps its merges.txt too.
+  "$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/bpe-lm/vocab.json" -t "$sample/train.en" -m "$work/bpe-lm" \
+    --after 10u --no-reload >"$work/bpe.log" 2>&1
+  check "--no-reload with the model directory's vocab.json exits 0" test $? -eq 0
+  check "... and keeps vocab.json and merges.txt" bash -c "cmp -s '$work/bpe/vocab.json' '$work/bpe-lm/vocab.json' && \
+    cmp -s '$work/bpe/merges.txt' '$work/bpe-lm/merges.txt'"
+fi
 
 # 7. What is not built yet is refused in one line: Hugging Face checkpoints.
 mkdir -p "$work/hf" && echo '{"model_type": "gpt2"}' >"$work/hf/config.json" && cp "$work/lines/model.safetensors" "$work/hf/"

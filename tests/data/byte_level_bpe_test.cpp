@@ -43,6 +43,7 @@ std::string parse_error(const std::string& vocab, const std::string& merges) {
 }
 
 TEST(ByteLevelBpe, EncodesEveryFixtureLineToTheIdsOfHuggingFaceTokenizers) {
+  if (!ByteLevelBpe::available()) GTEST_SKIP() << "built without PCRE2 (LSEQ_BPE)";
   const ByteLevelBpe& bpe = fixture_bpe();
   EXPECT_EQ(bpe.size(), 500);
   EXPECT_EQ(bpe.end_of_text_id(), 0);
@@ -63,6 +64,7 @@ TEST(ByteLevelBpe, EncodesEveryFixtureLineToTheIdsOfHuggingFaceTokenizers) {
 }
 
 TEST(ByteLevelBpe, DecodesBrokenUtf8AsReplacementCharactersAndSkipsUnknownIds) {
+  if (!ByteLevelBpe::available()) GTEST_SKIP() << "built without PCRE2 (LSEQ_BPE)";
   const ByteLevelBpe& bpe = fixture_bpe();
   const std::vector<int32_t> ids = bpe.encode("\u2603");  // three byte tokens: no merge has seen a snowman
   ASSERT_EQ(ids.size(), 3u);
@@ -73,6 +75,7 @@ TEST(ByteLevelBpe, DecodesBrokenUtf8AsReplacementCharactersAndSkipsUnknownIds) {
 }
 
 TEST(ByteLevelBpe, RefusesTextThatIsNotUtf8) {
+  if (!ByteLevelBpe::available()) GTEST_SKIP() << "built without PCRE2 (LSEQ_BPE)";
   try {
     fixture_bpe().encode("caf\xE9");
     FAIL() << "no error";
@@ -82,6 +85,7 @@ TEST(ByteLevelBpe, RefusesTextThatIsNotUtf8) {
 }
 
 TEST(ByteLevelBpe, RefusesMalformedFilesInOneLineNamingTheFileAndLine) {
+  if (!ByteLevelBpe::available()) GTEST_SKIP() << "built without PCRE2 (LSEQ_BPE)";
   const std::string vocab = slurp(fixture("bpe-vocab.json")), merges = slurp(fixture("bpe-merges.txt"));
   ASSERT_EQ(parse_error(vocab, merges), "");
   const auto expect = [](const std::string& message, const std::vector<std::string>& words) {
@@ -99,6 +103,7 @@ TEST(ByteLevelBpe, RefusesMalformedFilesInOneLineNamingTheFileAndLine) {
 }
 
 TEST(ByteLevelBpe, VocabLoadsItBehindLseqsSpecialIds) {
+  if (!ByteLevelBpe::available()) GTEST_SKIP() << "built without PCRE2 (LSEQ_BPE)";
   TempDir dir;
   const std::string json = dir.path() + "/vocab.json";
   put(json, slurp(fixture("bpe-vocab.json")));
