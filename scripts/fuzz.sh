@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ (clang, ASan + UBSan, CPU only) into build-fuzz/ and runs each for
-# FUZZ_SECONDS (default 30) from its seeds in fuzz/corpus/<target>/, FUZZ_JOBS targets at a time (default: one per
+# FUZZ_SECONDS (default 15) from its seeds in fuzz/corpus/<target>/, FUZZ_JOBS targets at a time (default: one per
 # core), then prints per target the executions, the seconds, the coverage gained and the findings. A finding (a
 # crash, a sanitizer report, a leak, a timeout, running out of memory, an exception other than lseq::Error, a broken
 # promise of the code) fails the run unless fuzz/known-open.txt lists it: then it is printed as known-open.
 # CI runs it after the tests (.ci/run); fuzz/README.md says how to fuzz for longer and where findings go.
-#   bash scripts/fuzz.sh                          # every target, 30 s each
+#   bash scripts/fuzz.sh                          # every target, 15 s each
 #   FUZZ_SECONDS=3600 bash scripts/fuzz.sh nbest  # one target (or several: name them) for an hour
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LSEQ_FUZZ_BUILD_DIR:-$root/build-fuzz}
-seconds=${FUZZ_SECONDS:-30}
+seconds=${FUZZ_SECONDS:-15}
 jobs=${FUZZ_JOBS:-$(nproc)}
 clang=${LSEQ_CLANG_VERSION:-14}
 # clang-N, libclang-rt-N-dev (libFuzzer and clang's sanitizer runtimes), llvm-N (llvm-symbolizer: stack traces).
