@@ -39,17 +39,10 @@ int run_score(const Options& options) {
   if (settings.summary && n_best) fail("--summary and --n-best cannot be combined; choose one");
 
   const bool encode = !options.get_bool("no-spm-encode");
-  if (encode && files.source_vocab.empty())
-    fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm, or vocab.json and merges.txt); without them use "
-         "--no-spm-encode with token ids",
-         files.dir);
-  std::optional<data::Vocab> source_vocab, target_vocab;
-  if (!files.source_vocab.empty()) {
-    source_vocab.emplace(data::Vocab::load(files.source_vocab));
-    target_vocab.emplace(data::Vocab::load(files.target_vocab));
-  }
-  const ModelVocabSizes sizes =
-      check_model_vocabs(files, source_vocab ? &*source_vocab : nullptr, target_vocab ? &*target_vocab : nullptr);
+  const ModelVocabs vocabs = load_model_vocabs(files, encode, "--no-spm-encode");
+  const std::optional<data::Vocab>& source_vocab = vocabs.source;
+  const std::optional<data::Vocab>& target_vocab = vocabs.target;
+  const ModelVocabSizes& sizes = vocabs.sizes;
   settings.batching.vocab_size = sizes.source;  // ids given with --no-spm-encode are checked line by line
   settings.target_vocab_size = sizes.target;
   std::unique_ptr<StepModel> model = load_step_model(files, options);

@@ -57,17 +57,10 @@ int run_serve(const Options& options) {
     fail("--mini-batch and --mini-batch-words are both 0; set at least one of them");
 
   const bool encode = !options.get_bool("no-spm-encode"), decode = !options.get_bool("no-spm-decode");
-  if ((encode || decode) && files.source_vocab.empty())
-    fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm, or vocab.json and merges.txt); without them use "
-         "--no-spm-encode and --no-spm-decode with token ids",
-         files.dir);
-  std::optional<data::Vocab> source_vocab, target_vocab;
-  if (!files.source_vocab.empty()) {
-    source_vocab.emplace(data::Vocab::load(files.source_vocab));
-    target_vocab.emplace(data::Vocab::load(files.target_vocab));
-  }
-  const ModelVocabSizes sizes =
-      check_model_vocabs(files, source_vocab ? &*source_vocab : nullptr, target_vocab ? &*target_vocab : nullptr);
+  const ModelVocabs vocabs = load_model_vocabs(files, encode || decode, "--no-spm-encode and --no-spm-decode");
+  const std::optional<data::Vocab>& source_vocab = vocabs.source;
+  const std::optional<data::Vocab>& target_vocab = vocabs.target;
+  const ModelVocabSizes& sizes = vocabs.sizes;
   // Planned once for --mini-batch sentences x --beam-size hypotheses of up to --max-length tokens: no batch the
   // scheduler forms is larger, so serving allocates nothing on the device.
   std::unique_ptr<StepModel> model = load_step_model(files, options);

@@ -75,6 +75,21 @@ ModelVocabSizes check_model_vocabs(const ModelFiles& files, const data::Vocab* s
   return ModelVocabSizes{config.src_vocab, config.tgt_vocab};
 }
 
+ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* token_id_options) {
+  if (needed && files.source_vocab.empty())
+    fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm, or vocab.json and merges.txt); "
+         "without them use {} with token ids",
+         files.dir, token_id_options);
+  ModelVocabs vocabs;
+  if (!files.source_vocab.empty()) {
+    vocabs.source.emplace(data::Vocab::load(files.source_vocab));
+    vocabs.target.emplace(data::Vocab::load(files.target_vocab));
+  }
+  vocabs.sizes = check_model_vocabs(files, vocabs.source ? &*vocabs.source : nullptr,
+                                    vocabs.target ? &*vocabs.target : nullptr);
+  return vocabs;
+}
+
 std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options) {
   const ModelConfig config = read_model_config(files.weights);
   LoadedParts parts;

@@ -1,6 +1,7 @@
 #pragma once
 // The single point where a model directory becomes a StepModel on the backend the options choose.
 #include <memory>
+#include <optional>
 
 #include "core/checkpoint/model_files.h"
 #include "core/cli/options.h"
@@ -18,6 +19,16 @@ struct ModelVocabSizes {
 // none): a vocabulary of another size would decode into the wrong ids, so it throws lseq::Error naming the file,
 // its size and the model's.
 ModelVocabSizes check_model_vocabs(const ModelFiles& files, const data::Vocab* source, const data::Vocab* target);
+
+// The model directory's vocabularies, loaded and checked against the model (check_model_vocabs); empty where the
+// directory has none.
+struct ModelVocabs {
+  std::optional<data::Vocab> source, target;
+  ModelVocabSizes sizes;
+};
+// `needed`: text is to be encoded or decoded, so a directory without vocabularies is an error that tells the user
+// to pass `token_id_options` (e.g. "--no-spm-encode") and token ids instead.
+ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* token_id_options);
 
 // Loads the model in `files` onto the backend the options choose (--cpu, --devices, --precision, --cpu-threads,
 // --workspace) and returns its incremental step model, planned once for the largest batch the options allow. A
