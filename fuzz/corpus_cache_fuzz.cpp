@@ -2,7 +2,8 @@
 // written over the cache file of a small corpus built at start-up, and EncodedCorpus::open_or_build must either
 // reject it (and rebuild) or give a corpus whose every pair can be read. The cache's 16-byte key (a hash of the
 // corpus files' paths, sizes and times, which no seed file can know) is copied into the input, and the header's
-// CRC-32 of the body is made to match the input's body, so that the fuzzer's work reaches the checks of the body
+// CRC-32 of the body is made to match the input's body, and its format version is the built cache's (the seeds
+// stay readable across format changes), so that the fuzzer's work reaches the checks of the body
 // itself rather than stopping at the checksum.
 // Promises checked: every pair's tokens of every side lie inside the file (ASan) and are ids of the vocabulary.
 #include <cstddef>
@@ -22,13 +23,13 @@
 
 namespace {
 
-// Where the header keeps the key (corpus_cache.cpp's Header: magic[8], four uint32, then uint64 key[2]), and its
-// size (the body's CRC-32 covers every byte after it).
-constexpr size_t kKeyOffset = 24, kKeyBytes = 16, kHeaderBytes = 256;
+// Where the header keeps the format version and the key (corpus_cache.cpp's Header: magic[8], four uint32 of which
+// the first is the version, then uint64 key[2]), and its size (the body's CRC-32 covers every byte after it).
+constexpr size_t kVersionOffset = 8, kVersionBytes = 4, kKeyOffset = 24, kKeyBytes = 16, kHeaderBytes = 256;
 
 std::unique_ptr<lseq::data::Vocab> vocab;
 lseq::data::CorpusOptions options;
-std::string cache_path, key;
+std::string cache_path, version, key;
 size_t crc_offset = 0;  // where the header holds the CRC (found at start-up: the built cache's CRC's position)
 
 uint32_t body_crc(const std::string& bytes) {
@@ -56,6 +57,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const std::string built((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   LSEQ_FUZZ_EXPECT(built.size() > kHeaderBytes && built.compare(0, 8, "LSEQCORP") == 0,
                    "the start-up cache has no lseq header");
+  version = built.substr(kVersionOffset, kVersionBytes);
   key = built.substr(kKeyOffset, kKeyBytes);
   const uint32_t crc = body_crc(built);
   crc_offset = built.find(std::string(reinterpret_cast<const char*>(&crc), sizeof(crc)), kKeyOffset + kKeyBytes);
@@ -65,7 +67,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  if (bytes.size() >= kKeyOffset + kKeyBytes) bytes.replace(kKeyOffset, kKeyBytes, key);
+  if (bytes.size() >= kKeyOffset + kKeyBytes) {
+    bytes.replace(kVersionOffset, kVersionBytes, version);
+    bytes.replace(kKeyOffset, kKeyBytes, key);
+  }
   if (bytes.size() > kHeaderBytes) {
     const uint32_t crc = body_crc(bytes);
     std::memcpy(bytes.data() + crc_offset, &crc, sizeof(crc));

@@ -100,6 +100,9 @@ fuzz_target() {  # fuzz_target <target>
     else
       new_count=$((new_count + 1))
       verdicts+=("NEW: $artifact (report: $report)")
+      # What the report says, and the input's first bytes: a CI log then tells the finding without its files.
+      verdicts+=("  $(grep -m1 -E 'fuzz finding:|ERROR: |runtime error:' "$report" || echo 'no error line in the report')")
+      verdicts+=("  input: $(head -c 48 "$artifact" | od -An -c | tr -s ' \n' ' ')")
     fi
   done
   for description in "${!known_inputs[@]}"; do

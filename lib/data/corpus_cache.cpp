@@ -26,8 +26,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'L', 'S', 'E', 'Q', 'C', 'O', 'R', 'P'};
-// 2: the header holds a CRC-32 of everything after it.
-constexpr uint32_t kVersion = 2;
+// 2: the header holds a CRC-32 of everything after it. 3: every '\r' at a line's end is removed, not only the last
+// (a cache of version 2 may hold the others as tokens).
+constexpr uint32_t kVersion = 3;
 constexpr int kMaxStreams = 8;
 constexpr std::size_t kHeaderBytes = 256;
 

@@ -114,7 +114,7 @@ bool CorpusFileReader::next(std::string_view& line) {
   line = std::string_view(buffer_.data() + begin_, length);
   begin_ += length + (newline ? 1 : 0);
   ++lines_;
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  line = without_carriage_returns(line);
   const std::size_t bad = find_invalid_utf8(line);
   if (bad != std::string_view::npos)
     fail("'{}' line {}: invalid UTF-8 at byte {} of the line; convert the file to UTF-8 (e.g. with iconv)", path_,

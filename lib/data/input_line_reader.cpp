@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "data/utf8.h"
 #include "util/error.h"
 
 namespace lseq::data {
@@ -71,7 +72,7 @@ bool InputLineReader::next(std::string& line) {
     in_ = nullptr;
     if (paths_.empty()) return false;  // a single stream given directly
   }
-  if (!line.empty() && line.back() == '\r') line.pop_back();
+  line.resize(without_carriage_returns(line).size());
   ++index_;
   ++line_in_file_;
   if (truncated_)

@@ -1,9 +1,9 @@
 #pragma once
 // Lines of one or more text files read in order, as lstranslate reads its --input: "stdin" (or "-") is standard
 // input; the numbering of lines continues across files, and each line also knows its file and line there (for
-// warnings). A trailing '\r' (Windows line end) is removed; a last line without '\n' is a line. Reading streams:
-// one line at a time, and of a line longer than kMaxLineBytes only the first kMaxLineBytes are kept (with a warning
-// naming the line), so that a file without line ends (a binary file given by mistake) cannot take all memory.
+// warnings). The '\r's at a line's end (Windows line ends) are removed; a last line without '\n' is a line. Reading
+// streams: one line at a time, and of a line longer than kMaxLineBytes only the first kMaxLineBytes are kept (with a
+// warning naming the line), so that a file without line ends (a binary file given by mistake) cannot take all memory.
 #include <cstddef>
 #include <cstdint>
 #include <fstream>

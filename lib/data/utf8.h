@@ -15,4 +15,11 @@ inline bool is_valid_utf8(std::string_view text) { return find_invalid_utf8(text
 // and bytes of invalid UTF-8 are written as \xNN, so a message stays one printable line whatever the input held.
 std::string excerpt_for_message(std::string_view text, std::size_t max_bytes = 40);
 
+// A read line without the carriage returns at its end: the '\r' of a Windows line end, and the extra ones a file
+// converted to CRLF twice carries ("text\r\r\n"); left in, they would reach the tokenizer as characters.
+inline std::string_view without_carriage_returns(std::string_view line) {
+  while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
 }  // namespace lseq::data

@@ -157,7 +157,7 @@ TEST(CorpusCacheDamage, ACacheOfTheOldFormatIsRebuiltSayingWhy) {
   CapturedLog log;
   EXPECT_FALSE(EncodedCorpus::open_or_build(cache.options, BuiltCache::vocabs2())->from_cache());
   EXPECT_NE(log.text().find("[info] the corpus cache " + cache.path + " cannot be used (it has the cache format "
-                            "version 1, and this lseq reads version 2): rebuilding it"),
+                            "version 1, and this lseq reads version 3): rebuilding it"),
             std::string::npos)
       << log.text();
   EXPECT_EQ(log.text().find("[warning]"), std::string::npos) << "an old cache is not damaged: " << log.text();

@@ -33,7 +33,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 TEST(CorpusReader, ReadsPairsStripsCarriageReturnsAndAcceptsAMissingFinalNewline) {
   TempDir d;
   write_file(d.file("a"), "eins\r\nzwei\ndrei");
-  write_file(d.file("b"), "one\ntwo\r\nthree\n");
+  write_file(d.file("b"), "one\ntwo\r\r\nthree\n");  // converted to CRLF twice
   CorpusReader r({d.file("a"), d.file("b")});
   const auto pairs = read_all(r);
   const std::vector<std::vector<std::string>> expected = {{"eins", "one"}, {"zwei", "two"}, {"drei", "three"}};

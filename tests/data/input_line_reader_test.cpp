@@ -30,6 +30,7 @@ TEST(InputLineReader, LineEndsOfEveryKind) {
   EXPECT_EQ(lines_of("a\nb"), (Lines{"a", "b"})) << "a last line without newline is a line";
   EXPECT_EQ(lines_of("a\r\nb\r\n\r\n"), (Lines{"a", "b", ""}));
   EXPECT_EQ(lines_of("\r"), Lines{""});
+  EXPECT_EQ(lines_of("a\r\r\nb\r\r"), (Lines{"a", "b"})) << "a file converted to CRLF twice";
   EXPECT_EQ(lines_of("a\rb\n"), Lines{"a\rb"}) << "only a trailing CR is a line end";
   EXPECT_EQ(lines_of(std::string("a\0b\n\0\n", 6)), (Lines{std::string("a\0b", 3), std::string("\0", 1)}));
   EXPECT_EQ(lines_of("\n\n\nx"), (Lines{"", "", "", "x"}));
