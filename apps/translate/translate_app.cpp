@@ -77,6 +77,10 @@ int run_translate(const Options& options) {
                "load {:.2f} s",
                totals.lines, totals.target_tokens, seconds, totals.lines * per_second,
                totals.target_tokens * per_second, load_seconds);
+  if (totals.line_breaks_replaced > 0)
+    spdlog::warn("{} outputs held line breaks (the model's tokens decode to them); they were written as spaces, so "
+                 "that every input line has one output line (--no-spm-decode writes the ids instead)",
+                 totals.line_breaks_replaced);
   return 0;
 }
 

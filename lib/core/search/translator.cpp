@@ -17,10 +17,27 @@ std::string ids_to_text(const std::vector<int32_t>& ids) {
 
 namespace {
 
+// Line breaks in a text become spaces: one input line, one output line. Returns whether there were any.
+bool replace_line_breaks(std::string& text) {
+  bool replaced = false;
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') {
+      c = ' ';
+      replaced = true;
+    }
+  }
+  return replaced;
+}
+
 std::string render(int64_t line, const NBestList& list, const Detokenizer& detokenize,
-                   const TranslateSettings& settings) {
+                   const TranslateSettings& settings, TranslationTotals& totals) {
   static const Hypothesis kEmpty;  // an empty translation with scores 0
-  auto text_of = [&](const Hypothesis& h) { return detokenize ? detokenize(h.tokens) : ids_to_text(h.tokens); };
+  auto text_of = [&](const Hypothesis& h) {
+    if (!detokenize) return ids_to_text(h.tokens);
+    std::string text = detokenize(h.tokens);
+    totals.line_breaks_replaced += replace_line_breaks(text) ? 1 : 0;
+    return text;
+  };
   if (!settings.n_best) {
     const Hypothesis& best = list.empty() ? kEmpty : list.front();
     return format_best(list.empty() ? std::string() : text_of(best), best, settings.word_scores);
@@ -46,13 +63,13 @@ TranslationTotals translate_all(StepModel& model, data::TranslationInput& input,
   data::InputWindow window;
   TranslationTotals totals;
   while (input.next(window)) {
-    for (int64_t line : window.empty_lines) output.put(line, render(line, {}, detokenize, settings));
+    for (int64_t line : window.empty_lines) output.put(line, render(line, {}, detokenize, settings, totals));
     for (const auto& batch : window.batches) {
       std::vector<NBestList> lists =
           settings.sample ? sample(model, batch, settings.sampling) : beam_search(model, batch, settings.beam);
       for (int i = 0; i < batch.size; ++i) {
         if (!lists[i].empty()) totals.target_tokens += static_cast<int64_t>(lists[i].front().tokens.size());
-        output.put(batch.line_ids[i], render(batch.line_ids[i], lists[i], detokenize, settings));
+        output.put(batch.line_ids[i], render(batch.line_ids[i], lists[i], detokenize, settings, totals));
       }
     }
     totals.lines = window.end_line;

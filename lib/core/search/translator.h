@@ -34,6 +34,9 @@ std::string ids_to_text(const std::vector<int32_t>& ids);  // "12 7 431"
 struct TranslationTotals {
   int64_t lines = 0;
   int64_t target_tokens = 0;
+  // Outputs whose text held line breaks (a byte-level BPE can decode to '\n'), written with spaces instead so that
+  // each input line keeps one output line.
+  int64_t line_breaks_replaced = 0;
 };
 
 // Translates all input. With progress_seconds > 0, logs the lines done, lines/s and target tokens/s every that many

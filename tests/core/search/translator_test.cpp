@@ -249,6 +249,31 @@ TEST(Translator, NBestOutputHasBeamSizeEntriesPerLine) {
   EXPECT_EQ(out.str().find("1 |||  ||| WordScores= ||| F0= 0 ||| 0\n") != std::string::npos, true) << out.str();
 }
 
+// A detokenizer may give line breaks (a byte-level BPE decodes its newline token to '\n'): each becomes a space,
+// so that every input line keeps one output line, and the totals count the outputs that had any.
+TEST(Translator, LineBreaksInADetokenizedOutputBecomeSpaces) {
+  for (const bool n_best : {false, true}) {
+    TranslateSettings settings;
+    settings.beam.beam_size = 2;
+    settings.n_best = n_best;
+    std::istringstream in("5 6 7\n\n8 9\n");
+    data::InputLineReader reader(in, "in");
+    TranslationInput input(reader, nullptr, {});
+    testing::ToyStepModel model(30, 2);
+    std::ostringstream out;
+    const TranslationTotals totals = translate_all(
+        model, input, [](const std::vector<int32_t>& ids) { return "a\nb\r\n" + ids_to_text(ids); }, settings,
+        out);
+    std::vector<std::string> lines;
+    std::istringstream got(out.str());
+    for (std::string l; std::getline(got, l);) lines.push_back(l);
+    // Best: three lines; n-best: two entries for each translated line, one for the empty line.
+    ASSERT_EQ(lines.size(), n_best ? 5u : 3u) << out.str();
+    EXPECT_EQ(lines[0].rfind(n_best ? "0 ||| a b  " : "a b  ", 0), 0u) << lines[0];
+    EXPECT_EQ(totals.line_breaks_replaced, n_best ? 4 : 2) << "the empty line's output held none";
+  }
+}
+
 TEST(NBestFormat, MarianLayout) {
   Hypothesis h;
   h.tokens = {7, 8};
