@@ -3,7 +3,7 @@
 # sample (one line per sequence, then packed blocks with document masks and learned positions), lsscore's per-line
 # log-probabilities and perplexity (equal to the validation's), lstranslate's continuations of prompts (one output
 # line per prompt line, --max-length new tokens, greedy, beam and seeded sampling), and the one-line refusals
-# (wrong options; Hugging Face checkpoints, whose import is not built yet), and GPT-2's byte-level BPE tokenizer
+# (wrong options; Hugging Face checkpoints, which tools/gpt2 converts), and GPT-2's byte-level BPE tokenizer
 # (vocab.json + merges.txt) under a language model.
 # Usage: bash lm_test.sh <dir of lstrain> <source dir>
 set -uo pipefail
@@ -178,12 +178,12 @@ else
     cmp -s '$work/bpe/merges.txt' '$work/bpe-lm/merges.txt'"
 fi
 
-# 7. What is not built yet is refused in one line: Hugging Face checkpoints.
+# 7. A Hugging Face checkpoint is refused in one line pointing to the converters (tests/tools/gpt2 tests GPT-2's).
 mkdir -p "$work/hf" && echo '{"model_type": "gpt2"}' >"$work/hf/config.json" && cp "$work/lines/model.safetensors" "$work/hf/"
 echo hello | "$lstranslate" -m "$work/hf" --cpu >"$work/hf.out" 2>"$work/hf.err"
 check "a Hugging Face GPT-2 directory is refused" test $? -ne 0
 check "... in one line naming its config.json" bash -c "test \$(grep -c error '$work/hf.err') -eq 1 && \
-  grep -q '^error: .*Hugging Face checkpoint (config.json)' '$work/hf.err'"
+  grep -q '^error: .*Hugging Face checkpoint (config.json).*tools/gpt2/gpt2_to_lseq.py' '$work/hf.err'"
 
 lsserve="$apps/serve/lsserve"
 if [ -x "$lsserve" ]; then  # built where cpp-httplib is installed (CI always)

@@ -16,11 +16,12 @@ ModelFiles find_model_files(const std::string& dir) {
   ModelFiles files;
   files.dir = dir;
   auto in_dir = [&](const char* name) { return (fs::path(dir) / name).string(); };
-  // A Hugging Face model directory (GPT-2's config.json beside model.safetensors or pytorch_model.bin) is not an
-  // lstrain directory: its import is not built yet.
+  // A Hugging Face model directory (config.json beside model.safetensors or pytorch_model.bin) is not an lseq
+  // directory: the converters in tools/ write one from it.
   if (fs::exists(in_dir("config.json"), ec) && !fs::exists(in_dir("config.yml"), ec)) {
-    fail("model directory '{}' holds a Hugging Face checkpoint (config.json): importing GPT-2 and other Hugging Face "
-         "checkpoints is not built yet (issue 25); --model must name a directory written by lstrain",
+    fail("model directory '{}' holds a Hugging Face checkpoint (config.json); convert it into an lseq model "
+         "directory first: python3 tools/gpt2/gpt2_to_lseq.py (GPT-2) or tools/marian/marianmt_to_lseq.py "
+         "(MarianMT)",
          dir);
   }
   files.weights = in_dir("model.safetensors");

@@ -456,6 +456,10 @@ std::vector<OptionSpec> build_registry() {
             "Learn the position embeddings instead of using sinusoidal ones (language models)")
             .differs("Marian learns positions for any Transformer; lseq only for a language model (--type lm or "
                      "lm-transformer), and refuses it for an encoder-decoder model in one line"),
+        Opt("transformer-scale-embeddings", T::boolean, G::model, kTrain, def("true"),
+            "Multiply the token embeddings by sqrt(dim-emb), as Marian does; false leaves them as they are (GPT-2; "
+            "language models only)")
+            .lseq_only(),
         Opt("lm-pack-blocks", T::boolean, G::training, kTrain, def("false"),
             "Language models: cut the corpus into blocks of max-length tokens, lines end to end (GPT style), instead "
             "of one line per sequence")

@@ -85,7 +85,7 @@ void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
 Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table, StackRole role,
                  std::size_t learned_positions)
     : config_(config), role_(role), param_begin_(table.next_offset()),
-      embedding_(embedding_table, config.dim_emb, learned_positions) {
+      embedding_(embedding_table, config.dim_emb, learned_positions, config.scale_embeddings) {
   const bool causal = role == StackRole::causal_decoder;
   const std::string prefix = causal ? "decoder" : "encoder";
   for (int i = 0; i < (causal ? config.dec_depth : config.enc_depth); ++i) {

@@ -92,6 +92,9 @@ void ModelConfig::validate() const {
     if (learned_positions)
       fail("--transformer-train-position-embeddings is implemented for language models (--type lm) only; the "
            "encoder-decoder Transformer uses sinusoidal positions");
+    if (!scale_embeddings)
+      fail("--transformer-scale-embeddings false is implemented for language models (--type lm) only; the "
+           "encoder-decoder Transformer scales its embeddings by sqrt(--dim-emb)");
   }
   in_range(dec_depth, kMaxDepth, "--dec-depth");
   in_range(heads, kMaxHeads, "--transformer-heads");
@@ -149,7 +152,10 @@ YAML::Node ModelConfig::to_yaml() const {
   node["label-smoothing"] = label_smoothing;
   node["layer-norm-epsilon"] = layer_norm_eps;
   node["transformer-positions"] = position_layout_name(positions);
-  if (is_lm()) node["transformer-train-position-embeddings"] = learned_positions;
+  if (is_lm()) {
+    node["transformer-train-position-embeddings"] = learned_positions;
+    node["transformer-scale-embeddings"] = scale_embeddings;
+  }
   return node;
 }
 
@@ -222,6 +228,7 @@ ModelConfig ModelConfig::from_yaml(const YAML::Node& node) {
   read(node, "transformer-positions", positions);
   c.positions = parse_position_layout(positions);
   read(node, "transformer-train-position-embeddings", c.learned_positions);
+  read(node, "transformer-scale-embeddings", c.scale_embeddings);
   c.normalize_lm();
   return c;
 }

@@ -56,6 +56,9 @@ struct ModelConfig {
   // transformer-train-position-embeddings: a learned position table [max_length + 1, dim] instead of the
   // sinusoidal one (language models only in this version).
   bool learned_positions = false;
+  // transformer-scale-embeddings: token embeddings times sqrt(dim-emb) (Vaswani et al., Marian), or as they are
+  // (false: GPT-2, whose output layer shares the unscaled table; language models only in this version).
+  bool scale_embeddings = true;
 
   int head_dim() const { return dim_emb / heads; }
   bool is_lm() const { return type == ModelType::lm; }

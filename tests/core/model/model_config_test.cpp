@@ -191,7 +191,8 @@ TEST(ModelConfig, FromYamlReadsMarianStyleOptions) {
 TEST(ModelConfig, LanguageModelYamlRoundTrip) {
   ModelConfig c = ModelConfig::from_yaml(
       YAML::Load("type: lm-transformer\ndim-vocabs: [500, 500]\nenc-depth: 6\ndec-depth: 3\n"
-                 "tied-embeddings: false\ntransformer-train-position-embeddings: true\nmax-length: 256\n"));
+                 "tied-embeddings: false\ntransformer-train-position-embeddings: true\nmax-length: 256\n"
+                 "transformer-scale-embeddings: false\n"));
   EXPECT_EQ(c.type, ModelType::lm);
   EXPECT_TRUE(c.is_lm());
   EXPECT_EQ(c.src_vocab, 500);
@@ -200,6 +201,7 @@ TEST(ModelConfig, LanguageModelYamlRoundTrip) {
   EXPECT_EQ(c.dec_depth, 3);
   EXPECT_EQ(c.tied, TiedEmbeddings::target) << "the output is tied to the embeddings";
   EXPECT_TRUE(c.learned_positions);
+  EXPECT_FALSE(c.scale_embeddings);
   EXPECT_NO_THROW(c.validate());
   const YAML::Node node = c.to_yaml();
   EXPECT_EQ(node["type"].as<std::string>(), "lm");
@@ -212,6 +214,8 @@ TEST(ModelConfig, LanguageModelYamlRoundTrip) {
   EXPECT_EQ(back.tgt_vocab, 500);
   EXPECT_EQ(back.max_length, 256);
   EXPECT_TRUE(back.learned_positions);
+  EXPECT_FALSE(back.scale_embeddings);
+  EXPECT_TRUE(ModelConfig::from_yaml(YAML::Load("type: lm\n")).scale_embeddings) << "scaled unless said otherwise";
   EXPECT_EQ(YAML::Dump(back.to_yaml()), YAML::Dump(node));
   EXPECT_EQ(ModelConfig::from_yaml(YAML::Load("type: lm\n")).type, ModelType::lm);
 }
@@ -223,6 +227,7 @@ TEST(ModelConfig, EncoderDecoderConfigKeepsItsKeys) {
   EXPECT_TRUE(node["enc-depth"]);
   EXPECT_TRUE(node["tied-embeddings-src"]);
   EXPECT_FALSE(node["transformer-train-position-embeddings"]) << "the encoder-decoder config reads as before";
+  EXPECT_FALSE(node["transformer-scale-embeddings"]);
   // A config without a type (written before there were two) is an encoder-decoder one.
   EXPECT_EQ(ModelConfig::from_yaml(YAML::Load("dim-emb: 64\n")).type, ModelType::transformer);
 }
@@ -231,6 +236,9 @@ TEST(ModelConfig, LanguageModelOptionsAreRefusedWhereTheyDoNotApply) {
   ModelConfig c = valid();
   c.learned_positions = true;
   expect_error(c, {"--transformer-train-position-embeddings", "--type lm"});
+  c = valid();
+  c.scale_embeddings = false;
+  expect_error(c, {"--transformer-scale-embeddings false", "--type lm"});
   EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("type: rnn\n")); }).find("transformer"),
             std::string::npos);
   EXPECT_NE(error_of([] { ModelConfig::from_yaml(YAML::Load("type: lm\ndim-vocabs: [1, 2, 3]\n")); })

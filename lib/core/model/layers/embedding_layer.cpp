@@ -39,8 +39,9 @@ std::vector<float> sinusoidal_positions(int max_len, int dim, PositionLayout lay
   return table;
 }
 
-EmbeddingLayer::EmbeddingLayer(std::size_t table, int dim, std::size_t learned_positions)
-    : table_(table), dim_(dim), scale_(std::sqrt(static_cast<float>(dim))), positions_(learned_positions) {}
+EmbeddingLayer::EmbeddingLayer(std::size_t table, int dim, std::size_t learned_positions, bool scale_by_sqrt_dim)
+    : table_(table), dim_(dim), scale_(scale_by_sqrt_dim ? std::sqrt(static_cast<float>(dim)) : 1.0f),
+      positions_(learned_positions) {}
 
 void EmbeddingLayer::forward(const LayerContext& ctx, const int32_t* tokens, int batch, int len, const void* positions,
                              const kernels::Dropout& drop, void* out, const int32_t* position_ids) const {

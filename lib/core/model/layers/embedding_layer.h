@@ -1,5 +1,5 @@
 #pragma once
-// Token embeddings scaled by sqrt(dim), plus positions, with dropout. The table is a parameter that may be shared
+// Token embeddings scaled by sqrt(dim) (or not: GPT-2), plus positions, with dropout. The table is a parameter that may be shared
 // (tied embeddings), so the model registers it and passes its offset; gradients of shared tables add up. Positions
 // are a sinusoidal table the caller owns, or a learned table (a parameter: a language model's
 // --transformer-train-position-embeddings) whose gradient backward accumulates.
@@ -21,7 +21,9 @@ class EmbeddingLayer {
   EmbeddingLayer() = default;
   // learned_positions: table offset of a learned position table [positions, dim], whose gradient backward adds up;
   // forward then reads the positions the caller passes (that table's working copy, ctx.w(learned_positions)).
-  EmbeddingLayer(std::size_t table, int dim, std::size_t learned_positions = kNoLearnedPositions);
+  // scale_by_sqrt_dim: false leaves the embeddings unscaled (ModelConfig::scale_embeddings).
+  EmbeddingLayer(std::size_t table, int dim, std::size_t learned_positions = kNoLearnedPositions,
+                 bool scale_by_sqrt_dim = true);
 
   // out [batch*len, dim]; positions [>= len, dim] in the activation dtype, or nullptr. Token t of a row takes
   // positions row t, or with position_ids (device [batch*len]) row position_ids[b*len + t] (a language model's

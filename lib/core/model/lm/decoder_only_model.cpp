@@ -17,8 +17,9 @@ void check_lm_context(int max_length, kernels::DeviceKind kind) {
   if (kind != kernels::DeviceKind::cuda || max_length + 1 <= kMaxPositions) return;
   fail("a language model of --max-length {} cannot run on the GPU: the fused attention core takes {} positions "
        "(--max-length {} at most) and the flash-style attention that longer contexts need (issue 25) is not built "
-       "yet; train with a lower --max-length or run on the CPU (--cpu)",
-       max_length, kMaxPositions, kMaxPositions - 1);
+       "yet; train with a lower --max-length (convert a GPT-2 with gpt2_to_lseq.py --max-length {}) or run on the "
+       "CPU (--cpu)",
+       max_length, kMaxPositions, kMaxPositions - 1, kMaxPositions - 1);
 }
 
 DecoderOnlyModel::DecoderOnlyModel(const ModelConfig& config, kernels::Backend& backend, kernels::DType compute_dt,
