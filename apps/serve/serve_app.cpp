@@ -21,13 +21,18 @@ namespace lseq {
 
 namespace {
 
-// The search of requests that give no options: lstranslate's settings from the same options.
-TranslateSettings default_settings(const Options& options) {
+// The search of requests that give no options: lstranslate's settings from the same options (a language model's
+// continuations: up to --max-length new tokens within its positions, as lstranslate's).
+TranslateSettings default_settings(const Options& options, const std::optional<LanguageModelLimits>& lm) {
   TranslateSettings s;
   s.beam.beam_size = static_cast<int>(options.get_int("beam-size"));
   s.beam.normalize = options.get_float("normalize");
   s.beam.word_penalty = options.get_float("word-penalty");
   s.beam.max_length_factor = options.get_float("max-length-factor");
+  if (lm) {
+    s.beam.max_new_tokens = lm->new_tokens;
+    s.beam.max_context = lm->context;
+  }
   s.n_best = options.get_bool("n-best");
   s.word_scores = options.get_bool("word-scores");
   // Requests may ask for sampling whatever the server's default: the base is always filled.
@@ -35,6 +40,8 @@ TranslateSettings default_settings(const Options& options) {
   s.sampling.normalize = s.beam.normalize;
   s.sampling.word_penalty = s.beam.word_penalty;
   s.sampling.max_length_factor = s.beam.max_length_factor;
+  s.sampling.max_new_tokens = s.beam.max_new_tokens;
+  s.sampling.max_context = s.beam.max_context;
   const std::vector<std::string> sampling = options.get_strings("output-sampling");
   if (!sampling.empty()) {
     s.sampling = parse_output_sampling(sampling, s.sampling);
@@ -48,11 +55,10 @@ TranslateSettings default_settings(const Options& options) {
 int run_serve(const Options& options) {
   DrainSignal signals;  // until armed, a signal ends lsserve at once
   const ModelFiles files = find_model_files(options.get_string("model"));
-  if (is_language_model(files, options))
-    fail("'{}' is a language model; lsserve serves encoder-decoder models only so far (generation from prompts over "
-         "HTTP is not built yet): continue prompts with lstranslate --model {}",
-         files.dir, files.dir);
-  const TranslateSettings defaults = default_settings(options);
+  // A language model's sentences are prompts, continued by up to --max-length new tokens (lstranslate's rules).
+  std::optional<LanguageModelLimits> lm{LanguageModelLimits{}};
+  if (!is_language_model(files, options, &*lm)) lm.reset();
+  const TranslateSettings defaults = default_settings(options, lm);
   if (options.get_int("mini-batch") == 0 && options.get_int("mini-batch-words") == 0)
     fail("--mini-batch and --mini-batch-words are both 0; set at least one of them");
 
@@ -86,7 +92,10 @@ int run_serve(const Options& options) {
   http.limits.max_sentences = static_cast<int>(options.get_int("max-request-sentences"));
   http.limits.max_beam_size = defaults.beam.beam_size;
   http.limits.max_queue = scheduling.max_queue;
-  http.encoding.max_length = static_cast<int>(options.get_int("max-length"));
+  http.limits.language_model = lm.has_value();
+  http.limits.max_new_tokens = lm ? lm->new_tokens : 0;
+  http.encoding.max_length = lm ? lm->prompt_tokens : static_cast<int>(options.get_int("max-length"));
+  http.encoding.prompts = lm.has_value();
   http.encoding.crop = options.get_bool("max-length-crop");
   http.encoding.vocab_size = sizes.source;
   if (encode) http.encoding.encoder = [&](std::string_view text) { return source_vocab->encode(text); };
@@ -109,9 +118,10 @@ int run_serve(const Options& options) {
     server.drain();
   });
   spdlog::info("lsserve: listening on http://{}:{} (POST /translate, GET /health, GET /metrics); batches of up to {} "
-               "sentences and {} tokens, beam size up to {}",
-               options.get_string("bind"), port, scheduling.limits.max_sentences, scheduling.limits.max_tokens,
-               defaults.beam.beam_size);
+               "{} and {} tokens, beam size up to {}{}",
+               options.get_string("bind"), port, scheduling.limits.max_sentences, lm ? "prompts" : "sentences",
+               scheduling.limits.max_tokens, defaults.beam.beam_size,
+               lm ? fmt::format(", up to {} new tokens", lm->new_tokens) : std::string());
   try {
     server.serve();
   } catch (...) {

@@ -3,8 +3,8 @@
 # sample (one line per sequence, then packed blocks with document masks and learned positions), lsscore's per-line
 # log-probabilities and perplexity (equal to the validation's), lstranslate's continuations of prompts (one output
 # line per prompt line, --max-length new tokens, greedy, beam and seeded sampling), and the one-line refusals
-# (wrong options; Hugging Face checkpoints, which tools/gpt2 converts), and GPT-2's byte-level BPE tokenizer
-# (vocab.json + merges.txt) under a language model.
+# (wrong options; Hugging Face checkpoints, which tools/gpt2 converts), GPT-2's byte-level BPE tokenizer
+# (vocab.json + merges.txt) under a language model, and lsserve answering prompts as lstranslate does.
 # Usage: bash lm_test.sh <dir of lstrain> <source dir>
 set -uo pipefail
 apps=$(cd "$1/.." && pwd)
@@ -185,12 +185,45 @@ check "a Hugging Face GPT-2 directory is refused" test $? -ne 0
 check "... in one line naming its config.json" bash -c "test \$(grep -c error '$work/hf.err') -eq 1 && \
   grep -q '^error: .*Hugging Face checkpoint (config.json).*tools/gpt2/gpt2_to_lseq.py' '$work/hf.err'"
 
+# 8. lsserve with a language model: prompts in, the continuations lstranslate gives out (greedy and seeded
+# sampling), max-new-tokens per request, 'stream' refused in one line, SIGTERM drains.
 lsserve="$apps/serve/lsserve"
 if [ -x "$lsserve" ]; then  # built where cpp-httplib is installed (CI always)
-  timeout 60 "$lsserve" -m "$work/lines" --cpu --port 0 >"$work/serve.out" 2>"$work/serve.err"
-  check "lsserve refuses a language model" test $? -eq 1
-  check "... in one line pointing to lstranslate" bash -c "test \$(grep -c error '$work/serve.err') -eq 1 && \
-    grep -q '^error: .*language model.*lstranslate' '$work/serve.err'"
+  # --max-length-crop: the long prompt is cropped as lstranslate crops it (else it would get an error of its own).
+  "$lsserve" -m "$work/lines" --cpu --cpu-threads 1 --port 0 --max-length-crop >/dev/null 2>"$work/serve.log" &
+  server=$!
+  port=""
+  for _ in $(seq 1 300); do
+    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\) .*|\1|p' "$work/serve.log")
+    [ -n "$port" ] || ! kill -0 "$server" 2>/dev/null || { sleep 0.1; continue; }
+    break
+  done
+  check "lsserve starts with a language model" test -n "$port"
+  ask() {  # ask <JSON options>: POSTs the prompts of prompts.en with the options; prints the continuations
+    python3 -c '
+import json, sys
+body = json.loads(sys.argv[2])
+body["prompt"] = open(sys.argv[1], encoding="utf-8").read().split("\n")[:-1]
+print(json.dumps(body))' "$work/prompts.en" "$1" >"$work/body.json"
+    curl -sS --max-time 60 -H 'Content-Type: application/json' --data-binary "@$work/body.json" \
+      "http://127.0.0.1:$port/translate" >"$work/answer.json" 2>/dev/null
+    python3 -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["translations"]))' "$work/answer.json"
+  }
+  ask '{"max-new-tokens": 6}' >"$work/served.en"
+  check "lsserve's greedy continuations equal lstranslate's" cmp -s "$work/served.en" "$work/greedy.en"
+  ask '{"max-new-tokens": 8, "output-sampling": "topp 0.9 1.2", "seed": 7}' >"$work/served-sampled.en"
+  check "... and so do its seeded samples" cmp -s "$work/served-sampled.en" "${sampled[0]}"
+  ask '{"max-new-tokens": 2}' >/dev/null
+  check "max-new-tokens 2: at most 2 new tokens" python3 -c '
+import json, sys
+answers = json.load(open(sys.argv[1]))["translations"]
+sys.exit(not (len(answers) == 14 and all(len(a.split()) <= 2 for a in answers)))' "$work/answer.json"
+  ask '{"stream": true}' >/dev/null 2>&1
+  check "'stream' is refused in one line saying it is not built" grep -q '"error":"'"'"'stream'"'"'.*not built' \
+    "$work/answer.json"
+  kill -TERM "$server"
+  wait "$server"
+  check "SIGTERM: lsserve exits 0" test $? -eq 0
 fi
 
 if [ "$failures" -gt 0 ]; then

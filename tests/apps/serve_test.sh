@@ -173,8 +173,8 @@ status=$(post "$main_port" "$work/many.json" "$work/many.answer")
 check "61 sentences over --max-request-sentences 60: 413 (got $status)" test "$status" = 413
 printf '{"text": ["Hallo"], "prompt": "Once upon a time"}' >"$work/prompt.json"
 status=$(post "$main_port" "$work/prompt.json" "$work/prompt.answer")
-check "a prompt: 400 saying it needs decoder-only models (got $status)" \
-  sh -c "test $status = 400 && grep -q decoder-only '$work/prompt.answer'"
+check "a prompt to a translation model: 400 saying prompts are for language models (got $status)" \
+  sh -c "test $status = 400 && grep -q 'language model' '$work/prompt.answer'"
 printf '{"text": ["Hallo"], "beam-size": 9}' >"$work/beam9.json"
 status=$(post "$main_port" "$work/beam9.json" "$work/beam9.answer")
 check "beam-size above the server's: 400 (got $status)" test "$status" = 400

@@ -11,11 +11,13 @@ bool same_search(const TranslateSettings& a, const TranslateSettings& b) {
   if (a.sample != b.sample) return false;
   if (!a.sample)
     return a.beam.beam_size == b.beam.beam_size && a.beam.normalize == b.beam.normalize &&
-           a.beam.word_penalty == b.beam.word_penalty && a.beam.max_length_factor == b.beam.max_length_factor;
+           a.beam.word_penalty == b.beam.word_penalty && a.beam.max_length_factor == b.beam.max_length_factor &&
+           a.beam.max_new_tokens == b.beam.max_new_tokens && a.beam.max_context == b.beam.max_context;
   const SamplingOptions &x = a.sampling, &y = b.sampling;
   return x.mode == y.mode && x.top_k == y.top_k && x.top_p == y.top_p && x.temperature == y.temperature &&
          x.seed == y.seed && x.normalize == y.normalize && x.word_penalty == y.word_penalty &&
-         x.max_length_factor == y.max_length_factor;
+         x.max_length_factor == y.max_length_factor && x.max_new_tokens == y.max_new_tokens &&
+         x.max_context == y.max_context;
 }
 
 Scheduler::Scheduler(SchedulerOptions options) : options_(options) {}

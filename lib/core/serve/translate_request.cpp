@@ -20,6 +20,8 @@ using json = nlohmann::json;
 constexpr int kMaxDepth = 4;
 
 const char* kAccepted = "text, beam-size, normalize, word-penalty, n-best, word-scores, output-sampling, seed";
+const char* kAcceptedLm =
+    "text (or prompt), max-new-tokens, beam-size, normalize, word-penalty, n-best, word-scores, output-sampling, seed";
 
 struct TooDeep {};
 
@@ -43,16 +45,17 @@ std::string parse_problem(const std::string& what) {
   return what.rfind("[json.exception.", 0) == 0 && bracket != std::string::npos ? what.substr(bracket + 2) : what;
 }
 
-std::optional<RequestError> read_sentences(const json& text, std::vector<std::string>& out) {
+std::optional<RequestError> read_sentences(const json& text, std::vector<std::string>& out,
+                                           const char* key = "text") {
   if (text.is_string()) {
     out.push_back(text.get<std::string>());
     return std::nullopt;
   }
-  if (!text.is_array()) return bad(fmt::format("'text' must be a list of strings, not {}", type_name(text)));
+  if (!text.is_array()) return bad(fmt::format("'{}' must be a list of strings, not {}", key, type_name(text)));
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     if (!text[i].is_string())
-      return bad(fmt::format("sentence {} of 'text' is {}, not a string", i, type_name(text[i])));
+      return bad(fmt::format("sentence {} of '{}' is {}, not a string", i, key, type_name(text[i])));
     out.push_back(text[i].get<std::string>());
   }
   return std::nullopt;
@@ -112,11 +115,22 @@ std::optional<RequestError> read_options(const json& object, const TranslateSett
   bool sampling_off = false;
   std::optional<uint64_t> seed;
   bool has_text = false;
+  const char* accepted = limits.language_model ? kAcceptedLm : kAccepted;
   for (const auto& [key, value] : object.items()) {
     std::optional<RequestError> error;
-    if (key == "text") {
+    if (key == "text" || (key == "prompt" && limits.language_model)) {
+      if (has_text) return bad("give the prompts once, as 'text' or as 'prompt'");
       has_text = true;
-      error = read_sentences(value, out.sentences);
+      error = read_sentences(value, out.sentences, key == "text" ? "text" : "prompt");
+    } else if (key == "max-new-tokens" && limits.language_model) {
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > limits.max_new_tokens)
+        return bad(fmt::format("'max-new-tokens' must be a whole number from 1 to {} (the server's --max-length), "
+                               "not {}",
+                               limits.max_new_tokens, value.dump()));
+      s.beam.max_new_tokens = static_cast<int>(value.get<int64_t>());
+    } else if (key == "stream" && limits.language_model) {
+      return bad("'stream' (tokens as server-sent events) is not built yet; leave it out and each continuation "
+                 "comes whole");
     } else if (key == "beam-size") {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > limits.max_beam_size)
         return bad(fmt::format("'beam-size' must be a whole number from 1 to {} (the server's --beam-size, for which "
@@ -138,18 +152,20 @@ std::optional<RequestError> read_options(const json& object, const TranslateSett
     } else if (key == "seed") {
       if (!value.is_number_unsigned()) return bad(fmt::format("'seed' must be a whole number >= 0, not {}", value.dump()));
       seed = value.get<uint64_t>();
-    } else if (key == "prompt" || key == "prompts" || key == "stream" || key == "max-new-tokens" || key == "messages") {
-      return bad(fmt::format("'{}' asks for generation from prompts, which comes with decoder-only language models; "
-                             "lseq has none yet, and lsserve serves encoder-decoder translation models: send "
-                             "{{\"text\": [sentences]}}",
+    } else if (!limits.language_model &&
+               (key == "prompt" || key == "prompts" || key == "stream" || key == "max-new-tokens")) {
+      return bad(fmt::format("'{}' asks for generation from prompts, which a language model does; this server's "
+                             "model translates: send {{\"text\": [sentences]}}",
                              key));
     } else {
       return bad(fmt::format("unknown field '{}' in the request (accepted: {})", data::excerpt_for_message(key),
-                             kAccepted));
+                             accepted));
     }
     if (error) return error;
   }
-  if (!has_text) return bad(fmt::format("the request has no 'text' (a list of sentences); accepted: {}", kAccepted));
+  if (!has_text)
+    return bad(fmt::format("the request has no 'text' (a list of {}); accepted: {}",
+                           limits.language_model ? "prompts" : "sentences", accepted));
   // The sampling words replace the mode; the scores of samples use the request's normalisation and penalty.
   if (sampling_words) s.sample = !sampling_off;
   if (s.sample) {
@@ -157,6 +173,8 @@ std::optional<RequestError> read_options(const json& object, const TranslateSett
     base.normalize = s.beam.normalize;
     base.word_penalty = s.beam.word_penalty;
     base.max_length_factor = s.beam.max_length_factor;
+    base.max_new_tokens = s.beam.max_new_tokens;
+    base.max_context = s.beam.max_context;
     if (seed) base.seed = *seed;
     try {
       s.sampling = sampling_words && !sampling_off ? parse_output_sampling(*sampling_words, base) : base;
@@ -231,11 +249,13 @@ EncodedSentences encode_sentences(const std::vector<std::string>& sentences, con
       if (encoding.crop) {
         ids.resize(static_cast<size_t>(encoding.max_length));
       } else {
+        // A prompt's limit is the model's positions, not --max-length (the new tokens).
+        const std::string limit = encoding.prompts ? fmt::format("the {} a prompt of this model may have",
+                                                                 encoding.max_length)
+                                                   : fmt::format("--max-length {}", encoding.max_length);
         out.errors.emplace_back(
-            index, whole ? fmt::format("sentence {} has {} tokens, more than --max-length {}", index, ids.size(),
-                                       encoding.max_length)
-                         : fmt::format("sentence {} has more than --max-length {} tokens ({} bytes)", index,
-                                       encoding.max_length, text.size()));
+            index, whole ? fmt::format("sentence {} has {} tokens, more than {}", index, ids.size(), limit)
+                         : fmt::format("sentence {} has more tokens than {} ({} bytes)", index, limit, text.size()));
         continue;
       }
     }

@@ -4,8 +4,9 @@
 //   {"text": ["sentence", ...], "beam-size": 2, ...}     with options named as lstranslate's:
 //       beam-size (1 to the server's --beam-size), normalize, word-penalty, n-best, word-scores,
 //       output-sampling ("topk 10", ["topp", 0.9], "full 0.7"; false or [] for beam search), seed
-// ("text" may also be one string.) Everything else is refused with 400 naming it; prompts and streaming ("prompt",
-// "stream", ...) belong to language models, which lseq does not have yet.
+// ("text" may also be one string.) A language model's server reads prompts from "text" (or "prompt") and also takes
+// max-new-tokens (1 to the server's --max-length). Everything else is refused with 400 naming it, among them
+// "stream": streamed tokens (server-sent events) are not built yet.
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct RequestLimits {
   int max_sentences = 1024;  // --max-request-sentences (413 above)
   int max_beam_size = 4;     // --beam-size: the decoder's memory is planned for it
   int max_queue = 4096;      // --max-queue: a request of more sentences could never be queued (413)
+  bool language_model = false;  // the server's model continues prompts
+  int max_new_tokens = 0;       // a language model's --max-length: the most a request's max-new-tokens may ask
 };
 
 struct TranslateRequest {
@@ -42,8 +45,9 @@ std::optional<RequestError> parse_translate_request(const std::string& body, con
 struct SentenceEncoding {
   data::TextEncoder encoder;  // empty: sentences are token ids (--no-spm-encode), below vocab_size
   int vocab_size = 0;
-  int max_length = 256;       // --max-length
+  int max_length = 256;       // --max-length (a language model's prompts: its positions less one new token)
   bool crop = false;          // --max-length-crop: crop longer sentences instead of refusing them
+  bool prompts = false;       // the sentences are a language model's prompts (what max_length means in messages)
 };
 
 // What becomes of a request's sentences: those to decode, and those answered at once (empty ones get an empty

@@ -173,6 +173,13 @@ TEST(Scheduler, SameSearchIgnoresOnlyHowResultsAreWritten) {
   s2.sampling.seed = 99;
   EXPECT_FALSE(same_search(s1, s2));
   EXPECT_FALSE(same_search(a, s1));
+  // A language model's requests that ask for other numbers of new tokens are other searches.
+  TranslateSettings lm = a;
+  lm.beam.max_new_tokens = 5;
+  EXPECT_FALSE(same_search(a, lm));
+  TranslateSettings lm_sampled = s1;
+  lm_sampled.sampling.max_new_tokens = 5;
+  EXPECT_FALSE(same_search(s1, lm_sampled));
 }
 
 }  // namespace

@@ -89,12 +89,46 @@ TEST(TranslateRequest, MalformedBodiesAre400NamingTheProblem) {
   EXPECT_EQ(sampling.find("--output-sampling"), std::string::npos) << sampling;
 }
 
-TEST(TranslateRequest, PromptsAndStreamingNameTheMissingDecoderOnlyModels) {
-  for (const char* key : {"prompt", "stream"}) {
-    const std::string message = refusal(std::string("{\"text\": [\"a\"], \"") + key + "\": true}");
+// A translation model's server refuses what only a language model does, naming the field.
+TEST(TranslateRequest, PromptFieldsAreRefusedByATranslationServer) {
+  for (const char* key : {"prompt", "stream", "max-new-tokens"}) {
+    const std::string message = refusal(std::string("{\"text\": [\"a\"], \"") + key + "\": 3}");
     EXPECT_NE(message.find(std::string("'") + key + "'"), std::string::npos) << message;
-    EXPECT_NE(message.find("decoder-only"), std::string::npos) << message;
+    EXPECT_NE(message.find("language model"), std::string::npos) << message;
   }
+}
+
+// A language model's server: prompts as 'text' or 'prompt', max-new-tokens within the server's --max-length (also
+// for sampling), and 'stream' refused in one line as not built.
+TEST(TranslateRequest, LanguageModelRequestsTakePromptsAndMaxNewTokens) {
+  RequestLimits lm = limits();
+  lm.language_model = true;
+  lm.max_new_tokens = 20;
+  TranslateSettings base = defaults();
+  base.beam.max_new_tokens = 20;
+  base.beam.max_context = 40;
+  TranslateRequest out;
+  ASSERT_FALSE(parse_translate_request("{\"prompt\": [\"Once upon\", \"\"], \"max-new-tokens\": 5}", base, lm, out));
+  EXPECT_EQ(out.sentences, (std::vector<std::string>{"Once upon", ""}));
+  EXPECT_EQ(out.settings.beam.max_new_tokens, 5);
+  EXPECT_EQ(out.settings.beam.max_context, 40);
+  ASSERT_FALSE(parse_translate_request("{\"text\": \"a\", \"max-new-tokens\": 7, \"output-sampling\": \"topk 3\"}",
+                                       base, lm, out));
+  EXPECT_TRUE(out.settings.sample);
+  EXPECT_EQ(out.settings.sampling.max_new_tokens, 7) << "sampling keeps the request's limit";
+  EXPECT_EQ(out.settings.sampling.max_context, 40);
+  ASSERT_FALSE(parse_translate_request("[\"a\"]", base, lm, out));
+  EXPECT_EQ(out.settings.beam.max_new_tokens, 20) << "the server's default";
+  for (const char* body : {"{\"text\": [\"a\"], \"max-new-tokens\": 21}", "{\"text\": [\"a\"], \"max-new-tokens\": 0}",
+                           "{\"text\": [\"a\"], \"max-new-tokens\": \"5\"}"}) {
+    EXPECT_NE(refusal(body, nullptr, lm).find("'max-new-tokens' must be a whole number from 1 to 20"),
+              std::string::npos)
+        << body;
+  }
+  EXPECT_NE(refusal("{\"text\": [\"a\"], \"stream\": true}", nullptr, lm).find("'stream'"), std::string::npos);
+  EXPECT_NE(refusal("{\"text\": [\"a\"], \"stream\": true}", nullptr, lm).find("not built"), std::string::npos);
+  EXPECT_NE(refusal("{\"text\": [\"a\"], \"prompt\": [\"b\"]}", nullptr, lm).find("once"), std::string::npos);
+  EXPECT_NE(refusal("{\"max-new-tokens\": 3}", nullptr, lm).find("list of prompts"), std::string::npos);
 }
 
 TEST(TranslateRequest, TooManySentencesAre413) {
@@ -130,6 +164,13 @@ TEST(TranslateRequest, EncodingAnswersEmptyAndTooLongSentencesAtOnce) {
   ASSERT_EQ(e.errors.size(), 1u);
   EXPECT_EQ(e.errors[0].first, 2);
   EXPECT_NE(e.errors[0].second.find("sentence 2 has 4 tokens, more than --max-length 3"), std::string::npos);
+
+  encoding.prompts = true;  // a language model's: the limit is its positions, not --max-length
+  const EncodedSentences prompt = encode_sentences({"a b c d"}, encoding);
+  ASSERT_EQ(prompt.errors.size(), 1u);
+  EXPECT_NE(prompt.errors[0].second.find("4 tokens, more than the 3 a prompt of this model may have"),
+            std::string::npos)
+      << prompt.errors[0].second;
 
   encoding.crop = true;
   const EncodedSentences cropped = encode_sentences({"a b c d"}, encoding);
