@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "core/checkpoint/pretrained_weights.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -88,6 +89,8 @@ std::vector<NamedPath> paths_named_by_options(const Options& options) {
         named.push_back({"--vocabs (its merges.txt)", (fs::path(path).parent_path() / "merges.txt").string()});
     }
   }
+  if (options.has("pretrained-model") && !options.get_string("pretrained-model").empty())
+    named.push_back({"--pretrained-model", pretrained_weights_path(options.get_string("pretrained-model"))});
   for (const char* option : {"valid-translation-output", "log", "cache-dir"}) {
     if (options.has(option) && !options.get_string(option).empty()) {
       named.push_back({std::string("--") + option, options.get_string(option)});

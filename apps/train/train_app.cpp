@@ -17,6 +17,7 @@
 
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/model_dir_lock.h"
+#include "core/checkpoint/pretrained_weights.h"
 #include "core/cli/backend_select.h"
 #include "core/dist/local_launch.h"
 #include "core/model/lm/decoder_only_model.h"
@@ -291,6 +292,15 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
   model.set_gradients_in_step_memory(options.get_int("optimizer-delay") <= 1);
   // Sharded 16-bit training: each rank's optimizer keeps its shard of the fp32 master, the store none.
   if (sharded && dt != kernels::DType::f32) model.param_store().release_master();
+  if (options.has("pretrained-model") && !options.get_string("pretrained-model").empty()) {
+    const std::string pretrained = pretrained_weights_path(options.get_string("pretrained-model"));
+    if (plan.resume_from.empty()) {
+      trainer_settings.initial_weights = load_pretrained_weights(pretrained, model.param_store().table(), config);
+      spdlog::info("the weights start from --pretrained-model {}", pretrained);
+    } else {
+      spdlog::info("resuming {}: --pretrained-model {} is not read", dir.checkpoint_dir(plan.resume_from), pretrained);
+    }
+  }
   if (config.is_lm()) {
     spdlog::info("model: language model of {} parameters ({} layers, dim {}, {} heads, ffn {}, {} positions)",
                  model.num_weights(), config.dec_depth, config.dim_emb, config.heads, config.dim_ffn,

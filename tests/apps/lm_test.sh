@@ -116,6 +116,27 @@ check "lsscore on the block model" grep -q '^cross-entropy [0-9.]* perplexity' "
 "$lstranslate" -m "$work/blocks" --cpu -i "$work/prompts.en" --max-length 4 -o "$work/blocks.out" 2>/dev/null
 check "lstranslate on the block model: one line per prompt" test "$(wc -l <"$work/blocks.out")" -eq 14
 
+# 4b. --pretrained-model: a new run starts from the lines model's weights (with learning rate 0 they stay: the same
+# scores), a model of other options is refused in one line naming the option, and a resumed run does not read it.
+"$lstrain" "${common[@]}" -t "$sample/train.en" -m "$work/pre" --after 2u --learn-rate 0 \
+  --pretrained-model "$work/lines" >"$work/pre.log" 2>&1
+check "lstrain --pretrained-model exits 0" test $? -eq 0
+check "... and says where the weights start" grep -q "weights start from --pretrained-model $work/lines/model.safetensors" \
+  "$work/pre.log"
+"$lsscore" -m "$work/pre" --cpu -t "$work/valid.en" -o "$work/pre.scores" 2>/dev/null
+check "... with learning rate 0 the weights stay: lsscore's scores equal the pretrained model's" \
+  cmp -s "$work/pre.scores" "$work/scores"
+"$lstrain" "${common[@]}" -t "$sample/train.en" -m "$work/pre" --after 3u --pretrained-model "$work/lines" \
+  >"$work/pre.log" 2>&1
+check "a resumed run does not read --pretrained-model" grep -q "resuming .*--pretrained-model .* is not read" \
+  "$work/pre.log"
+"$lstrain" "${common[@]}" -t "$sample/train.en" -m "$work/pre2" --after 2u --dim-emb 64 \
+  --pretrained-model "$work/lines" >"$work/pre2.log" 2>&1
+check "--pretrained-model of another model is refused" test $? -ne 0
+check "... in one line naming the option that differs" bash -c "test \$(grep -c error '$work/pre2.log') -eq 1 && \
+  grep -q -- '^error: --pretrained-model .*dim-emb is 32 in the pretrained model but 64 here' '$work/pre2.log'"
+check "... and writes no weights" test ! -e "$work/pre2/model.safetensors"
+
 # 5. Refusals, one line each, before anything is written.
 refused() {  # refused <description> <words the message names> -- <lstrain arguments...>
   local what=$1 words=$2; shift 3

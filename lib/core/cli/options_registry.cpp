@@ -419,6 +419,11 @@ std::vector<OptionSpec> build_registry() {
             "lstrain created there (one log line each; never a file that an option names)"),
         Opt("no-restore-corpus", T::boolean, G::training, kTrain, def("false"),
             "On resume, start the corpus from the beginning instead of where it stopped"),
+        Opt("pretrained-model", T::string, G::training, kTrain, none(),
+            "Start a new run from these weights instead of random ones: a model.safetensors written by lstrain or a "
+            "converter (or its model directory), of the model the options describe; a run that resumes ignores it")
+            .differs("Marian reads a .npz; lseq a model.safetensors of the same model, every tensor (a Marian .npz "
+                     "converts with tools/marian/marian_npz_to_lseq.py)"),
         // Data parallelism (docs/data-parallel.md): --devices 0 1 starts one process per GPU; torchrun, srun and
         // mpirun start them on several machines.
         Opt("sync-sgd", T::boolean, G::training, kTrain, def("true"),

@@ -59,8 +59,10 @@ Trainer::Trainer(Model& model, data::Batcher& batcher, Optimizer& optimizer,
 
 void Trainer::start(const std::string& checkpoint, bool restore_data) {
   if (checkpoint.empty()) {
-    // The same seed on every rank: the same weights (the sharded optimizer takes its shard of the master).
-    const std::vector<float> initial = model_.initial_params(options_.seed);
+    // The same seed (or pretrained file) on every rank: the same weights (the sharded optimizer takes its shard of
+    // the master).
+    const std::vector<float> initial =
+        options_.initial_weights.empty() ? model_.initial_params(options_.seed) : std::move(options_.initial_weights);
     model_.load_params(initial);
     optimizer_.load_master(initial);
     optimizer_.start_smoothing_from(model_.master());

@@ -48,6 +48,8 @@ struct TrainerOptions {
   // alone writes checkpoints and best models; every rank takes the same decisions from the job's totals.
   kernels::Communicator* comm = nullptr;
   GradientSyncOptions sync;
+  // --pretrained-model: a new run's first weights (flat, in the table's layout); empty: drawn from `seed`.
+  std::vector<float> initial_weights;
 };
 
 // The factor on the model's summed gradients for one update under --cost-type (TrainerOptions::Cost):

@@ -26,7 +26,7 @@ def app(name):
     apps = os.environ.get("LSEQ_APPS_DIR")
     if not apps:
         raise RuntimeError("set LSEQ_APPS_DIR to the build's apps/ folder (tests/tools/gpt2_test.sh does)")
-    return os.path.join(apps, {"lstranslate": "translate", "lsscore": "score"}[name], name)
+    return os.path.join(apps, {"lstranslate": "translate", "lsscore": "score", "lstrain": "train"}[name], name)
 
 
 def run(args):
@@ -115,6 +115,36 @@ class ConvertedGpt2(unittest.TestCase):
             self.skipTest("this build has no PCRE2, so no byte-level BPE tokenizer")
         self.assertEqual(status, 0, err)
         self.assertEqual(out.split("\n")[:-1], [g["continuation_text"] for g in greedy])
+
+
+class FineTuning(unittest.TestCase):
+    """lstrain continues a converted GPT-2 (--pretrained-model with its config.yml): the first validation is the
+    converted model's perplexity, and training on a few lines lowers it."""
+
+    def test_lstrain_starts_from_the_converted_weights(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            model, tuned = os.path.join(tmp, "model"), os.path.join(tmp, "tuned")
+            self.assertEqual(convert(FIXTURE, model)[0], 0)
+            with open(os.path.join(FIXTURE, "expected.json"), encoding="utf-8") as f:
+                lines = [s["text"] for s in json.load(f)["scored"]]
+            text = os.path.join(tmp, "text.txt")
+            write_lines(text, lines)
+            status, summary, err = run([app("lsscore"), "-m", model, "--cpu", "-t", text, "--summary"])
+            self.assertEqual(status, 0, err)
+            before = float(summary.split()[3])
+            status, _, err = run([app("lstrain"), "-c", os.path.join(model, "config.yml"), "--vocabs",
+                                  os.path.join(model, "vocab.json"), "--pretrained-model", model, "-t", text,
+                                  "--valid-sets", text, "--valid-metrics", "perplexity", "--valid-freq", "20u",
+                                  "--after", "20u", "--learn-rate", "0.003", "--label-smoothing", "0", "--cpu",
+                                  "-m", tuned])
+            if status != 0 and "without PCRE2" in err:
+                self.skipTest("this build has no PCRE2, so no byte-level BPE tokenizer")
+            self.assertEqual(status, 0, err)
+            status, summary, err = run([app("lsscore"), "-m", tuned, "--cpu", "-t", text, "--summary"])
+            self.assertEqual(status, 0, err)
+            after = float(summary.split()[3])
+            print(f"\nperplexity of the fixture's lines: {before:.1f} converted, {after:.1f} after 20 updates on them")
+            self.assertLess(after, 0.5 * before)
 
 
 class ShorterPositions(unittest.TestCase):
