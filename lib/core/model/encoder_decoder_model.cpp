@@ -97,8 +97,8 @@ bool EncoderDecoderModel::packs_source(const data::Batch& b, bool training) cons
 }
 
 StepLoss EncoderDecoderModel::run(const data::Batch& b, kernels::Backend& backend, kernels::Workspace* ws,
-                                  const Run& how, Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured,
-                                  std::vector<float>* logits) const {
+                                  const StepRun& how, Tape& tape, std::vector<double>* sentence_nll,
+                                  std::size_t* measured, std::vector<float>* logits) const {
   const int batch = b.size, src_len = b.src_len, tgt_len = b.tgt_len;
   const int padded_src_rows = batch * src_len, tgt_rows = batch * tgt_len;
   const std::size_t dim = static_cast<std::size_t>(config_.dim_emb);
@@ -250,7 +250,7 @@ std::size_t EncoderDecoderModel::workspace_bytes(int64_t max_tokens, int max_len
 std::size_t EncoderDecoderModel::measure_bytes(const data::Batch& b, bool training) const {
   auto planning = kernels::make_planning_backend();
   Tape tape;
-  Run how;
+  StepRun how;
   how.train = how.backward = training;
   // A packed source makes a step's memory depend on its sentences' lengths, while sizes are kept per shape
   // (step_bytes): measure the shape padded (every source full) and at its largest packing (all full but one, one
@@ -266,35 +266,9 @@ std::size_t EncoderDecoderModel::measure_bytes(const data::Batch& b, bool traini
   return std::max(measured, packed);
 }
 
-StepLoss EncoderDecoderModel::forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
-                                       kernels::Workspace& ws) {
-  if (!store_->trainable()) fail("internal error: a model loaded for inference has no gradients to train");
-  check_batch(batch);
-  Run how;
-  how.train = how.backward = true;
-  how.seed = seed, how.step = step;
-  how.grad_scale = grad_scale;
-  if (gradients_ready_) how.ready = &gradients_ready_;
-  ws.reset();
-  ws.ensure(step_bytes(batch, true));
-  return run(batch, backend_, &ws, how, tape_, nullptr, nullptr);
-}
-
-StepLoss EncoderDecoderModel::forward_loss(const data::Batch& batch, kernels::Workspace& ws,
-                                   std::vector<double>* sentence_nll) {
-  check_batch(batch);
-  ws.reset();
-  ws.ensure(step_bytes(batch, false));
-  return run(batch, backend_, &ws, Run{}, tape_, sentence_nll, nullptr);
-}
-
-std::vector<float> EncoderDecoderModel::forward_logits(const data::Batch& batch, kernels::Workspace& ws) {
-  check_batch(batch);
-  std::vector<float> logits;
-  ws.reset();
-  ws.ensure(step_bytes(batch, false));
-  run(batch, backend_, &ws, Run{}, tape_, nullptr, nullptr, &logits);
-  return logits;
+StepLoss EncoderDecoderModel::run_step(const data::Batch& batch, kernels::Workspace& ws, const StepRun& how,
+                          std::vector<double>* sentence_nll, std::vector<float>* logits) {
+  return run(batch, backend_, &ws, how, tape_, sentence_nll, nullptr, logits);
 }
 
 }  // namespace lseq

@@ -42,11 +42,6 @@ class EncoderDecoderModel : public Model {
   bool packs_source(const data::Batch& batch, bool training) const;
 
   std::size_t workspace_bytes(int64_t max_tokens, int max_len, bool training = true) const override;
-  StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
-                            kernels::Workspace& ws) override;
-  StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws,
-                        std::vector<double>* sentence_nll = nullptr) override;
-  std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws) override;
 
  private:
   struct Tape {
@@ -54,16 +49,13 @@ class EncoderDecoderModel : public Model {
     Decoder::Saved decoder;
     OutputLayer::Saved output;
   };
-  struct Run {
-    bool train = false, backward = false;
-    uint64_t seed = 0, step = 0;
-    float grad_scale = 1.0f;
-    const GradientsReady* ready = nullptr;  // forward_backward's hook, if any
-  };
-  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
-               std::vector<double>* sentence_nll, std::size_t* measured, std::vector<float>* logits = nullptr) const;
-  void check_batch(const data::Batch& batch) const;
+  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const StepRun& how,
+               Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured,
+               std::vector<float>* logits = nullptr) const;
+  void check_batch(const data::Batch& batch) const override;
   std::size_t measure_bytes(const data::Batch& batch, bool training) const override;
+  StepLoss run_step(const data::Batch& batch, kernels::Workspace& ws, const StepRun& how,
+                    std::vector<double>* sentence_nll, std::vector<float>* logits) override;
 
   std::unique_ptr<Encoder> encoder_;
   std::unique_ptr<Decoder> decoder_;

@@ -2,6 +2,7 @@
 
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/lm/decoder_only_model.h"
+#include "util/error.h"
 
 namespace lseq {
 
@@ -33,6 +34,36 @@ std::size_t Model::step_bytes(const data::Batch& b, bool training) const {
   const std::size_t measured = measure_bytes(b, training);
   step_bytes_.emplace(key, measured);
   return measured;
+}
+
+StepLoss Model::forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
+                                 kernels::Workspace& ws) {
+  if (!store_->trainable()) fail("internal error: a model loaded for inference has no gradients to train");
+  check_batch(batch);
+  StepRun how;
+  how.train = how.backward = true;
+  how.seed = seed, how.step = step;
+  how.grad_scale = grad_scale;
+  if (gradients_ready_) how.ready = &gradients_ready_;
+  ws.reset();
+  ws.ensure(step_bytes(batch, true));
+  return run_step(batch, ws, how, nullptr, nullptr);
+}
+
+StepLoss Model::forward_loss(const data::Batch& batch, kernels::Workspace& ws, std::vector<double>* sentence_nll) {
+  check_batch(batch);
+  ws.reset();
+  ws.ensure(step_bytes(batch, false));
+  return run_step(batch, ws, StepRun{}, sentence_nll, nullptr);
+}
+
+std::vector<float> Model::forward_logits(const data::Batch& batch, kernels::Workspace& ws) {
+  check_batch(batch);
+  std::vector<float> logits;
+  ws.reset();
+  ws.ensure(step_bytes(batch, false));
+  run_step(batch, ws, StepRun{}, nullptr, &logits);
+  return logits;
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, kernels::Backend& backend, kernels::DType compute_dt,

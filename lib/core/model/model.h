@@ -85,15 +85,14 @@ class Model {
   // Forward + backward of one batch. Parameter gradients ACCUMULATE grad_scale * d(sum of label-smoothed token
   // losses) (with gradients in step memory: are set to it); returns the batch's loss sums. Dropout keys from
   // (seed, step). Resets `ws`, grows it if this batch needs more (Workspace::ensure), and uses it.
-  virtual StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
-                                    kernels::Workspace& ws) = 0;
+  StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
+                            kernels::Workspace& ws);
   // Forward only, without dropout (validation, scoring). sentence_nll (if not null) receives one nll sum per
   // sentence (row) of the batch, in batch order.
-  virtual StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws,
-                                std::vector<double>* sentence_nll = nullptr) = 0;
+  StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws, std::vector<double>* sentence_nll = nullptr);
   // Forward only, without dropout: the output layer's logits [batch.size * tgt_len, tgt_vocab] on the host, padding
   // positions included (tests of incremental decoding compare against it), converted to fp32 in any precision.
-  virtual std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws) = 0;
+  std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws);
 
  protected:
   // The model validates its config and lays out its table before it calls set_store.
@@ -103,6 +102,20 @@ class Model {
   void set_store(ParamTable table, kernels::DType compute_dt, ParamUse use, std::size_t out_of_order_end);
   // The workspace bytes one step over this batch takes: the step's own code run over the planning backend.
   virtual std::size_t measure_bytes(const data::Batch& batch, bool training) const = 0;
+
+  // How one step runs: training (dropout) and backward, the dropout keys, the gradients' factor and hook.
+  struct StepRun {
+    bool train = false, backward = false;
+    uint64_t seed = 0, step = 0;
+    float grad_scale = 1.0f;
+    const GradientsReady* ready = nullptr;  // forward_backward's hook, if any
+  };
+  // Throws lseq::Error (or fails internally) for a batch this model cannot take.
+  virtual void check_batch(const data::Batch& batch) const = 0;
+  // One step over `batch` on the model's backend in `ws` (reset and grown by the caller); sentence_nll and logits
+  // as forward_loss and forward_logits describe them (nullptr: not wanted).
+  virtual StepLoss run_step(const data::Batch& batch, kernels::Workspace& ws, const StepRun& how,
+                            std::vector<double>* sentence_nll, std::vector<float>* logits) = 0;
 
   ModelConfig config_;
   kernels::Backend& backend_;

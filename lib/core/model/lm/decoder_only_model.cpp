@@ -93,8 +93,8 @@ void DecoderOnlyModel::check_batch(const data::Batch& b) const {
 }
 
 StepLoss DecoderOnlyModel::run(const data::Batch& b, kernels::Backend& backend, kernels::Workspace* ws,
-                               const Run& how, Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured,
-                               std::vector<float>* logits) const {
+                               const StepRun& how, Tape& tape, std::vector<double>* sentence_nll,
+                               std::size_t* measured, std::vector<float>* logits) const {
   const int batch = b.size, len = b.tgt_len, rows = batch * len;
   const std::size_t dim = static_cast<std::size_t>(config_.dim_emb), cells = static_cast<std::size_t>(rows);
   const bool documents = !b.doc_starts.empty();
@@ -217,42 +217,16 @@ std::size_t DecoderOnlyModel::workspace_bytes(int64_t max_tokens, int max_len, b
 std::size_t DecoderOnlyModel::measure_bytes(const data::Batch& b, bool training) const {
   auto planning = kernels::make_planning_backend();
   Tape tape;
-  Run how;
+  StepRun how;
   how.train = how.backward = training;
   std::size_t measured = 0;
   run(b, *planning, nullptr, how, tape, nullptr, &measured);
   return measured;
 }
 
-StepLoss DecoderOnlyModel::forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
-                                            kernels::Workspace& ws) {
-  if (!store_->trainable()) fail("internal error: a model loaded for inference has no gradients to train");
-  check_batch(batch);
-  Run how;
-  how.train = how.backward = true;
-  how.seed = seed, how.step = step;
-  how.grad_scale = grad_scale;
-  if (gradients_ready_) how.ready = &gradients_ready_;
-  ws.reset();
-  ws.ensure(step_bytes(batch, true));
-  return run(batch, backend_, &ws, how, tape_, nullptr, nullptr);
-}
-
-StepLoss DecoderOnlyModel::forward_loss(const data::Batch& batch, kernels::Workspace& ws,
-                                        std::vector<double>* sentence_nll) {
-  check_batch(batch);
-  ws.reset();
-  ws.ensure(step_bytes(batch, false));
-  return run(batch, backend_, &ws, Run{}, tape_, sentence_nll, nullptr);
-}
-
-std::vector<float> DecoderOnlyModel::forward_logits(const data::Batch& batch, kernels::Workspace& ws) {
-  check_batch(batch);
-  std::vector<float> logits;
-  ws.reset();
-  ws.ensure(step_bytes(batch, false));
-  run(batch, backend_, &ws, Run{}, tape_, nullptr, nullptr, &logits);
-  return logits;
+StepLoss DecoderOnlyModel::run_step(const data::Batch& batch, kernels::Workspace& ws, const StepRun& how,
+                          std::vector<double>* sentence_nll, std::vector<float>* logits) {
+  return run(batch, backend_, &ws, how, tape_, sentence_nll, nullptr, logits);
 }
 
 }  // namespace lseq

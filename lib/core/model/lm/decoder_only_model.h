@@ -41,27 +41,19 @@ class DecoderOnlyModel : public Model {
   int max_positions() const { return config_.max_length + 1; }
 
   std::size_t workspace_bytes(int64_t max_tokens, int max_len, bool training = true) const override;
-  StepLoss forward_backward(const data::Batch& batch, uint64_t seed, uint64_t step, float grad_scale,
-                            kernels::Workspace& ws) override;
-  StepLoss forward_loss(const data::Batch& batch, kernels::Workspace& ws,
-                        std::vector<double>* sentence_nll = nullptr) override;
-  std::vector<float> forward_logits(const data::Batch& batch, kernels::Workspace& ws) override;
 
  private:
   struct Tape {
     Encoder::Saved stack;
     OutputLayer::Saved output;
   };
-  struct Run {
-    bool train = false, backward = false;
-    uint64_t seed = 0, step = 0;
-    float grad_scale = 1.0f;
-    const GradientsReady* ready = nullptr;
-  };
-  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const Run& how, Tape& tape,
-               std::vector<double>* sentence_nll, std::size_t* measured, std::vector<float>* logits = nullptr) const;
-  void check_batch(const data::Batch& batch) const;
+  StepLoss run(const data::Batch& batch, kernels::Backend& backend, kernels::Workspace* ws, const StepRun& how,
+               Tape& tape, std::vector<double>* sentence_nll, std::size_t* measured,
+               std::vector<float>* logits = nullptr) const;
+  void check_batch(const data::Batch& batch) const override;
   std::size_t measure_bytes(const data::Batch& batch, bool training) const override;
+  StepLoss run_step(const data::Batch& batch, kernels::Workspace& ws, const StepRun& how,
+                    std::vector<double>* sentence_nll, std::vector<float>* logits) override;
 
   std::unique_ptr<Encoder> stack_;
   std::unique_ptr<OutputLayer> output_;
