@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/serve/stream_events.h"
 #include "core/serve/translate_response.h"
 #include "util/error.h"
 
@@ -47,6 +48,14 @@ struct HttpServer::Impl {
   void refuse(httplib::Response& res, int status, const std::string& message, const char* retry_after = nullptr);
   void translate(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader);
   bool answer(serve::PendingRequest& request, httplib::DataSink& sink);
+  // A streaming request: its tokens as server-sent events while they come (serve/stream_events.h), then the answer.
+  bool answer_stream(serve::PendingRequest& request, httplib::DataSink& sink);
+  // The end of either: the request is taken, counted and its answer written (as an event when streaming).
+  bool finish(serve::PendingRequest& request, serve::PendingRequest::Outcome outcome, httplib::DataSink& sink);
+  Clock::time_point deadline_of(const serve::PendingRequest& request) const {
+    return request.arrival() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(config.request_timeout_seconds));
+  }
   int in_flight_now() {
     std::lock_guard<std::mutex> lock(mutex);
     return in_flight;
@@ -98,7 +107,7 @@ void HttpServer::Impl::translate(const httplib::Request&, httplib::Response& res
     return refuse(res, error->status, error->message);
   std::string().swap(body);
   auto request = std::make_shared<serve::PendingRequest>(static_cast<int>(parsed.sentences.size()), parsed.settings,
-                                                         arrival);
+                                                         arrival, parsed.stream);
   serve::EncodedSentences encoded = serve::encode_sentences(parsed.sentences, config.encoding);
   for (int index : encoded.empty) request->set_result(index, {});
   for (auto& [index, message] : encoded.errors) request->set_error(index, std::move(message));
@@ -116,8 +125,10 @@ void HttpServer::Impl::translate(const httplib::Request&, httplib::Response& res
   metrics.count_sentences("error", static_cast<int64_t>(encoded.errors.size()));
   res.status = 200;
   res.set_chunked_content_provider(
-      "application/json",
-      [this, request, in_flight_token](size_t, httplib::DataSink& sink) { return answer(*request, sink); },
+      request->streaming() ? "text/event-stream" : "application/json",
+      [this, request, in_flight_token](size_t, httplib::DataSink& sink) {
+        return request->streaming() ? answer_stream(*request, sink) : answer(*request, sink);
+      },
       [this, request](bool written) {
         // Not written (the provider never ran, or the client went away while it wrote): nothing may stay queued.
         if (!written) scheduler.cancel(*request);
@@ -125,10 +136,31 @@ void HttpServer::Impl::translate(const httplib::Request&, httplib::Response& res
 }
 
 bool HttpServer::Impl::answer(serve::PendingRequest& request, httplib::DataSink& sink) {
-  const Clock::time_point deadline =
-      request.arrival() + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(config.request_timeout_seconds));
-  const auto outcome = request.wait(deadline, [&sink] { return sink.is_writable(); }, kConnectionPoll);
+  const auto outcome = request.wait(deadline_of(request), [&sink] { return sink.is_writable(); }, kConnectionPoll);
+  return finish(request, outcome, sink);
+}
+
+bool HttpServer::Impl::answer_stream(serve::PendingRequest& request, httplib::DataSink& sink) {
+  serve::StreamEvents events(request.size(), config.detokenize);
+  uint64_t seen = 0;
+  serve::PendingRequest::Outcome outcome;
+  while (true) {
+    outcome = request.wait_for_news(deadline_of(request), [&sink] { return sink.is_writable(); }, kConnectionPoll,
+                                    seen);
+    if (outcome != serve::PendingRequest::Outcome::done) break;
+    const serve::PendingRequest::Progress progress = request.progress();
+    const std::string out = events.events_for(progress);
+    if (!out.empty() && !sink.write(out.data(), out.size())) {
+      outcome = serve::PendingRequest::Outcome::disconnected;
+      break;
+    }
+    if (progress.all_done) break;
+  }
+  return finish(request, outcome, sink);
+}
+
+bool HttpServer::Impl::finish(serve::PendingRequest& request, serve::PendingRequest::Outcome outcome,
+                              httplib::DataSink& sink) {
   std::string error, not_done;
   if (outcome != serve::PendingRequest::Outcome::done) scheduler.cancel(request);
   const std::vector<serve::PendingRequest::Entry> entries = request.take();
@@ -150,7 +182,8 @@ bool HttpServer::Impl::answer(serve::PendingRequest& request, httplib::DataSink&
     metrics.count_sentences("timed_out", missing);
   }
   metrics.count_sentences("translated", translated);
-  const std::string body = serve::render_translations(entries, request.settings(), config.detokenize, not_done, error);
+  std::string body = serve::render_translations(entries, request.settings(), config.detokenize, not_done, error);
+  if (request.streaming()) body = serve::StreamEvents::closing(body);
   const bool written = sink.write(body.data(), body.size());
   sink.done();
   metrics.count_response(200);

@@ -9,7 +9,8 @@
 //   GET /metrics     Prometheus text (core/serve/serve_metrics.h)
 // An accepted request is answered 200 with a chunked body written once its sentences are done: while it waits, its
 // thread checks every 50 ms whether the client is still there, and drops the request's waiting sentences from the
-// queue if not (or once --request-timeout has passed: those sentences are answered with an error).
+// queue if not (or once --request-timeout has passed: those sentences are answered with an error). A streaming
+// request (a language model's "stream": true) is answered as server-sent events while its tokens come.
 #include <memory>
 #include <string>
 

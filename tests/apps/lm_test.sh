@@ -207,7 +207,7 @@ check "... in one line naming its config.json" bash -c "test \$(grep -c error '$
   grep -q '^error: .*Hugging Face checkpoint (config.json).*tools/gpt2/gpt2_to_lseq.py' '$work/hf.err'"
 
 # 8. lsserve with a language model: prompts in, the continuations lstranslate gives out (greedy and seeded
-# sampling), max-new-tokens per request, 'stream' refused in one line, SIGTERM drains.
+# sampling), max-new-tokens per request, streamed as server-sent events, SIGTERM drains.
 lsserve="$apps/serve/lsserve"
 if [ -x "$lsserve" ]; then  # built where cpp-httplib is installed (CI always)
   # --max-length-crop: the long prompt is cropped as lstranslate crops it (else it would get an error of its own).
@@ -239,9 +239,22 @@ print(json.dumps(body))' "$work/prompts.en" "$1" >"$work/body.json"
 import json, sys
 answers = json.load(open(sys.argv[1]))["translations"]
 sys.exit(not (len(answers) == 14 and all(len(a.split()) <= 2 for a in answers)))' "$work/answer.json"
-  ask '{"stream": true}' >/dev/null 2>&1
-  check "'stream' is refused in one line saying it is not built" grep -q '"error":"'"'"'stream'"'"'.*not built' \
-    "$work/answer.json"
+  # Streamed: server-sent events whose texts add up, per prompt, to the continuations the whole answer has.
+  ask '{"max-new-tokens": 6, "stream": true}' >/dev/null 2>&1
+  check "streamed: the events' texts add up to lstranslate's continuations, then the answer and [DONE]" python3 -c '
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+data = [l[6:] for l in lines if l.startswith("data: ")]
+assert data[-1] == "[DONE]", data[-1]
+answer = json.loads(data[-2])["translations"]
+texts = [""] * len(answer)
+for d in data[:-2]:
+    e = json.loads(d)
+    texts[e["index"]] += e["text"]
+expected = open(sys.argv[2], encoding="utf-8").read().split("\n")[:-1]
+assert texts == answer == expected, (texts, answer, expected)' "$work/answer.json" "$work/greedy.en"
+  ask '{"stream": true, "n-best": true}' >/dev/null 2>&1
+  check "... a streamed n-best list is refused in one line" grep -q '"error":.*without n-best' "$work/answer.json"
   kill -TERM "$server"
   wait "$server"
   check "SIGTERM: lsserve exits 0" test $? -eq 0

@@ -100,7 +100,8 @@ Hypothesis trace_back(const std::vector<TraceNode>& trace, const FinishedHypothe
 
 }  // namespace
 
-std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, const BeamSearchOptions& options) {
+std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, const BeamSearchOptions& options,
+                                   const TokenSink& sink) {
   if (options.beam_size < 1) fail("--beam-size must be at least 1 (it is {})", options.beam_size);
   const int sentences = batch.size;
   std::vector<NBestList> results(sentences);
@@ -108,6 +109,7 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
   model.start(batch.src, batch.src_lengths, sentences, batch.src_len);
   const int vocab = model.vocab_size();
   const int32_t eos = data::kEosId;
+  const bool streaming = sink && options.beam_size == 1;  // a beam of one: each chosen token is final
 
   std::vector<int> limit(sentences);
   for (int s = 0; s < sentences; ++s)
@@ -166,6 +168,7 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
           for (int i = 0; i < k; ++i)
             if (ids[h * k + i] == v) lp = values[h * k + i];
         trace.push_back({live[h].node, v, lp});
+        if (streaming) sink(s, v);
         const int32_t node = static_cast<int32_t>(trace.size() - 1);
         if (v == eos) {
           finished[s].push_back({node, live[h].log_prob + lp, live[h].tokens});

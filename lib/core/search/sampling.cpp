@@ -81,7 +81,8 @@ SamplingOptions parse_output_sampling(const std::vector<std::string>& words, Sam
   return o;
 }
 
-std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options) {
+std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options,
+                              const TokenSink& sink) {
   if (!(options.temperature > 0)) fail("--output-sampling: the temperature must be > 0");
   const int sentences = batch.size;
   std::vector<NBestList> results(sentences);
@@ -170,6 +171,7 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
         }
       }
       hyp.word_log_probs.push_back(row[token]);
+      if (sink) sink(s, token);
       if (token == eos) continue;
       hyp.tokens.push_back(token);
       next_live.push_back(s);

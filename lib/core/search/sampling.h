@@ -38,7 +38,9 @@ struct SamplingOptions {
 SamplingOptions parse_output_sampling(const std::vector<std::string>& words, SamplingOptions base = {});
 
 // Samples one hypothesis per sentence of `batch` (src, src_lengths, size, src_len, line_ids are used; when
-// line_ids is empty, sentence i uses stream i). The token never comes from pad, bos or unk.
-std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options);
+// line_ids is empty, sentence i uses stream i). The token never comes from pad, bos or unk. `sink` (when set) is
+// told each token as it is drawn.
+std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options,
+                              const TokenSink& sink = {});
 
 }  // namespace lseq

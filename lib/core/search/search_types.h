@@ -2,6 +2,7 @@
 // What every search strategy (beam search, greedy, sampling) returns, and the rules they share: which tokens may
 // be produced, how long an output may get, and how a finished hypothesis is scored.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "data/batch.h"
@@ -18,6 +19,11 @@ struct Hypothesis {
 };
 
 using NBestList = std::vector<Hypothesis>;  // best first
+
+// Told each token as soon as it is final: (sentence of the batch, token), eos last. Sampling calls it for every
+// token; beam search only at beam size 1 (greedy), since a wider beam's tokens are final only when it ends.
+// lsserve streams a language model's continuations through it.
+using TokenSink = std::function<void(int sentence, int32_t token)>;
 
 // Marian's length normalisation and word penalty: the penalty is subtracted once per output token (eos not
 // counted), then the sum is divided by length^normalize where the length counts eos. normalize 0: plain sum.

@@ -36,8 +36,13 @@ void DecodeWorker::decode(ScheduledBatch& scheduled) {
   std::vector<NBestList> lists;
   std::string failure;
   try {
-    lists = scheduled.settings.sample ? sample(model_, batch, scheduled.settings.sampling)
-                                      : beam_search(model_, batch, scheduled.settings.beam);
+    // Streaming requests hear each token as soon as it is final (greedy or sampled; the others' are ignored).
+    const TokenSink sink = [&scheduled, &batch](int i, int32_t token) {
+      scheduled.requests[static_cast<size_t>(i)]->append_token(static_cast<int>(batch.line_ids[static_cast<size_t>(i)]),
+                                                               token);
+    };
+    lists = scheduled.settings.sample ? sample(model_, batch, scheduled.settings.sampling, sink)
+                                      : beam_search(model_, batch, scheduled.settings.beam, sink);
   } catch (const std::exception& e) {
     failure = e.what();
   }

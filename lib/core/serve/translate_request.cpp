@@ -21,7 +21,8 @@ constexpr int kMaxDepth = 4;
 
 const char* kAccepted = "text, beam-size, normalize, word-penalty, n-best, word-scores, output-sampling, seed";
 const char* kAcceptedLm =
-    "text (or prompt), max-new-tokens, beam-size, normalize, word-penalty, n-best, word-scores, output-sampling, seed";
+    "text (or prompt), max-new-tokens, stream, beam-size, normalize, word-penalty, n-best, word-scores, "
+    "output-sampling, seed";
 
 struct TooDeep {};
 
@@ -129,8 +130,7 @@ std::optional<RequestError> read_options(const json& object, const TranslateSett
                                limits.max_new_tokens, value.dump()));
       s.beam.max_new_tokens = static_cast<int>(value.get<int64_t>());
     } else if (key == "stream" && limits.language_model) {
-      return bad("'stream' (tokens as server-sent events) is not built yet; leave it out and each continuation "
-                 "comes whole");
+      error = read_bool(value, "stream", out.stream);
     } else if (key == "beam-size") {
       if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > limits.max_beam_size)
         return bad(fmt::format("'beam-size' must be a whole number from 1 to {} (the server's --beam-size, for which "
@@ -168,6 +168,9 @@ std::optional<RequestError> read_options(const json& object, const TranslateSett
                            limits.language_model ? "prompts" : "sentences", accepted));
   // The sampling words replace the mode; the scores of samples use the request's normalisation and penalty.
   if (sampling_words) s.sample = !sampling_off;
+  if (out.stream && (s.n_best || (!s.sample && s.beam.beam_size > 1)))
+    return bad("'stream' sends each token as it is chosen, which greedy search (beam-size 1) and sampling do; a wider "
+               "beam's tokens are final only when it ends: ask for beam-size 1 or output-sampling, without n-best");
   if (s.sample) {
     SamplingOptions base = defaults.sampling;
     base.normalize = s.beam.normalize;

@@ -5,8 +5,8 @@
 //       beam-size (1 to the server's --beam-size), normalize, word-penalty, n-best, word-scores,
 //       output-sampling ("topk 10", ["topp", 0.9], "full 0.7"; false or [] for beam search), seed
 // ("text" may also be one string.) A language model's server reads prompts from "text" (or "prompt") and also takes
-// max-new-tokens (1 to the server's --max-length). Everything else is refused with 400 naming it, among them
-// "stream": streamed tokens (server-sent events) are not built yet.
+// max-new-tokens (1 to the server's --max-length) and "stream": true (the continuations as server-sent events, token
+// by token; greedy or sampling, without n-best). Everything else is refused with 400 naming it.
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +34,7 @@ struct RequestLimits {
 struct TranslateRequest {
   std::vector<std::string> sentences;
   TranslateSettings settings;
+  bool stream = false;  // a language model's continuations as server-sent events, token by token
 };
 
 // Reads `body` over the server's defaults. Invalid UTF-8 and malformed JSON (or JSON nested deeper than a request

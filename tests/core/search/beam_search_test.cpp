@@ -77,6 +77,28 @@ void expect_exhaustive_best(double normalize, double word_penalty, uint64_t seed
   }
 }
 
+// The token sink (lsserve's streaming) hears a greedy search's tokens as they are chosen, eos last; a wider beam's
+// tokens are final only at its end, so it hears nothing.
+TEST(BeamSearch, TheTokenSinkHearsGreedyTokensOnly) {
+  const auto sources = random_sources(9, 30, 1, 8, 21);
+  for (const int beam : {1, 3}) {
+    BeamSearchOptions o;
+    o.beam_size = beam;
+    ToyStepModel model(30, 2, -1.0);
+    std::vector<std::vector<int32_t>> heard(sources.size());
+    const auto lists = beam_search(model, data::make_source_batch(sources, iota_ids(sources.size())), o,
+                                   [&](int sentence, int32_t token) { heard.at(static_cast<size_t>(sentence)).push_back(token); });
+    for (size_t i = 0; i < sources.size(); ++i) {
+      std::vector<int32_t> expected;
+      if (beam == 1) {
+        expected = lists[i][0].tokens;
+        expected.push_back(kEos);
+      }
+      EXPECT_EQ(heard[i], expected) << "beam " << beam << ", sentence " << i;
+    }
+  }
+}
+
 TEST(BeamSearch, LargeBeamFindsExhaustiveBestPlainSum) { expect_exhaustive_best(0.0, 0.0, 11); }
 TEST(BeamSearch, LargeBeamFindsExhaustiveBestNormalized) { expect_exhaustive_best(1.0, 0.0, 12); }
 TEST(BeamSearch, LargeBeamFindsExhaustiveBestWithPenalty) { expect_exhaustive_best(0.6, 0.7, 13); }

@@ -57,6 +57,19 @@ TEST(Sampling, NewTokensLimitForLanguageModels) {
               std::max(1, std::min(3, 8 - static_cast<int>(sources[i].size()))));
 }
 
+// The token sink (lsserve's streaming) hears each sentence's tokens in order, eos last: exactly its output.
+TEST(Sampling, TheTokenSinkHearsEveryOutputTokenThenEos) {
+  const auto sources = random_sources(12, 30, 1, 8, 4);
+  SamplingOptions o;
+  o.mode = SamplingOptions::Mode::top_k;
+  o.top_k = 5;
+  ToyStepModel model(30, 5, -1.0);
+  std::vector<std::vector<int32_t>> heard(sources.size());
+  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(12)), o,
+                            [&](int sentence, int32_t token) { heard.at(static_cast<size_t>(sentence)).push_back(token); });
+  for (size_t i = 0; i < sources.size(); ++i) EXPECT_EQ(heard[i], with_eos(lists[i][0].tokens)) << i;
+}
+
 TEST(Sampling, OutputOfALineDoesNotDependOnItsBatch) {
   auto sources = random_sources(10, 30, 2, 8, 2);
   SamplingOptions o = parse_output_sampling({"topk", "5", "0.8"});

@@ -99,7 +99,7 @@ TEST(TranslateRequest, PromptFieldsAreRefusedByATranslationServer) {
 }
 
 // A language model's server: prompts as 'text' or 'prompt', max-new-tokens within the server's --max-length (also
-// for sampling), and 'stream' refused in one line as not built.
+// for sampling), and 'stream' where each token is final as it is chosen (greedy or sampling, no n-best).
 TEST(TranslateRequest, LanguageModelRequestsTakePromptsAndMaxNewTokens) {
   RequestLimits lm = limits();
   lm.language_model = true;
@@ -125,8 +125,21 @@ TEST(TranslateRequest, LanguageModelRequestsTakePromptsAndMaxNewTokens) {
               std::string::npos)
         << body;
   }
-  EXPECT_NE(refusal("{\"text\": [\"a\"], \"stream\": true}", nullptr, lm).find("'stream'"), std::string::npos);
-  EXPECT_NE(refusal("{\"text\": [\"a\"], \"stream\": true}", nullptr, lm).find("not built"), std::string::npos);
+  // Streaming: greedy (beam-size 1) or sampling, without n-best; the server's default beam here is 4.
+  EXPECT_NE(refusal("{\"text\": [\"a\"], \"stream\": true}", nullptr, lm).find("beam-size 1 or output-sampling"),
+            std::string::npos);
+  EXPECT_NE(refusal("{\"text\": [\"a\"], \"stream\": true, \"beam-size\": 1, \"n-best\": true}", nullptr, lm)
+                .find("without n-best"),
+            std::string::npos);
+  EXPECT_NE(refusal("{\"text\": [\"a\"], \"stream\": 1}", nullptr, lm).find("'stream' must be true or false"),
+            std::string::npos);
+  ASSERT_FALSE(parse_translate_request("{\"text\": [\"a\"], \"stream\": true, \"beam-size\": 1}", base, lm, out));
+  EXPECT_TRUE(out.stream);
+  ASSERT_FALSE(parse_translate_request("{\"text\": [\"a\"], \"stream\": true, \"output-sampling\": \"topk 5\"}", base,
+                                       lm, out));
+  EXPECT_TRUE(out.stream);
+  ASSERT_FALSE(parse_translate_request("{\"text\": [\"a\"], \"stream\": false}", base, lm, out));
+  EXPECT_FALSE(out.stream);
   EXPECT_NE(refusal("{\"text\": [\"a\"], \"prompt\": [\"b\"]}", nullptr, lm).find("once"), std::string::npos);
   EXPECT_NE(refusal("{\"max-new-tokens\": 3}", nullptr, lm).find("list of prompts"), std::string::npos);
 }
