@@ -86,8 +86,8 @@ TEST(BeamSearch, TheTokenSinkHearsGreedyTokensOnly) {
     o.beam_size = beam;
     ToyStepModel model(30, 2, -1.0);
     std::vector<std::vector<int32_t>> heard(sources.size());
-    const auto lists = beam_search(model, data::make_source_batch(sources, iota_ids(sources.size())), o,
-                                   [&](int sentence, int32_t token) { heard.at(static_cast<size_t>(sentence)).push_back(token); });
+    const TokenSink sink = [&](int s, int32_t token) { heard.at(static_cast<size_t>(s)).push_back(token); };
+    const auto lists = beam_search(model, data::make_source_batch(sources, iota_ids(sources.size())), o, sink);
     for (size_t i = 0; i < sources.size(); ++i) {
       std::vector<int32_t> expected;
       if (beam == 1) {

@@ -65,8 +65,8 @@ TEST(Sampling, TheTokenSinkHearsEveryOutputTokenThenEos) {
   o.top_k = 5;
   ToyStepModel model(30, 5, -1.0);
   std::vector<std::vector<int32_t>> heard(sources.size());
-  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(12)), o,
-                            [&](int sentence, int32_t token) { heard.at(static_cast<size_t>(sentence)).push_back(token); });
+  const TokenSink sink = [&](int sentence, int32_t token) { heard.at(static_cast<size_t>(sentence)).push_back(token); };
+  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(12)), o, sink);
   for (size_t i = 0; i < sources.size(); ++i) EXPECT_EQ(heard[i], with_eos(lists[i][0].tokens)) << i;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// Token embeddings scaled by sqrt(dim) (or not: GPT-2), plus positions, with dropout. The table is a parameter that may be shared
-// (tied embeddings), so the model registers it and passes its offset; gradients of shared tables add up. Positions
-// are a sinusoidal table the caller owns, or a learned table (a parameter: a language model's
+// Token embeddings scaled by sqrt(dim) (or not: GPT-2), plus positions, with dropout. The table is a parameter that
+// may be shared (tied embeddings), so the model registers it and passes its offset; gradients of shared tables add
+// up. Positions are a sinusoidal table the caller owns, or a learned table (a parameter: a language model's
 // --transformer-train-position-embeddings) whose gradient backward accumulates.
 #include <vector>
 
