@@ -24,16 +24,6 @@ std::string read_file(const std::string& path) {
   return bytes.str();
 }
 
-// 64-bit FNV-1a: enough to tell two vocabularies apart (it guards against mistakes, not against forgery).
-std::string fingerprint(const std::string& bytes) {
-  uint64_t hash = 14695981039346656037ull;
-  for (const char c : bytes) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ull;
-  }
-  return fmt::format("fnv1a64:{:016x}", hash);
-}
-
 // A --vocabs path must be a file, or a new file in an existing directory (lstrain trains it there).
 void check_vocab_path(const std::string& path) {
   std::error_code ec;
@@ -102,7 +92,7 @@ Loaded train_and_load(const std::vector<std::string>& corpus, const std::string&
 }  // namespace
 
 std::vector<std::string> Vocabularies::identities() const {
-  return {fingerprint(src->serialized()), fingerprint(target().serialized())};
+  return {src->fingerprint(), target().fingerprint()};
 }
 
 Vocabularies prepare_vocabularies(const Options& options, const ModelDir& dir,

@@ -1,5 +1,6 @@
 #include "data/vocab.h"
 
+#include <fmt/format.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 #include <spdlog/spdlog.h>
@@ -246,5 +247,14 @@ std::string Vocab::decode(const std::vector<int32_t>& ids) const {
 int Vocab::size() const { return bpe_ ? bpe_->size() + kBpeIdOffset : processor_->GetPieceSize(); }
 
 std::string Vocab::serialized() const { return bpe_ ? bpe_bytes_ : processor_->serialized_model_proto(); }
+
+std::string Vocab::fingerprint() const {
+  uint64_t hash = 14695981039346656037ull;  // 64-bit FNV-1a
+  for (const char c : serialized()) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return fmt::format("fnv1a64:{:016x}", hash);
+}
 
 }  // namespace lseq::data

@@ -53,6 +53,9 @@ class Vocab {
   int size() const;
   const std::string& path() const { return path_; }
   std::string serialized() const;  // the model's bytes (part of the cache key); a BPE's vocab.json and merges.txt
+  // "fnv1a64:<16 hex digits>" of serialized(): tells two vocabularies apart. Checkpoints record it (progress.yml),
+  // and lstranslate, lsscore and lsserve compare it; a guard against mistakes, not against forgery.
+  std::string fingerprint() const;
   bool byte_level_bpe() const { return bpe_ != nullptr; }
 
  private:

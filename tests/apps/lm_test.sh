@@ -191,6 +191,20 @@ else
   check "... in UTF-8 text (no ids)" bash -c "iconv -f UTF-8 -t UTF-8 '$work/bpe.out' >/dev/null && \
     ! grep -qE '^[0-9 ]+$' '$work/bpe.out'"
   check "... some continuation is not empty" grep -q . "$work/bpe.out"
+  # A vocabulary of the right size but another content (two tokens swapped) is refused against the checkpoint's
+  # recorded fingerprint, in one line naming the file.
+  cp "$work/bpe-lm/vocab.json" "$work/vocab.json.kept"
+  python3 -c '
+import json, sys
+v = json.load(open(sys.argv[1], encoding="utf-8"))
+a, b = sorted(v, key=v.get)[300:302]
+v[a], v[b] = v[b], v[a]
+json.dump(v, open(sys.argv[1], "w", encoding="utf-8"), ensure_ascii=False)' "$work/bpe-lm/vocab.json"
+  echo hello | "$lstranslate" -m "$work/bpe-lm" --cpu >/dev/null 2>"$work/swapped.err"
+  check "a swapped vocab.json is refused" test $? -ne 0
+  check "... in one line naming it and the checkpoint's record" bash -c "test \$(grep -c error '$work/swapped.err') -eq 1 \
+    && grep -q '^error: the vocabulary .*bpe-lm/vocab.json is not the one .* trained with' '$work/swapped.err'"
+  cp "$work/vocab.json.kept" "$work/bpe-lm/vocab.json"
   # --no-reload with --vocabs naming the model directory's own vocab.json keeps its merges.txt too.
   "$lstrain" -c "$work/lm.yaml" --cpu --vocabs "$work/bpe-lm/vocab.json" -t "$sample/train.en" -m "$work/bpe-lm" \
     --after 10u --no-reload >"$work/bpe.log" 2>&1

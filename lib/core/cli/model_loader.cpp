@@ -75,6 +75,35 @@ ModelVocabSizes check_model_vocabs(const ModelFiles& files, const data::Vocab* s
   return ModelVocabSizes{config.src_vocab, config.tgt_vocab};
 }
 
+namespace {
+
+// The vocabularies against the fingerprints the model directory's latest checkpoint recorded (lstrain writes them
+// into progress.yml): one of the same size but another content would decode into the wrong words.
+void check_trained_vocabs(const ModelFiles& files, const data::Vocab& source, const data::Vocab& target) {
+  const ModelDir dir(files.dir);
+  std::string latest;
+  TrainingProgress progress;
+  try {
+    latest = dir.latest_name();
+    if (latest.empty()) return;  // no checkpoint (a converted model): nothing recorded to compare with
+    progress = dir.check_checkpoint(latest, read_model_config(files.weights));
+  } catch (const Error& e) {
+    spdlog::warn("the vocabularies of '{}' are not checked against its checkpoint ({})", files.dir, e.what());
+    return;
+  }
+  if (progress.vocabs.size() != 2) return;  // a checkpoint older than the recorded identities
+  const data::Vocab* vocabs[2] = {&source, &target};
+  const std::string* paths[2] = {&files.source_vocab, &files.target_vocab};
+  for (int side = 0; side < 2; ++side) {
+    if (vocabs[side]->fingerprint() == progress.vocabs[static_cast<std::size_t>(side)]) continue;
+    fail("the vocabulary {} is not the one the model in '{}' was trained with (its checkpoint {} records another "
+         "fingerprint); put back the vocabulary lstrain copied there",
+         *paths[side], files.dir, latest);
+  }
+}
+
+}  // namespace
+
 ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* token_id_options) {
   if (needed && files.source_vocab.empty())
     fail("model directory '{}' has no vocab.spm (or vocab.src.spm and vocab.tgt.spm, or vocab.json and merges.txt); "
@@ -87,6 +116,7 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
   }
   vocabs.sizes = check_model_vocabs(files, vocabs.source ? &*vocabs.source : nullptr,
                                     vocabs.target ? &*vocabs.target : nullptr);
+  if (vocabs.source) check_trained_vocabs(files, *vocabs.source, *vocabs.target);
   return vocabs;
 }
 
