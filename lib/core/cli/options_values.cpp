@@ -140,9 +140,10 @@ YAML::Node value_from_yaml(const OptionSpec& spec, const YAML::Node& node, const
   // An empty value's own position is where the next line starts; report its key's line instead.
   ValueSource where = node.IsNull() ? key_where : key_where.at(node);
   if (node.IsNull()) {
-    // An empty value clears a list or a string; an option without a default goes back to "not set".
+    // An empty value clears a list or a string; an option without a default goes back to "not set". The empty
+    // string is checked as one given in quotes is: a schedule (valid-freq) or a choice (type) cannot be empty.
     if (spec.is_list()) return YAML::Node(YAML::NodeType::Sequence);
-    if (spec.type == OptionType::string) return spec.default_value ? YAML::Node(std::string()) : YAML::Node();
+    if (spec.type == OptionType::string) return spec.default_value ? value_from_words(spec, {""}, where) : YAML::Node();
     fail("{} must be {}, got an empty value", where.describe(spec.name), type_description(spec.type));
   }
   if (node.IsMap())

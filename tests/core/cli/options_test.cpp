@@ -164,6 +164,20 @@ TEST(Options, DumpConfigRoundTripsUnsetOptions) {
   EXPECT_NE(empty_int.err.find("option 'pool'"), std::string::npos) << empty_int.err;
 }
 
+// An empty value of a string option with a default is the empty string, checked as "" would be: a schedule or a
+// choice cannot be empty (the config-file fuzz target found `valid-freq:` accepted, then unreadable).
+TEST(Options, AnEmptyStringValueIsCheckedLikeQuotes) {
+  TempDir dir("empty_string");
+  for (const char* text : {"valid-freq:\n", "valid-freq: ~\n", "mini-batch-words: 10\nvalid-freq\n"}) {
+    auto parsed = run_parse(App::train, {"-c", dir.write("c.yaml", text), "-t", "a", "b", "-m", "m"});
+    EXPECT_EQ(parsed.parsed.exit_code, 1) << text;
+    EXPECT_NE(parsed.err.find("option 'valid-freq' in "), std::string::npos) << parsed.err;
+    EXPECT_NE(parsed.err.find("got ''"), std::string::npos) << parsed.err;
+  }
+  auto empty_ops = run_parse(App::train, {"-c", dir.write("ops.yaml", "transformer-preprocess:\n"), "--dump-config"});
+  EXPECT_EQ(empty_ops.parsed.exit_code, 0) << "an empty string is a valid preprocess: " << empty_ops.err;
+}
+
 TEST(Options, DumpRoundTripsAwkwardStrings) {
   TempDir dir("awkward");
   for (std::string text : {"--character_coverage=1.0 --model_type=bpe", "a: b", "#x", "x #y", "[x]", "{a}", "'q'",
