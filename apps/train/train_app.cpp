@@ -246,9 +246,11 @@ std::unique_ptr<Validator> make_validator(const Options& options, const Vocabula
 int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* group) {
   const bool leader = group == nullptr || group->rank() == 0;
   const int ranks = group ? group->size() : 1;
-  // Before the model directory or a vocabulary is written: what the GPU cannot run yet (DecoderOnlyModel checks
-  // it again).
-  if (is_lm(options) && !place.cpu) check_lm_context(options.get_int("max-length"), kernels::DeviceKind::cuda);
+  if (leader && is_lm(options) && lm_attention_composed(static_cast<int>(options.get_int("max-length")))) {
+    spdlog::info("attention over more than {} positions runs on the composed core (GEMMs around a stored softmax): "
+                 "its memory grows with the square of --max-length; a flash-style kernel is not built yet",
+                 kernels::Backend::kMaxFusedAttentionLen);
+  }
   if (!leader) group->wait_for_rank0();
   const std::vector<std::string> train_sets = options.get_strings("train-sets");
   TrainerOptions trainer_settings = trainer_options(options);

@@ -1,8 +1,8 @@
 // The language model on the GPU against the CPU oracle, as gpu_model_test.cpp does for the encoder-decoder model:
 // one training step (loss and gradient norm) over lines (the fused attention core) and over packed blocks with
 // document masks (the composed core with key starts), in fp32, bf16 and fp16; incremental decoding of prompts of
-// different lengths (per-step log-probabilities, greedy search); recorded steps against op-by-op steps; the refusal
-// of contexts longer than the fused attention core's. The same random parameters on both sides. Skips where no GPU
+// different lengths (per-step log-probabilities, greedy search); recorded steps against op-by-op steps; contexts
+// longer than the fused attention core's (the composed core). The same random parameters on both sides. Skips where no GPU
 // is present; LSEQ_TEST_GPU_WITH_CPU=1 runs the fp32 parts against a second CPU backend instead (that checks the
 // tests themselves, not the CUDA code).
 #include <gtest/gtest.h>
@@ -44,9 +44,8 @@ std::vector<DType> sixteen_bits() {
 
 constexpr int kVocab = 500;
 
-ModelConfig small_lm(bool learned) {
-  ModelConfig c = test::tiny_lm_config(NormPlacement::pre, learned, kernels::Activation::gelu, 0.0f,
-                                               kernels::Backend::kMaxFusedAttentionLen - 1);
+ModelConfig small_lm(bool learned, int max_length = kernels::Backend::kMaxFusedAttentionLen - 1) {
+  ModelConfig c = test::tiny_lm_config(NormPlacement::pre, learned, kernels::Activation::gelu, 0.0f, max_length);
   c.src_vocab = c.tgt_vocab = kVocab;
   c.dim_emb = 64;
   c.heads = 4;
@@ -58,7 +57,8 @@ struct Oracle {
   std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend(2);
   DecoderOnlyModel model;
   std::vector<float> params;
-  Oracle(bool learned, uint64_t seed, double noise) : model(small_lm(learned), *backend) {
+  Oracle(bool learned, uint64_t seed, double noise, int max_length = kernels::Backend::kMaxFusedAttentionLen - 1)
+      : model(small_lm(learned, max_length), *backend) {
     test::randomize_params(*backend, model.param_store(), seed, noise);
     params.resize(model.num_params());
     backend->copy_to_host(params.data(), model.master(), params.size() * sizeof(float));
@@ -68,8 +68,9 @@ struct Oracle {
 struct OnGpu {
   std::unique_ptr<kernels::Backend> backend = on_cuda() ? kernels::make_cuda_backend(0) : kernels::make_cpu_backend(3);
   std::unique_ptr<DecoderOnlyModel> model;
-  OnGpu(bool learned, const std::vector<float>& params, DType dt) {
-    model = std::make_unique<DecoderOnlyModel>(small_lm(learned), *backend, dt);
+  OnGpu(bool learned, const std::vector<float>& params, DType dt,
+        int max_length = kernels::Backend::kMaxFusedAttentionLen - 1) {
+    model = std::make_unique<DecoderOnlyModel>(small_lm(learned, max_length), *backend, dt);
     model->load_params(params);
   }
 };
@@ -97,8 +98,8 @@ TEST(GpuLm, OneTrainingStepMatchesTheCpu) {
   std::mt19937_64 rng(3);
   const auto lines = test::random_lines(rng, 40, 3, 40, kVocab);
   const auto long_lines = test::random_lines(rng, 6, 40, 60, kVocab);
-  // Lines (fused core), and blocks of documents with masks (composed core, key starts). Longer contexts are
-  // refused on the GPU (GpuLm.LongContextIsRefused).
+  // Lines (fused core), and blocks of documents with masks (composed core, key starts). Longer contexts:
+  // GpuLm.LongContextMatchesTheCpu.
   const std::vector<data::Batch> batches = {
       test::lines_batch(lines),
       test::packed_batch({{long_lines[0], long_lines[1]}, {long_lines[2], long_lines[3]}, {long_lines[4]}}, true)};
@@ -195,21 +196,62 @@ TEST(GpuLm, RecordedDecodingStepsEqualOpByOpSteps) {
   EXPECT_EQ(plain.recorded_graphs(), 0u);
 }
 
-// A language model whose positions exceed the fused attention core's is refused on the GPU in one line naming
-// --max-length (no flash-style long-context attention yet); the CPU takes it.
-TEST(GpuLm, LongContextIsRefused) {
-  if (!on_cuda()) GTEST_SKIP() << "no CUDA GPU visible";
-  ModelConfig c = small_lm(false);
-  c.max_length = kernels::Backend::kMaxFusedAttentionLen;
-  std::unique_ptr<kernels::Backend> gpu = kernels::make_cuda_backend(0);
-  try {
-    DecoderOnlyModel model(c, *gpu);
-    FAIL() << "a GPU language model of --max-length " << c.max_length << " was built";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--max-length"), std::string::npos) << e.what();
+// A language model whose positions exceed the fused attention core's (composed core on the GPU): one training step
+// over lines of 150-250 tokens (causal, no document masks) against the CPU in fp32 and bf16, then prompts of up to
+// 200 tokens decoded past position 128 (per-step log-probabilities and greedy search, fp32).
+TEST(GpuLm, LongContextMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kMaxLength = 300;
+  std::mt19937_64 rng(41);
+  const data::Batch lines = test::lines_batch(test::random_lines(rng, 5, 150, 250, kVocab));
+  ASSERT_GT(lines.tgt_len, kernels::Backend::kMaxFusedAttentionLen);
+  for (bool learned : {false, true}) {
+    SCOPED_TRACE(learned ? "learned" : "sinusoidal");
+    Oracle cpu(learned, 43, 0.1, kMaxLength);
+    const StepResult want = one_step(cpu.model, lines, 1.0f);
+    ASSERT_TRUE(std::isfinite(want.loss) && want.grad_norm > 0);
+    OnGpu fp32(learned, cpu.params, DType::f32, kMaxLength);
+    const StepResult got = one_step(*fp32.model, lines, 1.0f);
+    EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
+    EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
+    for (DType dt : sixteen_bits()) {
+      const float scale = dt == DType::f16 ? 1024.0f : 1.0f;
+      OnGpu half(learned, cpu.params, dt, kMaxLength);
+      const StepResult h = one_step(*half.model, lines, scale);
+      EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
+      EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
+          << kernels::dtype_name(dt) << ": " << h.grad_norm << " vs " << want.grad_norm;
+    }
   }
-  auto cpu = kernels::make_cpu_backend(1);
-  EXPECT_NO_THROW(DecoderOnlyModel(c, *cpu));
+  Oracle cpu(true, 47, 0.3, kMaxLength);
+  OnGpu fp32(true, cpu.params, DType::f32, kMaxLength);
+  const data::Batch b = prompts(13, {200, 9, 140});
+  constexpr int kSteps = 12;
+  DecoderOnlyStepModel want(cpu.model, b.size, b.src_len, kSteps + 1);
+  DecoderOnlyStepModel got(*fp32.model, b.size, b.src_len, kSteps + 1);
+  for (StepModel* d : std::initializer_list<StepModel*>{&want, &got}) d->start(b.src, b.src_lengths, b.size, b.src_len);
+  std::vector<int32_t> tokens(b.size, data::kBosId);
+  std::vector<float> lp_want, lp_got;
+  for (int t = 0; t < kSteps; ++t) {
+    want.step(tokens, lp_want);
+    got.step(tokens, lp_got);
+    ASSERT_EQ(lp_got.size(), lp_want.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < lp_want.size(); ++i) worst = std::max(worst, std::fabs(double(lp_got[i]) - lp_want[i]));
+    EXPECT_LT(worst, 1e-4) << "fp32 step " << t;
+    for (int s = 0; s < b.size; ++s) {
+      const float* row = lp_want.data() + static_cast<std::size_t>(s) * kVocab;
+      tokens[s] = static_cast<int32_t>(std::max_element(row + 4, row + kVocab) - row);
+    }
+  }
+  BeamSearchOptions options;
+  options.beam_size = 1;
+  options.max_new_tokens = kSteps;
+  options.max_context = kMaxLength + 1;
+  DecoderOnlyStepModel cpu_search(cpu.model, b.size, b.src_len, kSteps + 1);
+  DecoderOnlyStepModel gpu_search(*fp32.model, b.size, b.src_len, kSteps + 1);
+  const auto a = beam_search(cpu_search, b, options), c = beam_search(gpu_search, b, options);
+  for (std::size_t s = 0; s < a.size(); ++s) EXPECT_EQ(c[s][0].tokens, a[s][0].tokens) << "prompt " << s;
 }
 
 }  // namespace

@@ -258,22 +258,17 @@ TEST(LmTraining, LossDecreasesUnderGradientSteps) {
   EXPECT_LT(after.nll_sum / after.target_tokens, 0.7 * losses.front());
 }
 
-// A GPU refuses a language model whose positions exceed the fused attention core's, in one line naming
-// --max-length; the CPU takes any length (checked with the device kind, so it runs without a GPU).
-TEST(LmBatches, LongContextIsRefusedOnTheGpuOnly) {
-  ModelConfig c = tiny_lm_config();
-  c.max_length = kernels::Backend::kMaxFusedAttentionLen - 1;
-  EXPECT_NO_THROW(check_lm_context(c.max_length, kernels::DeviceKind::cuda));
-  c.max_length = kernels::Backend::kMaxFusedAttentionLen;
-  EXPECT_NO_THROW(check_lm_context(c.max_length, kernels::DeviceKind::cpu));
-  try {
-    check_lm_context(c.max_length, kernels::DeviceKind::cuda);
-    ADD_FAILURE() << "a GPU language model of --max-length " << c.max_length << " was accepted";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("--max-length 128"), std::string::npos) << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-  }
+// A language model runs its attention composed exactly when its positions (--max-length + 1) do not fit the fused
+// core, the rule lstrain's log line and the layers follow.
+TEST(LmBatches, AttentionIsComposedBeyondTheFusedCore) {
+  constexpr int kFused = kernels::Backend::kMaxFusedAttentionLen;
+  EXPECT_FALSE(lm_attention_composed(kFused - 1));
+  EXPECT_TRUE(lm_attention_composed(kFused));
+  EXPECT_TRUE(lm_attention_composed(1023));
+  for (int max_length : {kFused - 1, kFused, 1023})
+    EXPECT_EQ(lm_attention_composed(max_length),
+              !kernels::Backend::fused_attention_fits(max_length + 1, max_length + 1, 64))
+        << max_length;
 }
 
 }  // namespace

@@ -12,15 +12,7 @@
 
 namespace lseq {
 
-void check_lm_context(int max_length, kernels::DeviceKind kind) {
-  constexpr int kMaxPositions = kernels::Backend::kMaxFusedAttentionLen;
-  if (kind != kernels::DeviceKind::cuda || max_length + 1 <= kMaxPositions) return;
-  fail("a language model of --max-length {} cannot run on the GPU: the fused attention core takes {} positions "
-       "(--max-length {} at most) and the flash-style attention that longer contexts need (issue 25) is not built "
-       "yet; train with a lower --max-length (convert a GPT-2 with gpt2_to_lseq.py --max-length {}) or run on the "
-       "CPU (--cpu)",
-       max_length, kMaxPositions, kMaxPositions - 1, kMaxPositions - 1);
-}
+bool lm_attention_composed(int max_length) { return max_length + 1 > kernels::Backend::kMaxFusedAttentionLen; }
 
 DecoderOnlyModel::DecoderOnlyModel(const ModelConfig& config, kernels::Backend& backend, kernels::DType compute_dt,
                                    ParamUse use)
@@ -28,7 +20,6 @@ DecoderOnlyModel::DecoderOnlyModel(const ModelConfig& config, kernels::Backend& 
   if (!config_.is_lm()) fail("internal error: the decoder-only model needs a language model's config (--type lm)");
   config_.normalize_lm();  // one vocabulary, no encoder, tied output (what from_yaml gives; tests build configs)
   config_.validate();
-  check_lm_context(config_.max_length, backend_.kind());
   const int dim = config_.dim_emb;
   ParamTable table;
   // One vocabulary: the target embedding, which is also the output weight.

@@ -6,7 +6,8 @@
 // checkpoints as the encoder-decoder model; a batch is the target side of data::Batch (tgt_in -> tgt_out), with
 // document masks where it carries doc_starts (packed blocks: attention stays inside each document and positions
 // restart at its first token). Attention runs on the fused core up to 128 positions and composed (batched GEMMs
-// around the masked softmax) above that and wherever documents are masked. Tensor names: docs/tensor-names.md.
+// around the masked softmax) above that and wherever documents are masked, on the CPU and the GPU alike. Tensor
+// names: docs/tensor-names.md.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -17,13 +18,12 @@
 
 namespace lseq {
 
-// Throws (one line naming --max-length) when a language model of --max-length max_length may not run on a backend
-// of this kind: on the GPU its positions (--max-length + 1) must fit the fused attention core
-// (Backend::kMaxFusedAttentionLen). Longer contexts would run composed (batched GEMMs around the softmax), which
-// is neither the flash-style long-context kernel issue 25 asks for nor checked on a GPU yet, so they are refused
-// rather than run slowly and unverified. The CPU takes any length. DecoderOnlyModel's constructor checks it, and
-// lstrain before it writes anything.
-void check_lm_context(int max_length, kernels::DeviceKind kind);
+// Whether a language model of --max-length max_length runs its attention on the composed core on a backend of
+// this kind: its positions (--max-length + 1) exceed the fused core's (Backend::kMaxFusedAttentionLen). The
+// composed core stores each layer's probabilities ([batch][heads][len][len] in the compute dtype) for backward, so
+// training memory grows with the square of the length; a flash-style tiled kernel (issue 25) would not. lstrain
+// says so in one log line.
+bool lm_attention_composed(int max_length);
 
 class DecoderOnlyModel : public Model {
  public:
