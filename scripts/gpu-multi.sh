@@ -16,7 +16,10 @@
 #   bash scripts/gpu-multi.sh
 #   SKIP_BUILD=1 bash scripts/gpu-multi.sh          # the binaries in build-gpu as they are
 #   LONG=1 bash scripts/gpu-multi.sh                # also 1000 bf16 updates each way, validation perplexity compared
+#                                                   # (and the one-GPU run with --seed 2: the noise)
 #   INTERNODE_BUSBW_GBS=45 bash scripts/gpu-multi.sh # the bus bandwidth between machines the prediction assumes
+#   CTAS="4 8 16" bash scripts/gpu-multi.sh         # also transformer-big on 2 GPUs with NCCL_MAX_CTAS at each value
+#                                                   # (fewer SMs for NCCL's kernels while they overlap backward)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -86,6 +89,17 @@ for model in base big; do
   done
 done
 
+# NCCL's share of the SMs: the 2-GPU big step with the communicator limited to N CTAs (blocks).
+for ctas in ${CTAS:-}; do
+  if NCCL_MAX_CTAS=$ctas timeout "$(limit 75)" "$bench" --preset "$root/configs/transformer-big.yaml" --tokens 16384 \
+      --precision bf16 --warmup 4 --steps 16 --pool 8 --devices 0 1 >"$out/bench-big-ctas$ctas.log" 2>&1; then
+    grep '^RESULT bench=train' "$out/bench-big-ctas$ctas.log" | sed "s/^RESULT /RESULT nccl_max_ctas=$ctas /" |
+      tee -a "$out/ctas.txt"
+  else
+    note "throughput big ctas=$ctas" "FAILED or timed out (see $out/bench-big-ctas$ctas.log)"
+  fi
+done
+
 # ---- 4. and 5. the loss curve and the torchrun way (lstrain, fp32, on the sample corpus) ----
 work=$out/work
 rm -rf "$work" && mkdir -p "$work"
@@ -105,9 +119,12 @@ run_part() {  # run_part <name> <seconds> <command...>
 }
 run_part train-1gpu-delay2 150 "$lstrain" "${common[@]}" -m "$work/delay2" --devices 0 --optimizer-delay 2
 run_part train-2gpu 120 "$lstrain" "${common[@]}" -m "$work/dp" --devices 0 1
+# The floor: the same one-GPU run again (any difference is the GPU's run-to-run variation, not data parallelism).
+run_part train-1gpu-delay2-again 150 "$lstrain" "${common[@]}" -m "$work/delay2-again" --devices 0 --optimizer-delay 2
 run_part train-2gpu-sharded 120 "$lstrain" "${common[@]}" -m "$work/sharded" --devices 0 1 --sharding global
 loss_dp=$(max_rel "$out/train-1gpu-delay2.log" "$out/train-2gpu.log")
 loss_sharded=$(max_rel "$out/train-1gpu-delay2.log" "$out/train-2gpu-sharded.log")
+loss_floor=$(max_rel "$out/train-1gpu-delay2.log" "$out/train-1gpu-delay2-again.log")
 port=$((20000 + RANDOM % 20000))
 for r in 0 1; do
   RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
@@ -126,6 +143,9 @@ if [ "${LONG:-0}" = 1 ]; then
         --precision bf16 --mini-batch-words 2048 --after 1000u --lr-warmup 200u --disp-freq 100u --save-freq 0u)
   run_part long-1gpu-delay2 240 "$lstrain" "${long[@]}" -m "$work/long1" --devices 0 --optimizer-delay 2
   run_part long-2gpu 240 "$lstrain" "${long[@]}" -m "$work/long2" --devices 0 1
+  # The noise: the one-GPU run with another seed (other initial weights, dropout masks and batch order).
+  run_part long-1gpu-delay2-seed2 240 "$lstrain" "${long[@]}" -m "$work/long1s2" --devices 0 --optimizer-delay 2 \
+    --seed 2
 fi
 
 # ---- the table ----
@@ -187,12 +207,18 @@ echo
 echo "loss curve, fp32, 20 updates, largest relative difference of the cost per update:"
 echo "  2 GPUs x batch B vs 1 GPU --optimizer-delay 2:           $loss_dp (target <= 1e-5)"
 echo "  2 GPUs x batch B, --sharding global vs the same:         $loss_sharded"
+echo "  1 GPU --optimizer-delay 2, run again (the floor):          $loss_floor"
 echo "  torchrun-style launch vs --devices 0 1:                   $loss_torchrun"
 echo "    (exit codes $rc0 $rc1; the same weights file: $same_weights)"
 if [ "${LONG:-0}" = 1 ]; then
-  for f in long-1gpu-delay2 long-2gpu; do
-    echo "  $f: validation perplexity $(grep -o 'perplexity : [0-9.]*' "$out/$f.log" | tail -n 1)"
+  for f in long-1gpu-delay2 long-2gpu long-1gpu-delay2-seed2; do
+    echo "  $f: validation perplexity $(grep -o 'perplexity : [0-9.]*' "$out/$f.log" | tail -n 1 | awk '{ print $3 }')"
   done
+fi
+if [ -s "$out/ctas.txt" ]; then
+  echo
+  echo "transformer-big, 2 GPUs, NCCL_MAX_CTAS (the one-GPU step above is the ratio's base):"
+  sed -E 's/.*nccl_max_ctas=([0-9]+) .* tgt_tok_s=([0-9.]+) ms_step=([0-9.]+) comm_frac=([0-9.]+).*/  max CTAs \1: \2 tok\/s, \3 ms a step, comm \4/' "$out/ctas.txt"
 fi
 echo
 for k in "${!status[@]}"; do echo "$k: ${status[$k]}"; done

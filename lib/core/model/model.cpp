@@ -21,9 +21,9 @@ void Model::set_recompute_ffn(bool on) {
   step_bytes_.clear();
 }
 
-void Model::set_gradients_in_step_memory(bool on) {
-  if (on == store_->grads_in_step_memory()) return;
-  store_->set_grads_in_step_memory(on, out_of_order_end_);
+void Model::set_gradients_in_step_memory(bool on, bool sum_steps) {
+  if (on == store_->grads_in_step_memory() && sum_steps == store_->sums_steps()) return;
+  store_->set_grads_in_step_memory(on, out_of_order_end_, sum_steps);
   step_bytes_.clear();
 }
 
@@ -47,7 +47,9 @@ StepLoss Model::forward_backward(const data::Batch& batch, uint64_t seed, uint64
   if (gradients_ready_) how.ready = &gradients_ready_;
   ws.reset();
   ws.ensure(step_bytes(batch, true));
-  return run_step(batch, ws, how, nullptr, nullptr);
+  const StepLoss loss = run_step(batch, ws, how, nullptr, nullptr);
+  if (store_->sums_steps()) store_->add_step_grads();
+  return loss;
 }
 
 StepLoss Model::forward_loss(const data::Batch& batch, kernels::Workspace& ws, std::vector<double>* sentence_nll) {

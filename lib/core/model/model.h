@@ -60,7 +60,10 @@ class Model {
   // has released; grads() then points there until the workspace is used again, so the optimizer must step before
   // the next forward pass of any kind. Less memory for updates of one batch (lstrain without --optimizer-delay);
   // off (the default) keeps a gradient buffer of the model's own. Forgets the measured step sizes.
-  void set_gradients_in_step_memory(bool on);
+  // sum_steps (with on): updates of several batches (--optimizer-delay in one process) add each batch's complete
+  // gradients to a sum the model keeps (ParamStore::add_step_grads), which grads() then returns: the sum data
+  // parallelism forms over ranks, in the same order.
+  void set_gradients_in_step_memory(bool on, bool sum_steps = false);
   bool gradients_in_step_memory() const { return store_->grads_in_step_memory(); }
 
   // Data parallelism: during forward_backward's backward, `ready(first)` is called each time the gradients of every

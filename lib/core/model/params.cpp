@@ -77,20 +77,27 @@ ParamStore::~ParamStore() {
   if (working_) backend_.release(working_);
   if (own_grads_) backend_.release(own_grads_);
   if (side_grads_) backend_.release(side_grads_);
+  if (step_sum_) backend_.release(step_sum_);
   if (master_) backend_.release(master_);
 }
 
-void ParamStore::set_grads_in_step_memory(bool on, std::size_t side_end) {
+void ParamStore::set_grads_in_step_memory(bool on, std::size_t side_end, bool sum_steps) {
   if (!training_) fail("internal error: a model loaded for inference has no gradients to place");
   if (side_end > table_.size()) fail("internal error: a gradient side buffer beyond the table");
+  if (sum_steps && !on) fail("internal error: a sum of step gradients needs the gradients in step memory");
   if (side_grads_) backend_.release(side_grads_);
-  side_grads_ = nullptr;
+  if (step_sum_) backend_.release(step_sum_);
+  side_grads_ = step_sum_ = nullptr;
   side_end_ = 0;
   if (on) {
     if (own_grads_) backend_.release(own_grads_);
     grads_ = own_grads_ = nullptr;
     if (side_end > 0) side_grads_ = static_cast<float*>(backend_.allocate(side_end * sizeof(float)));
     side_end_ = side_end;
+    if (sum_steps) {
+      step_sum_ = static_cast<float*>(backend_.allocate(table_.size() * sizeof(float)));
+      zero_grads();
+    }
   } else if (own_grads_ == nullptr) {
     grads_ = own_grads_ = static_cast<float*>(backend_.allocate(table_.size() * sizeof(float)));
     zero_grads();
@@ -115,6 +122,17 @@ void ParamStore::upload(const std::vector<float>& host) {
 
 void ParamStore::zero_grads() {
   if (own_grads_) backend_.fill(kernels::DType::f32, own_grads_, table_.size(), 0.0f);
+  if (step_sum_) {
+    backend_.fill(kernels::DType::f32, step_sum_, table_.size(), 0.0f);
+    grads_ = step_sum_;
+  }
+}
+
+void ParamStore::add_step_grads() {
+  if (!step_sum_ || !grads_) fail("internal error: no sum of step gradients to add to");
+  // 0 + g1 is g1 exactly, so the first step's gradients enter the sum unchanged.
+  if (grads_ != step_sum_) backend_.add(kernels::DType::f32, step_sum_, grads_, table_.size(), step_sum_);
+  grads_ = step_sum_;
 }
 
 void ParamStore::init(uint64_t seed) { upload(initial_values(seed)); }

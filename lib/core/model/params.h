@@ -102,13 +102,21 @@ class ParamStore {
   // working = cast(master); a no-op in fp32 (and without a master). Call after writing the master other than
   // through the optimizer.
   void refresh_working();
-  void zero_grads();  // a no-op without gradients of its own
+  void zero_grads();  // a no-op without gradients of its own (or a sum of steps)
 
   // Gradients in step memory (StepGradients, training with one batch per update): on, the store frees its own
   // gradient buffer and keeps only the tensors below `side_end` (those backward writes out of order: the embedding
   // tables) in a persistent side buffer; each training step places the flat gradients in its workspace. Off, the
   // store owns a zeroed flat buffer again and steps accumulate into it.
-  void set_grads_in_step_memory(bool on, std::size_t side_end);
+  // sum_steps (with on; --optimizer-delay above 1 in one process): the store also keeps a flat sum that each step's
+  // complete gradients are added to (add_step_grads), so an update's gradient is g1 + g2 + ... of whole batches, in
+  // the order data parallelism adds the ranks' gradients; accumulating inside each op instead (off) rounds the
+  // partial sums differently, and W ranks with batch B would then not make one process's update with
+  // --optimizer-delay W bit for bit.
+  void set_grads_in_step_memory(bool on, std::size_t side_end, bool sum_steps = false);
+  // sum += the step's gradients (after forward_backward's backward); grads() is then the sum. With sum_steps only.
+  void add_step_grads();
+  bool sums_steps() const { return step_sum_ != nullptr; }
   bool grads_in_step_memory() const { return training_ && own_grads_ == nullptr; }
   std::size_t side_end() const { return side_end_; }
   float* side_grads() const { return side_grads_; }
@@ -123,6 +131,7 @@ class ParamStore {
   float* grads_ = nullptr;      // what grads() returns
   float* own_grads_ = nullptr;  // the store's own buffer (null with gradients in step memory)
   float* side_grads_ = nullptr;  // [side_end_] with gradients in step memory
+  float* step_sum_ = nullptr;    // the sum of the steps' gradients (sum_steps)
   std::size_t side_end_ = 0;
   kernels::DType working_dt_ = kernels::DType::f32;
   void* working_ = nullptr;  // null in fp32

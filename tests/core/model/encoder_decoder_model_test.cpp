@@ -306,6 +306,7 @@ void check_step_gradients(const ModelConfig& config) {
   const std::vector<data::Batch> batches{test::random_batch(rng, 4, 3, 9, config.src_vocab),
                                          test::random_batch(rng, 6, 2, 7, config.src_vocab)};
   test::expect_step_memory_gradients_match(*backend, config, kernels::DType::f32, params, batches);
+  test::expect_summed_steps_are_the_sum_of_steps(*backend, config, kernels::DType::f32, params, batches);
 }
 
 TEST(ModelStepGradients, PostNormTiedAllFusedReluMatchesTheOwnBuffer) {

@@ -192,6 +192,7 @@ TEST(GpuModel, GradientsInStepMemoryAreTheOwnBuffers) {
   for (DType dt : precisions) {
     SCOPED_TRACE(kernels::dtype_name(dt));
     test::expect_step_memory_gradients_match(*gpu.backend, config, dt, cpu.params, batches);
+    test::expect_summed_steps_are_the_sum_of_steps(*gpu.backend, config, dt, cpu.params, batches);
   }
 }
 

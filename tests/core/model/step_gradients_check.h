@@ -8,6 +8,7 @@
 // released activations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,38 @@ inline void expect_step_memory_gradients_match(kernels::Backend& backend, const 
     std::vector<float> want(own.num_params()), got(in_step.num_params());
     backend.copy_to_host(want.data(), own.grads(), want.size() * sizeof(float));
     backend.copy_to_host(got.data(), in_step.grads(), got.size() * sizeof(float));
+    expect_same_gradient_bits(got, want);
+  }
+}
+
+// Steps summed in the model (set_gradients_in_step_memory(true, true): --optimizer-delay in one process) give, bit
+// for bit, 0 + g1 + g2 + ... of each batch's own gradients added in float in that order: what data parallelism's
+// all-reduce of the ranks' gradients gives (for two ranks, g1 + g2). The losses are each step's.
+inline void expect_summed_steps_are_the_sum_of_steps(kernels::Backend& backend, const ModelConfig& config,
+                                                     kernels::DType dt, const std::vector<float>& params,
+                                                     const std::vector<data::Batch>& batches) {
+  const auto single_model = make_model(config, backend, dt), summed_model = make_model(config, backend, dt);
+  Model& single = *single_model;
+  Model& summed = *summed_model;
+  single.load_params(params);
+  summed.load_params(params);
+  single.set_gradients_in_step_memory(true);
+  summed.set_gradients_in_step_memory(true, true);
+  ASSERT_TRUE(summed.param_store().sums_steps());
+  kernels::Workspace single_ws(backend, 0, "test workspace"), summed_ws(backend, 0, "test workspace");
+  std::vector<float> want(single.num_params(), 0.0f), step(single.num_params()), got(summed.num_params());
+  for (int round = 0; round < 2; ++round) {  // the second round checks that zero_grads starts a new sum
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::fill(want.begin(), want.end(), 0.0f);
+    summed.zero_grads();
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      const StepLoss a = single.forward_backward(batches[i], 9, 4 + i, 1.0f, single_ws);
+      backend.copy_to_host(step.data(), single.grads(), step.size() * sizeof(float));
+      for (std::size_t j = 0; j < want.size(); ++j) want[j] = want[j] + step[j];
+      const StepLoss b = summed.forward_backward(batches[i], 9, 4 + i, 1.0f, summed_ws);
+      EXPECT_EQ(b.loss_sum, a.loss_sum) << "batch " << i;
+    }
+    backend.copy_to_host(got.data(), summed.grads(), got.size() * sizeof(float));
     expect_same_gradient_bits(got, want);
   }
 }
