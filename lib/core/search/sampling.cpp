@@ -104,73 +104,112 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
   std::vector<int> live(sentences), next_live;
   for (int s = 0; s < sentences; ++s) live[s] = s;
   std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens, parents;
-  std::vector<float> log_probs;
+  const bool by_step_topk =
+      options.mode == SamplingOptions::Mode::top_k && options.top_k <= options.step_topk_limit;
+  std::vector<float> log_probs, top_values, eos_log_probs;  // step(), or step_topk()'s values and eos
+  std::vector<int32_t> top_ids;
   std::vector<int32_t> kept;     // candidate ids of one step
+  std::vector<float> kept_lp;    // their log-probabilities
   std::vector<double> weights;   // their unnormalised tempered probabilities
   auto by_log_prob = [&](const float* row) {
     return [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
   };
 
   while (!live.empty()) {
-    model.step(tokens, log_probs);
+    if (by_step_topk) {
+      model.step_topk(tokens, options.top_k, top_values, top_ids, eos_log_probs);
+    } else {
+      model.step(tokens, log_probs);
+    }
     next_live.clear();
     next_tokens.clear();
     parents.clear();
     for (size_t h = 0; h < live.size(); ++h) {
       const int s = live[h];
-      const float* row = log_probs.data() + h * static_cast<size_t>(vocab);
       Hypothesis& hyp = hyps[s];
+      const float* row = by_step_topk ? nullptr : log_probs.data() + h * static_cast<size_t>(vocab);
+      const float eos_log_prob = by_step_topk ? eos_log_probs[h] : row[eos];
       int32_t token = eos;
+      float token_log_prob = eos_log_prob;
       if (static_cast<int>(hyp.tokens.size()) < limit[s]) {
         kept.clear();
-        for (int32_t v = 0; v < vocab; ++v)
-          if (!is_blocked_output(v) && !std::isnan(row[v]) && row[v] > -std::numeric_limits<float>::infinity())
-            kept.push_back(v);
-        if (options.mode == SamplingOptions::Mode::top_k && static_cast<int>(kept.size()) > options.top_k) {
-          std::nth_element(kept.begin(), kept.begin() + options.top_k, kept.end(), by_log_prob(row));
-          kept.resize(options.top_k);
-          std::sort(kept.begin(), kept.end(), by_log_prob(row));
-        }
-        double best = -std::numeric_limits<double>::infinity();
-        for (int32_t v : kept) best = std::max(best, static_cast<double>(row[v]));
-        auto weight = [&](int32_t v) { return std::exp((row[v] - best) / options.temperature); };
-        double total = 0;
-        for (int32_t v : kept) total += weight(v);
-        if (options.mode == SamplingOptions::Mode::top_p && !kept.empty()) {
-          // The nucleus: the smallest most-probable-first prefix holding top_p of the tempered mass. Sort only a
-          // growing prefix (the nucleus is usually a small part of the vocabulary).
-          size_t sorted = std::min<size_t>(64, kept.size());
-          while (true) {
-            std::partial_sort(kept.begin(), kept.begin() + sorted, kept.end(), by_log_prob(row));
+        kept_lp.clear();
+        auto usable = [](float lp) { return !std::isnan(lp) && lp > -std::numeric_limits<float>::infinity(); };
+        if (by_step_topk) {
+          // The k best words (best first, equal values by id) merged with eos, which precedes any word of its
+          // value (the lower id): the k best of everything search may produce, as the host ranking below orders it.
+          const float* values = top_values.data() + h * static_cast<size_t>(options.top_k);
+          const int32_t* ids = top_ids.data() + h * static_cast<size_t>(options.top_k);
+          bool eos_placed = !usable(eos_log_prob);
+          for (int i = 0; i < options.top_k && static_cast<int>(kept.size()) < options.top_k; ++i) {
+            if (!eos_placed && eos_log_prob >= values[i]) {
+              kept.push_back(eos), kept_lp.push_back(eos_log_prob), eos_placed = true;
+              if (static_cast<int>(kept.size()) == options.top_k) break;
+            }
+            if (ids[i] < 0 || !usable(values[i])) break;
+            kept.push_back(ids[i]), kept_lp.push_back(values[i]);
+          }
+          if (!eos_placed && static_cast<int>(kept.size()) < options.top_k)
+            kept.push_back(eos), kept_lp.push_back(eos_log_prob);
+        } else {
+          for (int32_t v = 0; v < vocab; ++v)
+            if (!is_blocked_output(v) && usable(row[v])) kept.push_back(v);
+          if (options.mode == SamplingOptions::Mode::top_k && static_cast<int>(kept.size()) > options.top_k) {
+            std::nth_element(kept.begin(), kept.begin() + options.top_k, kept.end(), by_log_prob(row));
+            kept.resize(options.top_k);
+            std::sort(kept.begin(), kept.end(), by_log_prob(row));
+          }
+          if (options.mode == SamplingOptions::Mode::top_p && !kept.empty()) {
+            // The nucleus: the smallest most-probable-first prefix holding top_p of the tempered mass. Sort only a
+            // growing prefix (the nucleus is usually a small part of the vocabulary).
+            double best = -std::numeric_limits<double>::infinity();
+            for (int32_t v : kept) best = std::max(best, static_cast<double>(row[v]));
+            auto weight = [&](int32_t v) { return std::exp((row[v] - best) / options.temperature); };
+            double total = 0;
+            for (int32_t v : kept) total += weight(v);
+            size_t sorted = std::min<size_t>(64, kept.size());
+            while (true) {
+              std::partial_sort(kept.begin(), kept.begin() + sorted, kept.end(), by_log_prob(row));
+              double mass = 0;
+              for (size_t k = 0; k < sorted; ++k) mass += weight(kept[k]);
+              if (mass >= options.top_p * total || sorted == kept.size()) break;
+              sorted = std::min(kept.size(), sorted * 2);
+            }
             double mass = 0;
-            for (size_t k = 0; k < sorted; ++k) mass += weight(kept[k]);
-            if (mass >= options.top_p * total || sorted == kept.size()) break;
-            sorted = std::min(kept.size(), sorted * 2);
+            size_t n = 0;
+            while (n < sorted) {
+              mass += weight(kept[n++]);
+              if (mass >= options.top_p * total) break;
+            }
+            kept.resize(n);
           }
-          double mass = 0;
-          size_t n = 0;
-          while (n < sorted) {
-            mass += weight(kept[n++]);
-            if (mass >= options.top_p * total) break;
-          }
-          kept.resize(n);
-          total = mass;
+          for (int32_t v : kept) kept_lp.push_back(row[v]);
         }
+        // The draw: tempered probabilities relative to the best candidate, one uniform number of the line's stream.
+        double best = -std::numeric_limits<double>::infinity();
+        for (float lp : kept_lp) best = std::max(best, static_cast<double>(lp));
         weights.clear();
-        for (int32_t v : kept) weights.push_back(weight(v));
+        double total = 0;
+        for (float lp : kept_lp) {
+          weights.push_back(std::exp((lp - best) / options.temperature));
+          total += weights.back();
+        }
         if (!kept.empty()) {
-          double target = streams[s].uniform() * total, acc = 0;
-          token = kept.back();
+          const double target = streams[s].uniform() * total;
+          double acc = 0;
+          size_t chosen = kept.size() - 1;
           for (size_t k = 0; k < kept.size(); ++k) {
             acc += weights[k];
             if (target < acc) {
-              token = kept[k];
+              chosen = k;
               break;
             }
           }
+          token = kept[chosen];
+          token_log_prob = kept_lp[chosen];
         }
       }
-      hyp.word_log_probs.push_back(row[token]);
+      hyp.word_log_probs.push_back(token_log_prob);
       if (sink) sink(s, token);
       if (token == eos) continue;
       hyp.tokens.push_back(token);

@@ -11,6 +11,7 @@
 #include "core/search/search_types.h"
 #include "core/search/step_model.h"
 #include "data/batch.h"
+#include "kernels/topk_order.h"
 
 namespace lseq {
 
@@ -26,6 +27,10 @@ struct SamplingOptions {
   double max_length_factor = 3;  // see max_output_tokens()
   int max_new_tokens = 0;        // a language model's continuations: see output_limit() (0: max_length_factor)
   int max_context = 0;
+  // Top-k up to this k takes the model's step_topk (on the GPU only k log-probabilities a row come back, instead
+  // of the whole distribution that full, top-p and larger k read on the host). The same draws either way; tests
+  // set 0 to compare the two.
+  int step_topk_limit = kernels::kMaxTopK;
 };
 
 // Parses --output-sampling words. Accepted forms (Marian's, plus an explicit temperature keyword):

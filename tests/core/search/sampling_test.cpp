@@ -155,6 +155,44 @@ bool in_nucleus(const std::vector<double>& row, int32_t t, double p, double temp
   return false;
 }
 
+// Top-k of at most kMaxTopK takes the model's step_topk (the GPU's top-k, k values a row) instead of whole rows:
+// the same tokens and log-probabilities as drawing from the whole rows (step_topk_limit 0), eos included.
+TEST(Sampling, TopKThroughStepTopKDrawsWhatWholeRowsDraw) {
+  struct CountingModel : ToyStepModel {
+    using ToyStepModel::ToyStepModel;
+    int topk_steps = 0, full_steps = 0;
+    void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
+      ++full_steps;
+      ToyStepModel::step(tokens, log_probs);
+    }
+    void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                   std::vector<float>& eos_log_probs) override {
+      ++topk_steps;
+      --full_steps;  // the default step_topk runs step() underneath
+      StepModel::step_topk(tokens, k, values, ids, eos_log_probs);
+    }
+  };
+  const auto sources = random_sources(30, 30, 2, 8, 4);
+  for (int k : {1, 3, 12, 40}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    SamplingOptions o = parse_output_sampling({"topk", std::to_string(k), "0.8"});
+    o.seed = 11;
+    CountingModel fast(30, 5, 0.5), whole(30, 5, 0.5);  // eos likely enough to be drawn and ranked among the k
+    const auto a = sample(fast, data::make_source_batch(sources, iota_ids(30)), o);
+    o.step_topk_limit = 0;
+    const auto b = sample(whole, data::make_source_batch(sources, iota_ids(30)), o);
+    EXPECT_EQ(fast.topk_steps > 0, k <= kernels::kMaxTopK);
+    EXPECT_EQ(whole.topk_steps, 0);
+    int ended_early = 0;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      EXPECT_EQ(a[i][0].tokens, b[i][0].tokens) << "line " << i;
+      EXPECT_EQ(a[i][0].word_log_probs, b[i][0].word_log_probs) << "line " << i;
+      ended_early += a[i][0].tokens.size() + 1 < static_cast<size_t>(3 * sources[i].size());
+    }
+    EXPECT_GT(ended_early, 0) << "no line drew eos before its length limit";
+  }
+}
+
 TEST(Sampling, TopPPicksOnlyFromTheNucleus) {
   expect_tokens_within(parse_output_sampling({"topp", "0.3", "0.7"}),
                        [](const auto& row, int32_t t) { return in_nucleus(row, t, 0.3, 0.7); });
