@@ -73,10 +73,12 @@ int run_translate(const Options& options) {
   out.close();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   const double per_second = seconds > 0 ? 1.0 / seconds : 0.0;
+  // bench/ and tests/ parse this line up to "model load N s"; what follows says where the search thread's time went.
   spdlog::info("Translated {} lines ({} target tokens) in {:.2f} s: {:.1f} lines/s, {:.0f} target tokens/s; model "
-               "load {:.2f} s",
+               "load {:.2f} s; search {:.2f} s, waiting for input {:.2f} s, for output {:.2f} s",
                totals.lines, totals.target_tokens, seconds, totals.lines * per_second,
-               totals.target_tokens * per_second, load_seconds);
+               totals.target_tokens * per_second, load_seconds, totals.search_seconds, totals.input_wait_seconds,
+               totals.output_wait_seconds);
   if (totals.line_breaks_replaced > 0)
     spdlog::warn("{} outputs held line breaks (the model's tokens decode to them); they were written as spaces, so "
                  "that every input line has one output line (--no-spm-decode writes the ids instead)",

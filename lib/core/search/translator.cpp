@@ -3,6 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "core/search/nbest_format.h"
 #include "data/ordered_output.h"
@@ -51,37 +56,159 @@ std::string render(int64_t line, const NBestList& list, const Detokenizer& detok
   return out;
 }
 
+// A bounded FIFO between two threads. close(): no more items, but pop() still returns those queued; cancel(): the
+// other side stopped, so queued items are dropped and push() and pop() return false from then on.
+template <typename T>
+class BoundedQueue {
+ public:
+  explicit BoundedQueue(size_t capacity) : capacity_(capacity) {}
+  bool push(T item) {  // waits while full; false once cancelled
+    std::unique_lock<std::mutex> lock(mutex_);
+    not_full_.wait(lock, [&] { return cancelled_ || items_.size() < capacity_; });
+    if (cancelled_) return false;
+    items_.push_back(std::move(item));
+    not_empty_.notify_one();
+    return true;
+  }
+  bool pop(T& item) {  // waits while empty and open; false once closed and empty, or cancelled
+    std::unique_lock<std::mutex> lock(mutex_);
+    not_empty_.wait(lock, [&] { return cancelled_ || closed_ || !items_.empty(); });
+    if (cancelled_ || items_.empty()) return false;
+    item = std::move(items_.front());
+    items_.pop_front();
+    not_full_.notify_one();
+    return true;
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+    not_empty_.notify_all();
+  }
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_ = true;
+    items_.clear();
+    not_empty_.notify_all();
+    not_full_.notify_all();
+  }
+
+ private:
+  const size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable not_full_, not_empty_;
+  std::deque<T> items_;
+  bool closed_ = false, cancelled_ = false;
+};
+
+// What the search hands the writer: the n-best lists of some input lines (empty lists for a window's lines that are
+// not decoded), or the end of a window (window_end >= 0: all lines before it have been handed over).
+struct SearchedLines {
+  std::vector<int64_t> line_ids;
+  std::vector<NBestList> lists;
+  int64_t window_end = -1;
+};
+
+constexpr size_t kWindowsAhead = 1;    // read and encoded windows waiting for the search (one more being read)
+constexpr size_t kSearchedAhead = 128;  // hand-overs waiting for the writer (about one per batch)
+
 }  // namespace
 
 TranslationTotals translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
                                 const TranslateSettings& settings, std::ostream& out, double progress_seconds) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point begin = Clock::now();
-  Clock::time_point next_report = begin + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(progress_seconds));
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  auto after = [](Clock::time_point t, double seconds) {
+    return t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+
+  // Three threads, so that the CPU work overlaps the searches (on a GPU the search would otherwise wait for it):
+  // the reader reads, encodes and batches the input windows (input.next, the only caller of the encoder); this
+  // thread runs the searches (the only user of the model); the writer detokenizes, formats and writes the outputs
+  // (the only user of `detokenize`, `output` and `out`). The bounded queues keep the memory bounded on any input.
+  BoundedQueue<data::InputWindow> windows(kWindowsAhead);
+  BoundedQueue<SearchedLines> searched(kSearchedAhead);
+  std::exception_ptr read_error, search_error, write_error;
   data::OrderedOutput output(out);
-  data::InputWindow window;
-  TranslationTotals totals;
-  while (input.next(window)) {
-    for (int64_t line : window.empty_lines) output.put(line, render(line, {}, detokenize, settings, totals));
-    for (const auto& batch : window.batches) {
-      std::vector<NBestList> lists =
-          settings.sample ? sample(model, batch, settings.sampling) : beam_search(model, batch, settings.beam);
-      for (int i = 0; i < batch.size; ++i) {
-        if (!lists[i].empty()) totals.target_tokens += static_cast<int64_t>(lists[i].front().tokens.size());
-        output.put(batch.line_ids[i], render(batch.line_ids[i], lists[i], detokenize, settings, totals));
+  TranslationTotals totals;  // lines, target_tokens, line_breaks_replaced: the writer's while it runs
+  double search_seconds = 0, input_wait_seconds = 0, output_wait_seconds = 0;
+  std::thread reader, writer;
+  try {
+    reader = std::thread([&] {
+      try {
+        data::InputWindow window;
+        while (input.next(window) && windows.push(std::move(window))) {
+        }
+      } catch (...) {
+        read_error = std::current_exception();
       }
+      windows.close();
+    });
+    writer = std::thread([&] {
+      try {
+        Clock::time_point next_report = after(begin, progress_seconds);
+        SearchedLines s;
+        while (searched.pop(s)) {
+          for (size_t i = 0; i < s.line_ids.size(); ++i) {
+            if (!s.lists[i].empty()) totals.target_tokens += static_cast<int64_t>(s.lists[i].front().tokens.size());
+            output.put(s.line_ids[i], render(s.line_ids[i], s.lists[i], detokenize, settings, totals));
+          }
+          if (s.window_end < 0) continue;
+          totals.lines = s.window_end;
+          const Clock::time_point now = Clock::now();
+          if (progress_seconds > 0 && now >= next_report) {
+            const double seconds = std::chrono::duration<double>(now - begin).count();
+            spdlog::info("translated {} lines: {:.1f} lines/s, {:.0f} target tokens/s", totals.lines,
+                         totals.lines / seconds, totals.target_tokens / seconds);
+            next_report = after(now, progress_seconds);
+          }
+        }
+      } catch (...) {
+        write_error = std::current_exception();
+        searched.cancel();  // the search stops at its next hand-over
+        windows.cancel();   // ... or at once if it waits for input
+      }
+    });
+
+    auto hand_over = [&](SearchedLines s) {  // false: the writer failed
+      const Clock::time_point t = Clock::now();
+      const bool ok = searched.push(std::move(s));
+      output_wait_seconds += seconds_since(t);
+      return ok;
+    };
+    data::InputWindow window;
+    for (bool writing = true; writing;) {
+      const Clock::time_point t = Clock::now();
+      const bool got = windows.pop(window);
+      input_wait_seconds += seconds_since(t);
+      if (!got) break;
+      const size_t empty = window.empty_lines.size();
+      writing = hand_over({std::move(window.empty_lines), std::vector<NBestList>(empty)});
+      for (size_t b = 0; writing && b < window.batches.size(); ++b) {
+        data::Batch& batch = window.batches[b];
+        const Clock::time_point start = Clock::now();
+        std::vector<NBestList> lists =
+            settings.sample ? sample(model, batch, settings.sampling) : beam_search(model, batch, settings.beam);
+        search_seconds += seconds_since(start);
+        writing = hand_over({std::move(batch.line_ids), std::move(lists)});
+      }
+      writing = writing && hand_over({{}, {}, window.end_line});
     }
-    totals.lines = window.end_line;
-    const Clock::time_point now = Clock::now();
-    if (progress_seconds > 0 && now >= next_report) {
-      const double seconds = std::chrono::duration<double>(now - begin).count();
-      spdlog::info("translated {} lines: {:.1f} lines/s, {:.0f} target tokens/s", totals.lines,
-                   totals.lines / seconds, totals.target_tokens / seconds);
-      next_report = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(progress_seconds));
-    }
+  } catch (...) {
+    search_error = std::current_exception();
   }
+  windows.cancel();  // the reader stops once it has read the window it is reading
+  searched.close();  // the writer writes what was searched, then stops
+  if (reader.joinable()) reader.join();
+  if (writer.joinable()) writer.join();
+  // The error the serial loop would have met first: the writer's is about a line searched before any search error,
+  // and the reader runs ahead of the search.
+  for (const std::exception_ptr& error : {write_error, search_error, read_error})
+    if (error) std::rethrow_exception(error);
   output.finish(totals.lines);
+  totals.search_seconds = search_seconds;
+  totals.input_wait_seconds = input_wait_seconds;
+  totals.output_wait_seconds = output_wait_seconds;
   return totals;
 }
 

@@ -37,10 +37,18 @@ struct TranslationTotals {
   // Outputs whose text held line breaks (a byte-level BPE can decode to '\n'), written with spaces instead so that
   // each input line keeps one output line.
   int64_t line_breaks_replaced = 0;
+  // Where the calling thread (the searches) spent its time: searching, waiting for the reader thread's next input
+  // window, and waiting for room in the writer thread's queue.
+  double search_seconds = 0, input_wait_seconds = 0, output_wait_seconds = 0;
 };
 
 // Translates all input. With progress_seconds > 0, logs the lines done, lines/s and target tokens/s every that many
 // seconds (lstranslate: unless --quiet-translation).
+// The searches, and so every call of `model`, run on the calling thread; input.next (and so its encoder) runs on a
+// reader thread, `detokenize` and the writes to `out` on a writer thread. Each is used from its one thread only,
+// but the three run at the same time, so they must share no unguarded state (lstranslate's encoder and
+// detokenizer are two Vocab objects). The output, totals and any exception are those of running the three one
+// after the other: an exception in any thread stops the others and is rethrown here once all have ended.
 TranslationTotals translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
                                 const TranslateSettings& settings, std::ostream& out, double progress_seconds = 0);
 
