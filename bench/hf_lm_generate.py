@@ -5,8 +5,8 @@
             (nothing downloaded), saved with a stand-in vocab.json (the 256 byte tokens, then t256 .. t50255, and
             <|endoftext|> = 50256) and no merges, so that tools/gpt2/gpt2_to_lseq.py converts it and lseq loads
             it; the benchmark's prompts are token ids, no text
-  prompts   COUNT prompts of 16-48 random ids (seeded), one a line, as lseq ids (the tokenizer's + 4)
-  generate  transformers' generate over those prompts in batches (left-padded, KV cache, sampling top-k 50,
+  prompts   COUNT prompts of 16-128 random ids (seeded; --min-length, --max-length), one a line, as lseq ids (the tokenizer's + 4)
+  generate  transformers' generate over those prompts in batches (left-padded, KV cache, sampling top-k --top-k,
             max_new_tokens = min_new_tokens = NEW, so every prompt gets NEW tokens), timed between cuda
             synchronisations after one untimed warm-up batch; prints one RESULT line: new tokens / seconds
 """
@@ -36,7 +36,7 @@ def make(args):
     from transformers import GPT2Config, GPT2LMHeadModel
     torch.manual_seed(args.seed)
     config = GPT2Config(vocab_size=VOCAB, n_positions=1024, bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1,
-                        **SIZES[args.size])
+                        initializer_range=args.init_range, **SIZES[args.size])
     GPT2LMHeadModel(config).save_pretrained(args.out, safe_serialization=True)
     vocab = {token: i for i, token in enumerate(byte_tokens())}
     vocab.update({f"t{i}": i for i in range(256, VOCAB - 1)})
@@ -51,7 +51,7 @@ def prompts(args):
     rng = random.Random(args.seed)
     with open(args.out, "w") as f:
         for _ in range(args.count):
-            length = rng.randint(16, 48)
+            length = rng.randint(args.min_length, args.max_length)
             f.write(" ".join(str(rng.randrange(VOCAB - 1) + FIRST_TOKEN) for _ in range(length)) + "\n")
 
 
@@ -69,7 +69,7 @@ def generate(args):
         width = max(len(r) for r in batch)
         ids = torch.tensor([[eot] * (width - len(r)) + [eot] + r for r in batch], device=device)
         mask = torch.tensor([[0] * (width - len(r)) + [1] * (len(r) + 1) for r in batch], device=device)
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, top_k=50,
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, top_k=args.top_k,
                              max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, pad_token_id=eot)
         return (out.shape[1] - ids.shape[1]) * len(batch)
 
@@ -84,7 +84,7 @@ def generate(args):
             torch.cuda.synchronize()
         seconds = time.perf_counter() - begin
     print(f"RESULT bench=lm-generate impl=hf-generate size={args.label} precision={args.precision} "
-          f"prompts={len(rows)} batch={args.batch} new_tokens={args.new_tokens} device={device} tokens={tokens} "
+          f"prompts={len(rows)} batch={args.batch} new_tokens={args.new_tokens} top_k={args.top_k} device={device} tokens={tokens} "
           f"seconds={seconds:.3f} tokens_per_s={tokens / seconds:.1f} status=ok", flush=True)
 
 
@@ -95,15 +95,20 @@ def main():
     m.add_argument("--size", choices=sorted(SIZES), default="small")
     m.add_argument("--out", required=True)
     m.add_argument("--seed", type=int, default=1)
+    m.add_argument("--init-range", type=float, default=0.02,
+                   help="std of the random weights (GPT-2's 0.02; wider makes greedy choices less close)")
     q = sub.add_parser("prompts")
     q.add_argument("--count", type=int, default=128)
     q.add_argument("--out", required=True)
     q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--min-length", type=int, default=16)
+    q.add_argument("--max-length", type=int, default=128)
     g = sub.add_parser("generate")
     g.add_argument("--model", required=True)
     g.add_argument("--prompts", required=True)
     g.add_argument("--batch", type=int, default=32)
     g.add_argument("--new-tokens", type=int, default=64)
+    g.add_argument("--top-k", type=int, default=50)
     g.add_argument("--precision", choices=["bf16", "fp16", "fp32"], default="bf16")
     g.add_argument("--label", default="small")
     g.add_argument("--cpu", action="store_true")

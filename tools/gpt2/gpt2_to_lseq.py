@@ -222,8 +222,7 @@ def main():
                         "pytorch_model.bin, vocab.json, merges.txt")
     parser.add_argument("out", help="the lseq model directory to write (must not exist)")
     parser.add_argument("--max-length", type=int, help="keep only the positions of sequences this long (bos "
-                        "included: max-length + 1 positions); default n_positions - 1. lseq's GPU attention takes "
-                        "up to 127 (GPT-2: 1023 runs on the CPU only)")
+                        "included: max-length + 1 positions); default n_positions - 1 (GPT-2: 1023)")
     args = parser.parse_args()
     if os.path.exists(args.out):
         raise ConversionError(f"'{args.out}' exists; give a new output directory (nothing was written)")
