@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "data/vocab.h"
 #include "util/error.h"
@@ -33,6 +34,123 @@ std::string joined(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
   return out;
+}
+
+// What one step gives the draws: whole rows of log-probabilities, or step_topk's k best and eos per row.
+struct RowDraws {
+  bool by_step_topk = false;
+  int vocab = 0;
+  std::vector<float> log_probs, top_values, eos_log_probs;
+  std::vector<int32_t> top_ids;
+};
+
+// One thread's candidates of a row: ids, their log-probabilities, their unnormalised tempered probabilities.
+struct RowScratch {
+  std::vector<int32_t> kept;
+  std::vector<float> kept_lp;
+  std::vector<double> weights;
+};
+
+constexpr size_t kRowsPerThread = 4;  // fewer rows than this a thread are not worth one
+
+// Threads for ranking whole rows on the host: one for small vocabularies (the ranking is cheap), else up to the
+// machine's cores (at most 16); SamplingOptions::host_threads overrides.
+int host_threads(const SamplingOptions& options, int vocab) {
+  if (options.host_threads > 0) return options.host_threads;
+  if (vocab < 4096) return 1;
+  return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency(), 1u, 16u));
+}
+
+// Draws row h's next token (token, its log-probability): eos when the line may not continue or nothing can be
+// drawn. Uses only row h, the line's stream and `mine`, so rows may be drawn on different threads.
+void draw_row(const RowDraws& d, const SamplingOptions& options, size_t h, bool may_continue, SplitMix64& stream,
+              RowScratch& mine, int32_t& token, float& token_log_prob) {
+  const int32_t eos = data::kEosId;
+  const float* row = d.by_step_topk ? nullptr : d.log_probs.data() + h * static_cast<size_t>(d.vocab);
+  const float eos_log_prob = d.by_step_topk ? d.eos_log_probs[h] : row[eos];
+  token = eos;
+  token_log_prob = eos_log_prob;
+  if (!may_continue) return;
+  std::vector<int32_t>& kept = mine.kept;
+  std::vector<float>& kept_lp = mine.kept_lp;
+  kept.clear();
+  kept_lp.clear();
+  auto usable = [](float lp) { return !std::isnan(lp) && lp > -std::numeric_limits<float>::infinity(); };
+  auto by_log_prob = [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
+  if (d.by_step_topk) {
+    // The k best words (best first, equal values by id) merged with eos, which precedes any word of its value (the
+    // lower id): the k best of everything search may produce, as the host ranking below orders it.
+    const float* values = d.top_values.data() + h * static_cast<size_t>(options.top_k);
+    const int32_t* ids = d.top_ids.data() + h * static_cast<size_t>(options.top_k);
+    bool eos_placed = !usable(eos_log_prob);
+    for (int i = 0; i < options.top_k && static_cast<int>(kept.size()) < options.top_k; ++i) {
+      if (!eos_placed && eos_log_prob >= values[i]) {
+        kept.push_back(eos), kept_lp.push_back(eos_log_prob), eos_placed = true;
+        if (static_cast<int>(kept.size()) == options.top_k) break;
+      }
+      if (ids[i] < 0 || !usable(values[i])) break;
+      kept.push_back(ids[i]), kept_lp.push_back(values[i]);
+    }
+    if (!eos_placed && static_cast<int>(kept.size()) < options.top_k) {
+      kept.push_back(eos);
+      kept_lp.push_back(eos_log_prob);
+    }
+  } else {
+    for (int32_t v = 0; v < d.vocab; ++v)
+      if (!is_blocked_output(v) && usable(row[v])) kept.push_back(v);
+    if (options.mode == SamplingOptions::Mode::top_k && static_cast<int>(kept.size()) > options.top_k) {
+      std::nth_element(kept.begin(), kept.begin() + options.top_k, kept.end(), by_log_prob);
+      kept.resize(options.top_k);
+      std::sort(kept.begin(), kept.end(), by_log_prob);
+    }
+    if (options.mode == SamplingOptions::Mode::top_p && !kept.empty()) {
+      // The nucleus: the smallest most-probable-first prefix holding top_p of the tempered mass. Sort only a
+      // growing prefix (the nucleus is usually a small part of the vocabulary).
+      double best = -std::numeric_limits<double>::infinity();
+      for (int32_t v : kept) best = std::max(best, static_cast<double>(row[v]));
+      auto weight = [&](int32_t v) { return std::exp((row[v] - best) / options.temperature); };
+      double total = 0;
+      for (int32_t v : kept) total += weight(v);
+      size_t sorted = std::min<size_t>(64, kept.size());
+      while (true) {
+        std::partial_sort(kept.begin(), kept.begin() + sorted, kept.end(), by_log_prob);
+        double mass = 0;
+        for (size_t k = 0; k < sorted; ++k) mass += weight(kept[k]);
+        if (mass >= options.top_p * total || sorted == kept.size()) break;
+        sorted = std::min(kept.size(), sorted * 2);
+      }
+      double mass = 0;
+      size_t n = 0;
+      while (n < sorted) {
+        mass += weight(kept[n++]);
+        if (mass >= options.top_p * total) break;
+      }
+      kept.resize(n);
+    }
+    for (int32_t v : kept) kept_lp.push_back(row[v]);
+  }
+  if (kept.empty()) return;
+  // The draw: tempered probabilities relative to the best candidate, one uniform number of the line's stream.
+  double best = -std::numeric_limits<double>::infinity();
+  for (float lp : kept_lp) best = std::max(best, static_cast<double>(lp));
+  mine.weights.clear();
+  double total = 0;
+  for (float lp : kept_lp) {
+    mine.weights.push_back(std::exp((lp - best) / options.temperature));
+    total += mine.weights.back();
+  }
+  const double target = stream.uniform() * total;
+  double acc = 0;
+  size_t chosen = kept.size() - 1;
+  for (size_t k = 0; k < kept.size(); ++k) {
+    acc += mine.weights[k];
+    if (target < acc) {
+      chosen = k;
+      break;
+    }
+  }
+  token = kept[chosen];
+  token_log_prob = kept_lp[chosen];
 }
 
 }  // namespace
@@ -104,112 +222,51 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
   std::vector<int> live(sentences), next_live;
   for (int s = 0; s < sentences; ++s) live[s] = s;
   std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens, parents;
-  const bool by_step_topk =
-      options.mode == SamplingOptions::Mode::top_k && options.top_k <= options.step_topk_limit;
-  std::vector<float> log_probs, top_values, eos_log_probs;  // step(), or step_topk()'s values and eos
-  std::vector<int32_t> top_ids;
-  std::vector<int32_t> kept;     // candidate ids of one step
-  std::vector<float> kept_lp;    // their log-probabilities
-  std::vector<double> weights;   // their unnormalised tempered probabilities
-  auto by_log_prob = [&](const float* row) {
-    return [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
-  };
+  RowDraws draws;
+  draws.by_step_topk = options.mode == SamplingOptions::Mode::top_k && options.top_k <= options.step_topk_limit;
+  draws.vocab = vocab;
+  // Ranking whole rows of a large vocabulary on the host is the slow part of a step (GPT-2: ~0.75 ms a row): rows
+  // are independent (each line has its own random stream), so they are drawn on several threads.
+  const int threads = draws.by_step_topk ? 1 : host_threads(options, vocab);
+  std::vector<RowScratch> scratch(static_cast<size_t>(threads));
+  std::vector<int32_t> chosen;
+  std::vector<float> chosen_log_prob;
 
   while (!live.empty()) {
-    if (by_step_topk) {
-      model.step_topk(tokens, options.top_k, top_values, top_ids, eos_log_probs);
+    if (draws.by_step_topk) {
+      model.step_topk(tokens, options.top_k, draws.top_values, draws.top_ids, draws.eos_log_probs);
     } else {
-      model.step(tokens, log_probs);
+      model.step(tokens, draws.log_probs);
+    }
+    const size_t rows = live.size();
+    chosen.assign(rows, eos);
+    chosen_log_prob.assign(rows, 0.0f);
+    auto draw_rows = [&](size_t first, size_t last, RowScratch& mine) {
+      for (size_t h = first; h < last; ++h) {
+        const int s = live[h];
+        const bool may_continue = static_cast<int>(hyps[s].tokens.size()) < limit[s];
+        draw_row(draws, options, h, may_continue, streams[s], mine, chosen[h], chosen_log_prob[h]);
+      }
+    };
+    const size_t used = std::min(static_cast<size_t>(threads), (rows + kRowsPerThread - 1) / kRowsPerThread);
+    if (used <= 1) {
+      draw_rows(0, rows, scratch[0]);
+    } else {
+      std::vector<std::thread> workers;
+      const size_t per = (rows + used - 1) / used;
+      for (size_t t = 1; t < used; ++t)
+        workers.emplace_back(draw_rows, std::min(rows, t * per), std::min(rows, (t + 1) * per), std::ref(scratch[t]));
+      draw_rows(0, std::min(rows, per), scratch[0]);
+      for (std::thread& w : workers) w.join();
     }
     next_live.clear();
     next_tokens.clear();
     parents.clear();
-    for (size_t h = 0; h < live.size(); ++h) {
+    for (size_t h = 0; h < rows; ++h) {
       const int s = live[h];
       Hypothesis& hyp = hyps[s];
-      const float* row = by_step_topk ? nullptr : log_probs.data() + h * static_cast<size_t>(vocab);
-      const float eos_log_prob = by_step_topk ? eos_log_probs[h] : row[eos];
-      int32_t token = eos;
-      float token_log_prob = eos_log_prob;
-      if (static_cast<int>(hyp.tokens.size()) < limit[s]) {
-        kept.clear();
-        kept_lp.clear();
-        auto usable = [](float lp) { return !std::isnan(lp) && lp > -std::numeric_limits<float>::infinity(); };
-        if (by_step_topk) {
-          // The k best words (best first, equal values by id) merged with eos, which precedes any word of its
-          // value (the lower id): the k best of everything search may produce, as the host ranking below orders it.
-          const float* values = top_values.data() + h * static_cast<size_t>(options.top_k);
-          const int32_t* ids = top_ids.data() + h * static_cast<size_t>(options.top_k);
-          bool eos_placed = !usable(eos_log_prob);
-          for (int i = 0; i < options.top_k && static_cast<int>(kept.size()) < options.top_k; ++i) {
-            if (!eos_placed && eos_log_prob >= values[i]) {
-              kept.push_back(eos), kept_lp.push_back(eos_log_prob), eos_placed = true;
-              if (static_cast<int>(kept.size()) == options.top_k) break;
-            }
-            if (ids[i] < 0 || !usable(values[i])) break;
-            kept.push_back(ids[i]), kept_lp.push_back(values[i]);
-          }
-          if (!eos_placed && static_cast<int>(kept.size()) < options.top_k)
-            kept.push_back(eos), kept_lp.push_back(eos_log_prob);
-        } else {
-          for (int32_t v = 0; v < vocab; ++v)
-            if (!is_blocked_output(v) && usable(row[v])) kept.push_back(v);
-          if (options.mode == SamplingOptions::Mode::top_k && static_cast<int>(kept.size()) > options.top_k) {
-            std::nth_element(kept.begin(), kept.begin() + options.top_k, kept.end(), by_log_prob(row));
-            kept.resize(options.top_k);
-            std::sort(kept.begin(), kept.end(), by_log_prob(row));
-          }
-          if (options.mode == SamplingOptions::Mode::top_p && !kept.empty()) {
-            // The nucleus: the smallest most-probable-first prefix holding top_p of the tempered mass. Sort only a
-            // growing prefix (the nucleus is usually a small part of the vocabulary).
-            double best = -std::numeric_limits<double>::infinity();
-            for (int32_t v : kept) best = std::max(best, static_cast<double>(row[v]));
-            auto weight = [&](int32_t v) { return std::exp((row[v] - best) / options.temperature); };
-            double total = 0;
-            for (int32_t v : kept) total += weight(v);
-            size_t sorted = std::min<size_t>(64, kept.size());
-            while (true) {
-              std::partial_sort(kept.begin(), kept.begin() + sorted, kept.end(), by_log_prob(row));
-              double mass = 0;
-              for (size_t k = 0; k < sorted; ++k) mass += weight(kept[k]);
-              if (mass >= options.top_p * total || sorted == kept.size()) break;
-              sorted = std::min(kept.size(), sorted * 2);
-            }
-            double mass = 0;
-            size_t n = 0;
-            while (n < sorted) {
-              mass += weight(kept[n++]);
-              if (mass >= options.top_p * total) break;
-            }
-            kept.resize(n);
-          }
-          for (int32_t v : kept) kept_lp.push_back(row[v]);
-        }
-        // The draw: tempered probabilities relative to the best candidate, one uniform number of the line's stream.
-        double best = -std::numeric_limits<double>::infinity();
-        for (float lp : kept_lp) best = std::max(best, static_cast<double>(lp));
-        weights.clear();
-        double total = 0;
-        for (float lp : kept_lp) {
-          weights.push_back(std::exp((lp - best) / options.temperature));
-          total += weights.back();
-        }
-        if (!kept.empty()) {
-          const double target = streams[s].uniform() * total;
-          double acc = 0;
-          size_t chosen = kept.size() - 1;
-          for (size_t k = 0; k < kept.size(); ++k) {
-            acc += weights[k];
-            if (target < acc) {
-              chosen = k;
-              break;
-            }
-          }
-          token = kept[chosen];
-          token_log_prob = kept_lp[chosen];
-        }
-      }
-      hyp.word_log_probs.push_back(token_log_prob);
+      const int32_t token = chosen[h];
+      hyp.word_log_probs.push_back(chosen_log_prob[h]);
       if (sink) sink(s, token);
       if (token == eos) continue;
       hyp.tokens.push_back(token);

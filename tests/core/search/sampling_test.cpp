@@ -193,6 +193,25 @@ TEST(Sampling, TopKThroughStepTopKDrawsWhatWholeRowsDraw) {
   }
 }
 
+// Whole rows of a large vocabulary are ranked on several threads: the draws are those of one thread, in every mode.
+TEST(Sampling, RowsDrawnOnThreadsDrawWhatOneThreadDraws) {
+  const auto sources = random_sources(40, 30, 2, 6, 8);
+  for (const std::vector<std::string>& mode :
+       {std::vector<std::string>{"full"}, {"topp", "0.8", "1.3"}, {"topk", "40"}}) {
+    SCOPED_TRACE(mode[0]);
+    SamplingOptions o = parse_output_sampling(mode);
+    o.seed = 5;
+    o.host_threads = 1;
+    const auto one = run(sources, iota_ids(40), o, 5000, 3);
+    o.host_threads = 4;
+    const auto four = run(sources, iota_ids(40), o, 5000, 3);
+    for (size_t i = 0; i < sources.size(); ++i) {
+      EXPECT_EQ(four[i][0].tokens, one[i][0].tokens) << "line " << i;
+      EXPECT_EQ(four[i][0].word_log_probs, one[i][0].word_log_probs) << "line " << i;
+    }
+  }
+}
+
 TEST(Sampling, TopPPicksOnlyFromTheNucleus) {
   expect_tokens_within(parse_output_sampling({"topp", "0.3", "0.7"}),
                        [](const auto& row, int32_t t) { return in_nucleus(row, t, 0.3, 0.7); });
