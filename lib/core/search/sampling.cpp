@@ -104,28 +104,30 @@ void draw_row(const RowDraws& d, const SamplingOptions& options, size_t h, bool 
       std::sort(kept.begin(), kept.end(), by_log_prob);
     }
     if (options.mode == SamplingOptions::Mode::top_p && !kept.empty()) {
-      // The nucleus: the smallest most-probable-first prefix holding top_p of the tempered mass. Sort only a
-      // growing prefix (the nucleus is usually a small part of the vocabulary).
+      // The nucleus: the smallest most-probable-first prefix holding top_p of the tempered mass. The order is
+      // settled in growing chunks (the next chunk's tokens selected from the rest, then sorted), so a small
+      // nucleus costs a pass over the vocabulary and a flat distribution about one sort of it.
       double best = -std::numeric_limits<double>::infinity();
       for (int32_t v : kept) best = std::max(best, static_cast<double>(row[v]));
       auto weight = [&](int32_t v) { return std::exp((row[v] - best) / options.temperature); };
       double total = 0;
       for (int32_t v : kept) total += weight(v);
-      size_t sorted = std::min<size_t>(64, kept.size());
-      while (true) {
-        std::partial_sort(kept.begin(), kept.begin() + sorted, kept.end(), by_log_prob);
-        double mass = 0;
-        for (size_t k = 0; k < sorted; ++k) mass += weight(kept[k]);
-        if (mass >= options.top_p * total || sorted == kept.size()) break;
-        sorted = std::min(kept.size(), sorted * 2);
-      }
       double mass = 0;
-      size_t n = 0;
-      while (n < sorted) {
-        mass += weight(kept[n++]);
-        if (mass >= options.top_p * total) break;
+      size_t n = 0, sorted = 0;
+      while (n == 0 && sorted < kept.size()) {
+        const size_t next = std::min(kept.size(), std::max<size_t>(64, 2 * sorted));
+        if (next < kept.size()) std::nth_element(kept.begin() + sorted, kept.begin() + next, kept.end(), by_log_prob);
+        std::sort(kept.begin() + sorted, kept.begin() + next, by_log_prob);
+        for (size_t k = sorted; k < next; ++k) {
+          mass += weight(kept[k]);
+          if (mass >= options.top_p * total) {
+            n = k + 1;
+            break;
+          }
+        }
+        sorted = next;
       }
-      kept.resize(n);
+      kept.resize(n == 0 ? kept.size() : n);
     }
     for (int32_t v : kept) kept_lp.push_back(row[v]);
   }
