@@ -5,7 +5,8 @@
             (nothing downloaded), saved with a stand-in vocab.json (the 256 byte tokens, then t256 .. t50255, and
             <|endoftext|> = 50256) and no merges, so that tools/gpt2/gpt2_to_lseq.py converts it and lseq loads
             it; the benchmark's prompts are token ids, no text
-  prompts   COUNT prompts of 16-128 random ids (seeded; --min-length, --max-length), one a line, as lseq ids (the tokenizer's + 4)
+  prompts   COUNT prompts of 16-128 random ids (seeded; --min-length, --max-length), one a line, as lseq ids
+            (the tokenizer's + 4)
   generate  transformers' generate over those prompts in batches (left-padded, KV cache, sampling top-k --top-k,
             max_new_tokens = min_new_tokens = NEW, so every prompt gets NEW tokens), timed between cuda
             synchronisations after one untimed warm-up batch; prints one RESULT line: new tokens / seconds

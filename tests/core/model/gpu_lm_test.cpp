@@ -2,9 +2,9 @@
 // one training step (loss and gradient norm) over lines (the fused attention core) and over packed blocks with
 // document masks (the composed core with key starts), in fp32, bf16 and fp16; incremental decoding of prompts of
 // different lengths (per-step log-probabilities, greedy search); recorded steps against op-by-op steps; contexts
-// longer than the fused attention core's (the composed core). The same random parameters on both sides. Skips where no GPU
-// is present; LSEQ_TEST_GPU_WITH_CPU=1 runs the fp32 parts against a second CPU backend instead (that checks the
-// tests themselves, not the CUDA code).
+// longer than the fused attention core's (the composed core). The same random parameters on both sides. Skips
+// where no GPU is present; LSEQ_TEST_GPU_WITH_CPU=1 runs the fp32 parts against a second CPU backend instead (that
+// checks the tests themselves, not the CUDA code).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -133,18 +133,16 @@ data::Batch prompts(uint64_t seed, const std::vector<int>& words) {
 
 // Per-step log-probabilities of prompts of different lengths (one near the model's limit), fed the CPU's greedy tokens,
 // then greedy search end to end.
-TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
-  SKIP_WITHOUT_GPU();
-  Oracle cpu(true, 31, 0.3);
-  const data::Batch b = prompts(5, {7, 0, 110, 3});
-  constexpr int kSteps = 8;
-  DecoderOnlyStepModel want(cpu.model, b.size, b.src_len, kSteps + 1);
-  OnGpu fp32(true, cpu.params, DType::f32);
-  DecoderOnlyStepModel got(*fp32.model, b.size, b.src_len, kSteps + 1);
+// Per-step log-probabilities of the prompts of `b` on both models (fp32), fed the CPU's greedy tokens for `steps`
+// steps, then greedy search end to end within max_context positions: the same continuations.
+void expect_decoding_matches(const DecoderOnlyModel& cpu, const DecoderOnlyModel& gpu, const data::Batch& b, int steps,
+                             int max_context) {
+  DecoderOnlyStepModel want(cpu, b.size, b.src_len, steps + 1);
+  DecoderOnlyStepModel got(gpu, b.size, b.src_len, steps + 1);
   for (StepModel* d : std::initializer_list<StepModel*>{&want, &got}) d->start(b.src, b.src_lengths, b.size, b.src_len);
   std::vector<int32_t> tokens(b.size, data::kBosId);
   std::vector<float> lp_want, lp_got;
-  for (int t = 0; t < kSteps; ++t) {
+  for (int t = 0; t < steps; ++t) {
     want.step(tokens, lp_want);
     got.step(tokens, lp_got);
     ASSERT_EQ(lp_got.size(), lp_want.size());
@@ -158,12 +156,20 @@ TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
   }
   BeamSearchOptions options;
   options.beam_size = 1;
-  options.max_new_tokens = kSteps;
-  options.max_context = kernels::Backend::kMaxFusedAttentionLen;
-  DecoderOnlyStepModel cpu_search(cpu.model, b.size, b.src_len, kSteps + 1);
-  DecoderOnlyStepModel gpu_search(*fp32.model, b.size, b.src_len, kSteps + 1);
+  options.max_new_tokens = steps;
+  options.max_context = max_context;
+  DecoderOnlyStepModel cpu_search(cpu, b.size, b.src_len, steps + 1);
+  DecoderOnlyStepModel gpu_search(gpu, b.size, b.src_len, steps + 1);
   const auto a = beam_search(cpu_search, b, options), c = beam_search(gpu_search, b, options);
   for (std::size_t s = 0; s < a.size(); ++s) EXPECT_EQ(c[s][0].tokens, a[s][0].tokens) << "prompt " << s;
+}
+
+TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(true, 31, 0.3);
+  OnGpu fp32(true, cpu.params, DType::f32);
+  expect_decoding_matches(cpu.model, *fp32.model, prompts(5, {7, 0, 110, 3}), 8,
+                          kernels::Backend::kMaxFusedAttentionLen);
 }
 
 // Recorded steps (CUDA graphs) give, bit for bit, what op-by-op steps give: beam search over two batches of prompts
@@ -225,33 +231,7 @@ TEST(GpuLm, LongContextMatchesTheCpu) {
   }
   Oracle cpu(true, 47, 0.3, kMaxLength);
   OnGpu fp32(true, cpu.params, DType::f32, kMaxLength);
-  const data::Batch b = prompts(13, {200, 9, 140});
-  constexpr int kSteps = 12;
-  DecoderOnlyStepModel want(cpu.model, b.size, b.src_len, kSteps + 1);
-  DecoderOnlyStepModel got(*fp32.model, b.size, b.src_len, kSteps + 1);
-  for (StepModel* d : std::initializer_list<StepModel*>{&want, &got}) d->start(b.src, b.src_lengths, b.size, b.src_len);
-  std::vector<int32_t> tokens(b.size, data::kBosId);
-  std::vector<float> lp_want, lp_got;
-  for (int t = 0; t < kSteps; ++t) {
-    want.step(tokens, lp_want);
-    got.step(tokens, lp_got);
-    ASSERT_EQ(lp_got.size(), lp_want.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < lp_want.size(); ++i) worst = std::max(worst, std::fabs(double(lp_got[i]) - lp_want[i]));
-    EXPECT_LT(worst, 1e-4) << "fp32 step " << t;
-    for (int s = 0; s < b.size; ++s) {
-      const float* row = lp_want.data() + static_cast<std::size_t>(s) * kVocab;
-      tokens[s] = static_cast<int32_t>(std::max_element(row + 4, row + kVocab) - row);
-    }
-  }
-  BeamSearchOptions options;
-  options.beam_size = 1;
-  options.max_new_tokens = kSteps;
-  options.max_context = kMaxLength + 1;
-  DecoderOnlyStepModel cpu_search(cpu.model, b.size, b.src_len, kSteps + 1);
-  DecoderOnlyStepModel gpu_search(*fp32.model, b.size, b.src_len, kSteps + 1);
-  const auto a = beam_search(cpu_search, b, options), c = beam_search(gpu_search, b, options);
-  for (std::size_t s = 0; s < a.size(); ++s) EXPECT_EQ(c[s][0].tokens, a[s][0].tokens) << "prompt " << s;
+  expect_decoding_matches(cpu.model, *fp32.model, prompts(13, {200, 9, 140}), 12, kMaxLength + 1);
 }
 
 }  // namespace
