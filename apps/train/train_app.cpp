@@ -130,7 +130,7 @@ std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, Mo
   const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
   const std::size_t initial = static_cast<std::size_t>(options.get_int("workspace")) << 20;
   // Parameters and Adam's moments (fp32), gradients (fp32; with gradients in step memory only the embedding
-  // tables' side buffer lives here), the working copy in 16-bit precisions, and the smoothed weights with a
+  // tables' side buffer lives here, and with --optimizer-delay the sum of the batches' gradients), the working copy in 16-bit precisions, and the smoothed weights with a
   // temporary for --exponential-smoothing. Sharded, each device keeps 1/shards of the moments and smoothed weights,
   // and in 16 bits of the master too (the layers read the working copy).
   const bool half = model.compute_dtype() != kernels::DType::f32;
@@ -139,7 +139,9 @@ std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, Mo
   const double bytes_per_param = optimizer_bytes / layout.shards + (half && layout.shards > 1 ? 0.0 : 4.0) +
                                  (half ? 2.0 : 0.0) + layout.wire_bytes;
   const std::size_t persistent_grads =
-      model.gradients_in_step_memory() ? model.param_store().side_end() : model.num_params();
+      model.gradients_in_step_memory()
+          ? model.param_store().side_end() + (model.param_store().sums_steps() ? model.num_params() : 0)
+          : model.num_params();
   const double state_mib =
       (static_cast<double>(model.num_params()) * bytes_per_param + 4.0 * persistent_grads) / 1048576.0;
   try {
