@@ -98,9 +98,12 @@ void draw_row(const RowDraws& d, const SamplingOptions& options, size_t h, bool 
   } else {
     for (int32_t v = 0; v < d.vocab; ++v)
       if (!is_blocked_output(v) && usable(row[v])) kept.push_back(v);
-    if (options.mode == SamplingOptions::Mode::top_k && static_cast<int>(kept.size()) > options.top_k) {
-      std::nth_element(kept.begin(), kept.begin() + options.top_k, kept.end(), by_log_prob);
-      kept.resize(options.top_k);
+    if (options.mode == SamplingOptions::Mode::top_k) {
+      // Best first, as step_topk gives them, also when there are no more than k candidates.
+      if (static_cast<int>(kept.size()) > options.top_k) {
+        std::nth_element(kept.begin(), kept.begin() + options.top_k, kept.end(), by_log_prob);
+        kept.resize(options.top_k);
+      }
       std::sort(kept.begin(), kept.end(), by_log_prob);
     }
     if (options.mode == SamplingOptions::Mode::top_p && !kept.empty()) {
