@@ -85,7 +85,8 @@ def generate(args):
             torch.cuda.synchronize()
         seconds = time.perf_counter() - begin
     print(f"RESULT bench=lm-generate impl=hf-generate size={args.label} precision={args.precision} "
-          f"prompts={len(rows)} batch={args.batch} new_tokens={args.new_tokens} top_k={args.top_k} device={device} tokens={tokens} "
+          f"prompts={len(rows)} batch={args.batch} new_tokens={args.new_tokens} top_k={args.top_k} device={device} "
+          f"tokens={tokens} "
           f"seconds={seconds:.3f} tokens_per_s={tokens / seconds:.1f} status=ok", flush=True)
 
 

@@ -52,7 +52,8 @@ for size in $SIZES; do
       "tokens_per_s=$(awk -v t="$tokens" -v s="${translate_s:-$wall}" 'BEGIN { printf "%.1f", t / s }')" |
       tee -a "$results"
     python3 "$root/bench/hf_lm_generate.py" generate --model "$hf" --prompts "$OUT/prompts.ids" --batch "$batch" \
-      --new-tokens "$NEW_TOKENS" --top-k "$TOPK" --precision "$PRECISION" --label "$size" "${hf_device[@]}" 2>"$OUT/hf-$size-$batch.log" |
+      --new-tokens "$NEW_TOKENS" --top-k "$TOPK" --precision "$PRECISION" --label "$size" "${hf_device[@]}" \
+      2>"$OUT/hf-$size-$batch.log" |
       tee -a "$results"
   done
 done

@@ -27,7 +27,8 @@ lstrain="$root/$BUILD/apps/train/lstrain"
 [ -x "$lstrain" ] || { echo "run-lm-train-bench: $lstrain not built (BUILD=$BUILD)" >&2; exit 1; }
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 | head -n 1)
 echo "device: $device" | tee -a "$results"
-cat "$DATA/train.en" "$DATA/train.de" >"$OUT/corpus.txt" || { echo "run-lm-train-bench: no corpus in DATA=$DATA" >&2; exit 1; }
+cat "$DATA/train.en" "$DATA/train.de" >"$OUT/corpus.txt" ||
+  { echo "run-lm-train-bench: no corpus in DATA=$DATA" >&2; exit 1; }
 
 # peak_memory <log> <command...>: runs the command (output to the log) while sampling GPU 0's memory.used; prints
 # "<exit code> <peak MiB above what was used before>".
@@ -50,9 +51,9 @@ for size in $SIZES; do
   python3 "$root/bench/hf_lm_generate.py" make --size "$size" --out "$hf" || continue
   python3 "$root/tools/gpt2/gpt2_to_lseq.py" "$hf" "$lseq" --max-length $((SEQ - 1)) || continue
   read -r rc peak < <(peak_memory "$OUT/lstrain-$size.log" "$lstrain" -c "$lseq/config.yml" \
-    --vocabs "$lseq/vocab.json" -t "$OUT/corpus.txt" -m "$OUT/run-$size" --lm-pack-blocks --max-length $((SEQ - 1)) --precision bf16 \
-    --mini-batch-words $((BATCH * SEQ)) --mini-batch 1000 --after "${UPDATES}u" --disp-freq 10u --save-freq 0u \
-    --valid-freq 0u --seed 1)
+    --vocabs "$lseq/vocab.json" -t "$OUT/corpus.txt" -m "$OUT/run-$size" --lm-pack-blocks --max-length $((SEQ - 1)) \
+    --precision bf16 --mini-batch-words $((BATCH * SEQ)) --mini-batch 1000 --after "${UPDATES}u" --disp-freq 10u \
+    --save-freq 0u --valid-freq 0u --seed 1)
   tok_s=$(grep -o '[0-9.]* words/s' "$OUT/lstrain-$size.log" | awk 'NR > 1 { print $1 }' | sort -n |
     awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }')
   echo "RESULT bench=lm-train impl=lstrain size=$size seq=$SEQ batch=$BATCH rc=$rc tok_s=$tok_s" \
@@ -76,12 +77,14 @@ for line in open(sys.argv[1]):
         kv = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
         rows[(kv.get("size"), kv.get("impl"))] = kv
 for size in sorted({s for s, _ in rows}):
-    ours, comp, eager = rows.get((size, "lstrain"), {}), rows.get((size, "torch-compile"), {}), rows.get((size, "torch-eager"), {})
+    ours, comp = rows.get((size, "lstrain"), {}), rows.get((size, "torch-compile"), {})
+    eager = rows.get((size, "torch-eager"), {})
     try:
         per_tok = float(comp["mfu"]) * 989e12 / float(comp["tok_s"])  # the same FLOPs a token
         mfu = float(ours["tok_s"]) * per_tok / 989e12
         print(f"{size}: lstrain {float(ours['tok_s']):.0f} tok/s (MFU {mfu:.3f}, peak {ours['peak_mem_mib']} MiB); "
-              f"torch.compile {float(comp['tok_s']):.0f} (MFU {float(comp['mfu']):.3f}, peak {comp.get('smi_peak_mem_mib')} MiB); "
+              f"torch.compile {float(comp['tok_s']):.0f} (MFU {float(comp['mfu']):.3f}, "
+              f"peak {comp.get('smi_peak_mem_mib')} MiB); "
               f"eager {eager.get('tok_s', 'nan')}; lstrain/compile {float(ours['tok_s']) / float(comp['tok_s']):.2f}x, "
               f"memory {float(ours['peak_mem_mib']) / float(comp['smi_peak_mem_mib']):.2f}x")
     except (KeyError, ValueError, ZeroDivisionError) as e:

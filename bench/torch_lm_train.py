@@ -101,10 +101,11 @@ def main():
     tok_s = tokens / seconds
     mfu = tok_s * flops_per_token / (args.peak_tflops * 1e12)
     impl = "torch-eager" if args.eager else "torch-compile"
+    device_name = torch.cuda.get_device_name().replace(" ", "_") if device == "cuda" else "cpu"
     print(f"RESULT bench=lm-train impl={impl} size={args.size} params={params} seq={args.seq} batch={args.batch} "
           f"dropout={args.dropout} tok_s={tok_s:.0f} ms_step={seconds * 1e3 / args.steps:.1f} mfu={mfu:.4f} "
           f"peak_mem_mib={torch.cuda.max_memory_allocated() / 2**20 if device == 'cuda' else 0:.0f} "
-          f"loss={loss.item():.3f} device={torch.cuda.get_device_name().replace(' ', '_') if device == 'cuda' else 'cpu'} "
+          f"loss={loss.item():.3f} device={device_name} "
           f"status={'ok' if math.isfinite(loss.item()) else 'nan'}",
           flush=True)
 

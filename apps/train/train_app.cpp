@@ -130,9 +130,10 @@ std::unique_ptr<kernels::Workspace> checked_workspace(const Options& options, Mo
   const std::size_t worst_case = model.workspace_bytes(max_tokens, max_len);
   const std::size_t initial = static_cast<std::size_t>(options.get_int("workspace")) << 20;
   // Parameters and Adam's moments (fp32), gradients (fp32; with gradients in step memory only the embedding
-  // tables' side buffer lives here, and with --optimizer-delay the sum of the batches' gradients), the working copy in 16-bit precisions, and the smoothed weights with a
-  // temporary for --exponential-smoothing. Sharded, each device keeps 1/shards of the moments and smoothed weights,
-  // and in 16 bits of the master too (the layers read the working copy).
+  // tables' side buffer lives here, and with --optimizer-delay the sum of the batches' gradients), the working
+  // copy in 16-bit precisions, and the smoothed weights with a temporary for --exponential-smoothing. Sharded,
+  // each device keeps 1/shards of the moments and smoothed weights, and in 16 bits of the master too (the layers
+  // read the working copy).
   const bool half = model.compute_dtype() != kernels::DType::f32;
   const double optimizer_bytes = 8.0 + (options.get_float("exponential-smoothing") > 0 ? 8.0 : 0.0) +
                                  (half && layout.shards > 1 ? 4.0 : 0.0);
