@@ -219,7 +219,7 @@ int run(const Options& options) {
                        2 * slice_flops, 4 * TD + double(B) * H * L * 4, false});
     results.push_back({"attention_backward (fused core)", time_ms([&] {
                          be.attention_backward(dt, qkv, 3 * D, cols(qkv, 1), cols(qkv, 2), 3 * D, lengths, B, H, L, L,
-                                               HD, 0.125f, false, lse, z, heads, cols(heads, 1), cols(heads, 2));
+                                               HD, 0.125f, false, lse, y, z, heads, cols(heads, 1), cols(heads, 2));
                        }),
                        5 * slice_flops, 7 * TD + double(B) * H * L * 4, false});
     // Causal (decoder self-attention): the products skip the tiles right of the diagonal, about half the FLOPs.
@@ -230,7 +230,7 @@ int run(const Options& options) {
                        slice_flops, 4 * TD + double(B) * H * L * 4, false});
     results.push_back({"attention_backward (fused core, causal)", time_ms([&] {
                          be.attention_backward(dt, qkv, 3 * D, cols(qkv, 1), cols(qkv, 2), 3 * D, nullptr, B, H, L, L,
-                                               HD, 0.125f, true, lse, z, heads, cols(heads, 1), cols(heads, 2));
+                                               HD, 0.125f, true, lse, y, z, heads, cols(heads, 1), cols(heads, 2));
                        }),
                        2.5 * slice_flops, 7 * TD + double(B) * H * L * 4, false});
   }

@@ -249,11 +249,6 @@ std::unique_ptr<Validator> make_validator(const Options& options, const Vocabula
 int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* group) {
   const bool leader = group == nullptr || group->rank() == 0;
   const int ranks = group ? group->size() : 1;
-  if (leader && is_lm(options) && lm_attention_composed(static_cast<int>(options.get_int("max-length")))) {
-    spdlog::info("attention over more than {} positions runs on the composed core (GEMMs around a stored softmax): "
-                 "its memory grows with the square of --max-length; a flash-style kernel is not built yet",
-                 kernels::Backend::kMaxFusedAttentionLen);
-  }
   if (!leader) group->wait_for_rank0();
   const std::vector<std::string> train_sets = options.get_strings("train-sets");
   TrainerOptions trainer_settings = trainer_options(options);
@@ -314,6 +309,12 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
     spdlog::info("model: language model of {} parameters ({} layers, dim {}, {} heads, ffn {}, {} positions)",
                  model.num_weights(), config.dec_depth, config.dim_emb, config.heads, config.dim_ffn,
                  config.learned_positions ? "learned" : "sinusoidal");
+    const std::string composed = lm_composed_attention_reason(
+        config, options.get_bool("lm-pack-blocks") && options.get_bool("lm-document-masks"));
+    if (leader && !composed.empty())
+      spdlog::info("attention runs on the composed core (GEMMs around a stored softmax; memory grows with the square "
+                   "of the length): {}",
+                   composed);
   } else {
     spdlog::info("model: {} parameters ({} encoder + {} decoder layers, dim {}, {} heads, ffn {})",
                  model.num_weights(), config.enc_depth, config.dec_depth, config.dim_emb, config.heads,

@@ -154,8 +154,8 @@ class Backend {
   // ---- bias, activation, residual ----
   // y = x + bias (broadcast over rows), in place allowed
   virtual void add_bias(DType dt, const void* x, const void* bias, int rows, int cols, void* y) = 0;
-  // dparam_bias += column sums of dy
-  virtual void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias) = 0;
+  // dparam_bias += column sums of dy [rows, cols] (row stride ld; 0: cols)
+  virtual void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias, int ld = 0) = 0;
   // y = dropout(act(x + bias)); x is kept by the caller for backward
   virtual void bias_activation_dropout_forward(DType dt, const void* x, const void* bias, int rows, int cols,
                                                Activation act, const Dropout& drop, void* y) = 0;
@@ -256,13 +256,13 @@ class Backend {
                               const int32_t* k_lengths, int rows, int heads, int head_dim, int k_len, float scale,
                               void* context, const int32_t* key_starts = nullptr) = 0;
 
-  // ---- fused attention core (training), for the short sequences of MT ----
+  // ---- fused attention core (training, scoring and prefill) ----
   // Whether attention_forward/attention_backward take these lengths and head size; otherwise the caller composes
   // gemm and attention_softmax_*. A pure function of its arguments, the same on every backend and for every dtype,
   // so that CPU and GPU runs take the same path: 1 <= q_len, k_len <= kMaxFusedAttentionLen and
-  // 1 <= head_dim <= kMaxFusedAttentionHeadDim (the CUDA kernels keep a whole slice in shared memory; at the largest
-  // shape the backward's 16-bit layout takes about 205 KiB of the H100's 227).
-  static constexpr int kMaxFusedAttentionLen = 128;
+  // 1 <= head_dim <= kMaxFusedAttentionHeadDim. (The CUDA kernels keep a whole slice in shared memory up to 128
+  // positions and go tile by tile with an online softmax above; the head size bounds their register tiles.)
+  static constexpr int kMaxFusedAttentionLen = 16384;
   static constexpr int kMaxFusedAttentionHeadDim = 64;
   static bool fused_attention_fits(int q_len, int k_len, int head_dim) {
     return q_len >= 1 && q_len <= kMaxFusedAttentionLen && k_len >= 1 && k_len <= kMaxFusedAttentionLen &&
@@ -288,11 +288,14 @@ class Backend {
                                  const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr) = 0;
   // The gradients of that map for d_context (the context's layout), written in the inputs' layouts: d_q with ldq,
   // d_k and d_v with ldkv (overwritten over each slice's columns; rows of masked keys 0; so the d_q/d_k/d_v parts
-  // of one d_qkv buffer are all written), from the probabilities recomputed as exp(scale q_i.k_j - lse_i). d_q,
-  // d_k, d_v must not overlap the inputs. Deterministic (no atomics).
+  // of one d_qkv buffer are all written), from the probabilities recomputed as exp(scale q_i.k_j - lse_i). context
+  // is forward's output: the GPU's tiled kernels take the softmax gradient's row sums D_i = sum_j P_ij dP_ij as
+  // d_context_i . context_i from it instead of a pass over the keys. d_q, d_k, d_v must not overlap the inputs.
+  // Deterministic (no atomics).
   virtual void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                   const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
-                                  float scale, bool causal, const float* lse, const void* d_context, void* d_q,
+                                  float scale, bool causal, const float* lse, const void* context,
+                                  const void* d_context, void* d_q,
                                   void* d_k, void* d_v, const int32_t* q_offsets = nullptr,
                                   const int32_t* k_offsets = nullptr) = 0;
 
@@ -305,9 +308,11 @@ class Backend {
   // the output layer's bias needs no pass of its own when only the loss and its gradient are wanted; dlogits is
   // the gradient with respect to (logits + bias), which is also the one of the logits, and its column sums are the
   // bias gradient. Probabilities are never materialised as a separate buffer.
+  // ld (0: vocab) is the row stride of logits and dlogits: rows padded to 16 bytes keep the output layer's GEMMs
+  // on aligned tensor-core kernels whatever the vocabulary. dlogits' columns from vocab to ld may be overwritten.
   virtual void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
                              float label_smoothing, int ignore_index, float grad_scale, float* loss,
-                             float* nll, void* dlogits) = 0;
+                             float* nll, void* dlogits, int ld = 0) = 0;
 
   // out[r, :] = logits[r, :] - log(sum_v exp(logits[r, v])) for logits [rows, cols]; fp32 output whatever dt
   // (decoding's next-token log-probabilities). out may alias logits when dt is fp32.

@@ -1,5 +1,7 @@
 // Label-smoothed cross-entropy: loss and nll against a double reference, padding rows, the gradient against
 // finite differences of grad_scale * sum(loss), in place, stability for large logits, bad targets.
+#include <algorithm>
+
 #include "kernels_test_util.h"
 
 namespace lseq::kernels::test {
@@ -117,6 +119,34 @@ TEST_F(CpuKernels, CrossEntropyWithBiasIsThatOfBiasedLogits) {
                           grad_scale, nullptr, nullptr, inplace.data());
     EXPECT_EQ(inplace, dlogits);
   }
+}
+
+// A row stride past the vocabulary (the output layer pads its logits rows to 16 bytes) gives the dense run's loss,
+// gradient and bias gradient exactly, and leaves the padding columns as they were.
+TEST_F(CpuKernels, CrossEntropyOverPaddedRowsIsTheDenseRun) {
+  const int n = 4, vocab = 13, ld = 16;
+  const auto logits = random_floats(std::size_t(n) * vocab, 4100, -5, 5);
+  const auto bias = random_floats(vocab, 4101, -1, 1);
+  const std::vector<int32_t> targets = {3, kIgnore, 12, 0};
+  std::vector<float> loss(n), nll(n), d(std::size_t(n) * vocab);
+  backend.cross_entropy(DType::f32, logits.data(), bias.data(), targets.data(), n, vocab, 0.1f, kIgnore, 0.5f,
+                        loss.data(), nll.data(), d.data());
+  std::vector<float> padded(std::size_t(n) * ld, 7.0f), got_loss(n), got_nll(n);
+  for (int r = 0; r < n; ++r) std::copy_n(&logits[std::size_t(r) * vocab], vocab, &padded[std::size_t(r) * ld]);
+  backend.cross_entropy(DType::f32, padded.data(), bias.data(), targets.data(), n, vocab, 0.1f, kIgnore, 0.5f,
+                        got_loss.data(), got_nll.data(), padded.data(), ld);
+  EXPECT_EQ(got_loss, loss);
+  EXPECT_EQ(got_nll, nll);
+  for (int r = 0; r < n; ++r)
+    for (int v = 0; v < ld; ++v)
+      EXPECT_EQ(padded[std::size_t(r) * ld + v], v < vocab ? d[std::size_t(r) * vocab + v] : 7.0f) << r << " " << v;
+  std::vector<float> dense_bias(vocab, 0.25f), padded_bias(vocab, 0.25f);
+  backend.bias_grad(DType::f32, d.data(), n, vocab, dense_bias.data());
+  backend.bias_grad(DType::f32, padded.data(), n, vocab, padded_bias.data(), ld);
+  EXPECT_EQ(padded_bias, dense_bias);
+  EXPECT_THROW(backend.cross_entropy(DType::f32, padded.data(), nullptr, targets.data(), n, vocab, 0.1f, kIgnore, 1.0f,
+                                     got_loss.data(), nullptr, nullptr, vocab - 1),
+               lseq::Error);
 }
 
 TEST_F(CpuKernels, CrossEntropyIsStableForLargeLogits) {

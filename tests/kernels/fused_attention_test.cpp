@@ -1,17 +1,19 @@
 // The fused attention core of the CPU backend (attention_forward/backward) over the projections' token-major rows
 // against the composed path it replaces (gemm + attention_softmax_forward + gemm over head buffers, and the backward
 // sequence of AttentionLayer), lse against a double reference; self-shaped (one qkv buffer; causal and not) and
-// cross-shaped cases, key lengths with a sentence without keys, lengths up to the limit.
+// cross-shaped cases, key lengths with a sentence without keys, lengths up to the GPU's whole-slice kernels (128)
+// and past them (the lengths its tiled kernels take).
 #include "fused_attention_cases.h"
 
 namespace lseq::kernels::test {
 namespace {
 
-// Lengths from 3 to 128 (the limit); head sizes below, at and between tiles of 16.
+// Lengths from 3 to 300; head sizes below, at and between tiles of 16.
 const std::vector<FusedCase> kCases = {
     {2, 3, 3, 3, 8, false, false},   {2, 2, 9, 9, 16, true, true},    {3, 2, 13, 13, 4, false, true},
     {2, 2, 30, 30, 32, true, false}, {3, 2, 9, 30, 16, false, true},  {2, 2, 5, 13, 24, false, true},
-    {2, 1, 3, 7, 64, false, true},   {1, 2, 128, 128, 64, true, false}};
+    {2, 1, 3, 7, 64, false, true},   {1, 2, 128, 128, 64, true, false}, {2, 2, 300, 300, 16, true, true},
+    {2, 1, 40, 170, 24, false, true}};
 
 FusedOutputs run_fused(Backend& backend, const FusedInputs& in) {
   const FusedCase& c = in.c;
@@ -20,7 +22,8 @@ FusedOutputs run_fused(Backend& backend, const FusedInputs& in) {
   backend.attention_forward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
                             c.q_len, c.k_len, c.head_dim, in.scale, c.causal, out.context.data(), out.lse.data());
   backend.attention_backward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
-                             c.q_len, c.k_len, c.head_dim, in.scale, c.causal, out.lse.data(), in.d_context.data(),
+                             c.q_len, c.k_len, c.head_dim, in.scale, c.causal, out.lse.data(), out.context.data(),
+                             in.d_context.data(),
                              out.d_q_buf.data(), d_kv + in.k_offset(), d_kv + in.v_offset());
   return out;
 }
@@ -45,7 +48,8 @@ TEST_F(CpuKernels, FusedAttentionOverPackedRowsMatchesThePaddedRun) {
                               p.k_offsets.data());
     backend.attention_backward(DType::f32, op.q_buf.data(), in.ldq, k_buf.data() + in.k_offset(),
                                k_buf.data() + in.v_offset(), in.ldkv, in.lengths(), c.batch, c.heads, c.q_len,
-                               c.k_len, c.head_dim, in.scale, c.causal, got.lse.data(), op.d_context.data(),
+                               c.k_len, c.head_dim, in.scale, c.causal, got.lse.data(), got.context.data(),
+                               op.d_context.data(),
                                got.d_q_buf.data(), d_kv + in.k_offset(), d_kv + in.v_offset(), q_offsets,
                                p.k_offsets.data());
     EXPECT_TRUE(all_close(got.context, as_double(want.context), 1e-6, 1e-7)) << c.name() << " context";
@@ -103,18 +107,21 @@ TEST_F(CpuKernels, FusedAttentionSentenceWithoutKeysGivesZeros) {
   for (std::size_t r = first; r < out.lse.size(); ++r) EXPECT_TRUE(std::isfinite(out.lse[r])) << "row " << r;
 }
 
-TEST_F(CpuKernels, FusedAttentionFitsShortSequencesOnly) {
+TEST_F(CpuKernels, FusedAttentionFitsHeadsUpTo64) {
+  constexpr int kMax = Backend::kMaxFusedAttentionLen;
   EXPECT_TRUE(Backend::fused_attention_fits(1, 1, 1));
   EXPECT_TRUE(Backend::fused_attention_fits(128, 128, 64));
   EXPECT_TRUE(Backend::fused_attention_fits(32, 96, 40));
-  EXPECT_FALSE(Backend::fused_attention_fits(129, 32, 64));
-  EXPECT_FALSE(Backend::fused_attention_fits(32, 129, 64));
-  EXPECT_FALSE(Backend::fused_attention_fits(32, 32, 128));
+  EXPECT_TRUE(Backend::fused_attention_fits(2048, 2048, 64));
+  EXPECT_TRUE(Backend::fused_attention_fits(kMax, kMax, 64));
+  EXPECT_FALSE(Backend::fused_attention_fits(kMax + 1, 32, 64));
+  EXPECT_FALSE(Backend::fused_attention_fits(32, kMax + 1, 64));
+  EXPECT_FALSE(Backend::fused_attention_fits(32, 32, 65));
   EXPECT_FALSE(Backend::fused_attention_fits(0, 32, 64));
-  std::vector<float> x(136 * 64, 0.5f), lse(136, 0.0f);
-  EXPECT_THROW(backend.attention_forward(DType::f32, x.data(), 64, x.data(), x.data(), 64, nullptr, 1, 1, 136, 8, 64,
-                                         1.0f, false, x.data(), lse.data()),
-               lseq::Error);  // q_len above the limit
+  std::vector<float> x(136 * 128, 0.5f), lse(136, 0.0f);
+  EXPECT_THROW(backend.attention_forward(DType::f32, x.data(), 128, x.data(), x.data(), 128, nullptr, 1, 1, 136, 8,
+                                         128, 1.0f, false, x.data(), lse.data()),
+               lseq::Error);  // head_dim above the limit
   EXPECT_THROW(backend.attention_forward(DType::f32, x.data(), 32, x.data(), x.data(), 64, nullptr, 1, 1, 8, 8, 64,
                                          1.0f, false, x.data(), lse.data()),
                lseq::Error);  // a row stride shorter than heads x head_dim

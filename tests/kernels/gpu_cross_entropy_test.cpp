@@ -1,6 +1,7 @@
 // Label-smoothed cross-entropy and the decoding log-softmax on the device against the CPU backend: one-entry and
 // 32000-entry vocabularies, padding rows (ignore_index), with and without smoothing, gradient in place, with and
 // without the output bias.
+#include <algorithm>
 #include <cmath>
 
 #include "gpu_test_util.h"
@@ -80,6 +81,52 @@ TEST_F(GpuKernels, CrossEntropyWithBiasMatchesCpu) {
         EXPECT_TRUE(within(nll.download(), ref_nll, Bound{2e-5, 2e-5})) << what << " nll";
         EXPECT_TRUE(within((in_place ? dl : grad).download(), ref_d, bound_for(dt, 0.1 * grad_scale)))
             << what << " dlogits";
+      }
+}
+
+// Rows padded to a 16-byte stride (the output layer's logits chunks, so that its GEMMs stay aligned): odd
+// vocabularies, GPT-2's 50261 among them, take the staged kernel with a partial last pack; with and without the
+// bias, in place; the columns up to the vocabulary against the CPU's dense run, and the bias gradient over the same
+// padded rows.
+TEST_F(GpuKernels, CrossEntropyOverPaddedRowsMatchesTheDenseCpu) {
+  uint64_t seed = 10070;
+  const int ignore = 0;
+  for (DType dt : dtypes())
+    for (const auto& c : std::vector<CeCase>{{3, 5}, {7, 33}, {4, 50261}, {2, 32001}})
+      for (bool with_bias : {false, true}) {
+        const int ld = (c.vocab + 7) / 8 * 8;
+        const std::size_t total = std::size_t(c.n) * c.vocab;
+        const auto logits = quantize(random_floats(total, ++seed, -6, 6), dt);
+        const auto bias = quantize(random_floats(c.vocab, ++seed, -2, 2), dt);
+        auto targets = random_ints(c.n, ++seed, 0, c.vocab - 1);
+        if (c.n > 2) targets[1] = ignore;
+        const float grad_scale = 1.0f / c.n, ls = 0.1f;
+        std::vector<float> ref_loss(c.n), ref_nll(c.n), ref_d(total), padded(std::size_t(c.n) * ld, 1e30f);
+        const float* b = with_bias ? bias.data() : nullptr;
+        cpu.cross_entropy(DType::f32, logits.data(), b, targets.data(), c.n, c.vocab, ls, ignore, grad_scale,
+                          ref_loss.data(), ref_nll.data(), ref_d.data());
+        for (int r = 0; r < c.n; ++r)
+          std::copy_n(logits.begin() + std::size_t(r) * c.vocab, c.vocab, padded.begin() + std::size_t(r) * ld);
+        DeviceBuffer dl(gpu(), dt, padded), db(gpu(), dt, bias), dtg(gpu(), targets), loss(gpu(), DType::f32, c.n),
+            nll(gpu(), DType::f32, c.n);
+        loss.poison();
+        nll.poison();
+        gpu().cross_entropy(dt, dl.get(), with_bias ? db.get() : nullptr, dtg.i32(), c.n, c.vocab, ls, ignore,
+                            grad_scale, loss.f32(), nll.f32(), dl.get(), ld);
+        const std::string what = label(dt) + " n " + std::to_string(c.n) + " vocab " + std::to_string(c.vocab) +
+                                 " ld " + std::to_string(ld) + (with_bias ? " bias" : "");
+        EXPECT_TRUE(within(loss.download(), ref_loss, Bound{2e-5, 2e-5})) << what << " loss";
+        EXPECT_TRUE(within(nll.download(), ref_nll, Bound{2e-5, 2e-5})) << what << " nll";
+        const auto got_padded = dl.download();
+        std::vector<float> got(total);
+        for (int r = 0; r < c.n; ++r)
+          std::copy_n(got_padded.begin() + std::size_t(r) * ld, c.vocab, got.begin() + std::size_t(r) * c.vocab);
+        EXPECT_TRUE(within(got, ref_d, bound_for(dt, 0.1 * grad_scale))) << what << " dlogits";
+        auto acc = random_floats(c.vocab, ++seed);
+        DeviceBuffer dacc(gpu(), DType::f32, acc);
+        cpu.bias_grad(DType::f32, got.data(), c.n, c.vocab, acc.data());
+        gpu().bias_grad(dt, dl.get(), c.n, c.vocab, dacc.f32(), ld);
+        EXPECT_TRUE(within(dacc.download(), acc, Bound{1e-5, 1e-6 * c.n + 1e-6})) << what << " bias_grad";
       }
 }
 

@@ -1,8 +1,8 @@
 // The fused attention core on the device (attention_forward/backward) against the CPU backend's twin (itself
 // checked against the composed path in fused_attention_test.cpp), in fp32, bf16 and fp16: context, lse and the three
 // head gradients over the projections' token-major rows (one qkv buffer for self-shaped cases, q and kv for
-// cross-shaped ones), key lengths with a sentence without keys, causal masks, and transformer-base shapes (8 heads
-// of 64, lengths 8..128). Outputs are poisoned with NaN before each run.
+// cross-shaped ones), key lengths with a sentence without keys, causal masks, transformer-base shapes (8 heads
+// of 64, lengths 8..128) and lengths past the whole-slice kernels (up to 1024). Outputs are poisoned with NaN before each run.
 #include <algorithm>
 
 #include "fused_attention_cases.h"
@@ -27,6 +27,14 @@ std::vector<FusedCase> base_shapes() {
   return shapes;
 }
 
+// Past the whole-slice kernels (tiled_attention_cuda.cu): several key tiles, causal and not, lengths that are not
+// multiples of a tile, cross-shaped (only the keys long, and a block of queries that is no whole tile), head sizes
+// that are no multiple of 8 (unvectorised staging), and GPT-2's 1024 positions.
+const std::vector<FusedCase> kLongShapes = {
+    {2, 2, 150, 150, 64, true, true},  {2, 3, 300, 300, 64, false, true}, {3, 2, 70, 260, 40, false, true},
+    {2, 2, 200, 200, 24, true, false}, {2, 2, 129, 129, 16, false, false}, {1, 4, 1024, 1024, 64, true, false},
+    {2, 2, 300, 300, 12, true, true}};
+
 // Inputs rounded to dt on both sides; the device's outputs poisoned first.
 FusedOutputs run_device(Backend& gpu, DType dt, const FusedInputs& in) {
   const FusedCase& c = in.c;
@@ -43,7 +51,7 @@ FusedOutputs run_device(Backend& gpu, DType dt, const FusedInputs& in) {
                         c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal, context.get(), lse.f32());
   gpu.attention_backward(dt, q_buf.get(), in.ldq, at(k_buf, in.k_offset()), at(k_buf, in.v_offset()), in.ldkv, kl,
                          c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal, lse.f32(),
-                         d_context.get(), d_q_buf.get(), at(d_k_buf, in.k_offset()), at(d_k_buf, in.v_offset()));
+                         context.get(), d_context.get(), d_q_buf.get(), at(d_k_buf, in.k_offset()), at(d_k_buf, in.v_offset()));
   return {context.download(), lse.download(), d_q_buf.download(),
           c.fused_qkv() ? std::vector<float>() : d_kv_buf.download()};
 }
@@ -63,7 +71,8 @@ void expect_matches_cpu(CpuBackend& cpu, Backend& gpu, DType dt, const FusedCase
   cpu.attention_forward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads, c.q_len,
                         c.k_len, c.head_dim, in.scale, c.causal, ref_out.context.data(), ref_out.lse.data());
   cpu.attention_backward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
-                         c.q_len, c.k_len, c.head_dim, in.scale, c.causal, ref_out.lse.data(), in.d_context.data(),
+                         c.q_len, c.k_len, c.head_dim, in.scale, c.causal, ref_out.lse.data(), ref_out.context.data(),
+                         in.d_context.data(),
                          ref_out.d_q_buf.data(), ref_d_kv + in.k_offset(), ref_d_kv + in.v_offset());
   const FusedOutputs got_out = run_device(gpu, dt, in);
   const HeadOutputs ref = head_outputs(in, ref_out), got = head_outputs(in, got_out);
@@ -95,6 +104,12 @@ TEST_F(GpuKernels, FusedAttentionMatchesCpuAtTransformerBaseShapes) {
     for (const auto& c : base_shapes()) expect_matches_cpu(cpu, gpu(), dt, c, seed += 10);
 }
 
+TEST_F(GpuKernels, FusedAttentionMatchesCpuPastTheWholeSliceKernels) {
+  uint64_t seed = 12500;
+  for (DType dt : dtypes())
+    for (const auto& c : kLongShapes) expect_matches_cpu(cpu, gpu(), dt, c, seed += 10);
+}
+
 // Packed rows (q_offsets, k_offsets: the training encoder's padding-free source) against the CPU's padded run at the
 // rows packing keeps; the rows it drops are never written (lse there keeps its poison).
 TEST_F(GpuKernels, FusedAttentionOverPackedRowsMatchesCpu) {
@@ -111,7 +126,8 @@ TEST_F(GpuKernels, FusedAttentionOverPackedRowsMatchesCpu) {
       cpu.attention_forward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
                             c.q_len, c.k_len, c.head_dim, in.scale, c.causal, padded.context.data(), padded.lse.data());
       cpu.attention_backward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
-                             c.q_len, c.k_len, c.head_dim, in.scale, c.causal, padded.lse.data(), in.d_context.data(),
+                             c.q_len, c.k_len, c.head_dim, in.scale, c.causal, padded.lse.data(),
+                             padded.context.data(), in.d_context.data(),
                              padded.d_q_buf.data(), ref_d_kv + in.k_offset(), ref_d_kv + in.v_offset());
       const FusedOutputs want = packed_reference(in, p, padded);
       const PackedOperands op = packed_operands(in, p);
@@ -132,7 +148,7 @@ TEST_F(GpuKernels, FusedAttentionOverPackedRowsMatchesCpu) {
                               context.get(), lse.f32(), qo, k_offsets.i32());
       gpu().attention_backward(dt, q_buf.get(), in.ldq, at(k_buf, in.k_offset()), at(k_buf, in.v_offset()), in.ldkv,
                                lengths.i32(), c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal,
-                               lse.f32(), d_context.get(), d_q_buf.get(), at(d_k_buf, in.k_offset()),
+                               lse.f32(), context.get(), d_context.get(), d_q_buf.get(), at(d_k_buf, in.k_offset()),
                                at(d_k_buf, in.v_offset()), qo, k_offsets.i32());
       const std::string what = label(dt) + " packed " + c.name();
       EXPECT_TRUE(within(context.download(), want.context, bound_for(dt, 1.0))) << what << " context";

@@ -41,7 +41,7 @@ class CpuBackend : public Backend {
                           const Dropout& drop, const void* dout, float* dparam_table, float* dparam_positions) override;
 
   void add_bias(DType dt, const void* x, const void* bias, int rows, int cols, void* y) override;
-  void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias) override;
+  void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias, int ld = 0) override;
   void bias_activation_dropout_forward(DType dt, const void* x, const void* bias, int rows, int cols, Activation act,
                                        const Dropout& drop, void* y) override;
   void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows, int cols,
@@ -87,12 +87,12 @@ class CpuBackend : public Backend {
                          const int32_t* k_offsets = nullptr) override;
   void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                           const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
-                          float scale, bool causal, const float* lse, const void* d_context, void* d_q, void* d_k,
+                          float scale, bool causal, const float* lse, const void* context, const void* d_context, void* d_q, void* d_k,
                           void* d_v, const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr) override;
 
   void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
                      float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
-                     void* dlogits) override;
+                     void* dlogits, int ld = 0) override;
 
   void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) override;
   void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id, int eos_id,

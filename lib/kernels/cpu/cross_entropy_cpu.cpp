@@ -14,9 +14,11 @@ using cpu::f32;
 
 void CpuBackend::cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n,
                                int vocab, float label_smoothing, int ignore_index, float grad_scale, float* loss,
-                               float* nll, void* dlogits) {
+                               float* nll, void* dlogits, int ld) {
   cpu::require_f32(dt, "cross_entropy");
   if (vocab < 1) fail("cross_entropy: vocabulary size must be positive, got {}", vocab);
+  if (ld == 0) ld = vocab;
+  if (ld < vocab) fail("cross_entropy: row stride {} is shorter than the vocabulary ({})", ld, vocab);
   for (int r = 0; r < n; ++r)
     if (targets[r] != ignore_index && (targets[r] < 0 || targets[r] >= vocab))
       fail("cross_entropy: target {} of row {} is outside the vocabulary [0, {})", targets[r], r, vocab);
@@ -27,13 +29,13 @@ void CpuBackend::cross_entropy(DType dt, const void* logits, const void* bias, c
   cpu::parallel_for(threads_, n, vocab * 4, [&](int64_t r) {
     // With a bias the row is first copied as x + b (fp32): dlogits may alias the logits.
     std::vector<float> biased;
-    const float* x = px + r * vocab;
+    const float* x = px + r * ld;
     if (pb) {
       biased.resize(static_cast<std::size_t>(vocab));
       for (int v = 0; v < vocab; ++v) biased[v] = x[v] + pb[v];
       x = biased.data();
     }
-    float* d = pd ? pd + r * vocab : nullptr;
+    float* d = pd ? pd + r * ld : nullptr;
     const int y = targets[r];
     if (y == ignore_index) {
       if (loss) loss[r] = 0.0f;

@@ -69,7 +69,8 @@ void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void*
 
 void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                     const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
-                                    int head_dim, float scale, bool causal, const float* lse, const void* d_context,
+                                    int head_dim, float scale, bool causal, const float* lse, const void* /*context: D_i is summed from P and dP here*/,
+                                    const void* d_context,
                                     void* d_q, void* d_k, void* d_v, const int32_t* q_offsets,
                                     const int32_t* k_offsets) {
   cpu::require_f32(dt, "attention_backward");

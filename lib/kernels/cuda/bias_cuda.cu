@@ -97,8 +97,8 @@ __global__ void bias_residual_forward_pack_kernel(const T* x, const T* bias, con
 template <typename T>
 struct ColumnValue {  // bias_grad: the value itself
   const T* dy;
-  int cols;
-  __device__ float operator()(int r, int c) const { return to_f32(dy[static_cast<int64_t>(r) * cols + c]); }
+  int ld;  // row stride (the pack path needs ld == cols)
+  __device__ float operator()(int r, int c) const { return to_f32(dy[static_cast<int64_t>(r) * ld + c]); }
   __device__ void pack(int64_t i, int, float (&g)[Pack<T>::size]) const { load_pack(dy + i, g); }
 };
 
@@ -198,15 +198,17 @@ void CudaBackend::add_bias(DType dt, const void* x, const void* bias, int rows, 
   check_launch("add_bias");
 }
 
-void CudaBackend::bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias) {
+void CudaBackend::bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias, int ld) {
   require_shape(rows, cols, "bias_grad");
+  if (ld == 0) ld = cols;
+  if (ld < cols) fail("bias_grad: row stride {} is shorter than the row ({})", ld, cols);
   if (rows == 0 || cols == 0) return;
   bind();
   int chunks = 1;
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const auto* pdy = static_cast<const T*>(dy);
-    chunks = launch_column_op<T>(stream_, ColumnValue<T>{pdy, cols}, can_vectorize<T>(cols, pdy), rows, cols,
+    chunks = launch_column_op<T>(stream_, ColumnValue<T>{pdy, ld}, ld == cols && can_vectorize<T>(cols, pdy), rows, cols,
                                  scratch_floats(), scratch_float_count(), true);
   });
   check_launch("bias_grad");

@@ -80,14 +80,14 @@ __device__ __forceinline__ void write_row_loss(int64_t row, float x_y, float lse
 
 // Any vocabulary and alignment: one block per row, reading the row three times (the fallback of the fast kernel).
 template <typename T>
-__global__ void cross_entropy_kernel(const T* logits, const T* bias, const int32_t* targets, int vocab,
+__global__ void cross_entropy_kernel(const T* logits, const T* bias, const int32_t* targets, int vocab, int ld,
                                      float label_smoothing, int ignore_index, float grad_scale, float* loss,
                                      float* nll, T* dlogits) {
   __shared__ float shared[32];
   __shared__ float shared_x_y;
   const int64_t row = blockIdx.x;
-  const T* x = logits + row * vocab;
-  T* d = dlogits ? dlogits + row * vocab : nullptr;
+  const T* x = logits + row * ld;
+  T* d = dlogits ? dlogits + row * ld : nullptr;
   const int y = targets[row];
   if (cross_entropy_special_row(y, vocab, ignore_index, row, loss, nll, d)) return;
   if (threadIdx.x == 0) shared_x_y = biased(x, bias, y);  // read before any thread writes d (which may alias x)
@@ -106,18 +106,25 @@ __global__ void cross_entropy_kernel(const T* logits, const T* bias, const int32
 
 // The training case (bf16 logits [16384 x 32000]): the row is copied once from memory into shared memory
 // (cp.async, every 16-byte pack of the row in flight at once; each thread later reads only the packs it copied, so
-// no barrier is needed for them), then max, sum of exp and the gradient read it from there. Needs vocab % P == 0,
-// 16-byte aligned rows and vocab * sizeof(T) <= kStagedRowBytes. The row max is exact before any exp. A row held
+// no barrier is needed for them), then max, sum of exp and the gradient read it from there. Needs ld % P == 0,
+// 16-byte aligned rows and packs * P * sizeof(T) <= kStagedRowBytes; a vocabulary that is no multiple of the pack
+// (GPT-2's 50257 + 4) ends in a partial pack, whose columns past vocab are skipped (their gradient set to 0). The row max is exact before any exp. A row held
 // in registers instead (the kernel before this one) left one 512-thread row per SM and half of the memory bandwidth
 // idle while the block reduced; a 64 KB bf16 row in shared memory leaves room for three.
 constexpr int kStagedThreads = 512;
 constexpr int kStagedRowBytes = 160 * 1024;
 
-// Pack q of the staged row as fp32, plus the bias pack when there is one.
+// Pack q of the staged row as fp32, plus the bias pack when there is one; columns from vocab on are -inf.
 template <typename T>
-__device__ __forceinline__ void staged_values(const T* row, const T* bias, int q, float (&v)[Pack<T>::size]) {
+__device__ __forceinline__ void staged_values(const T* row, const T* bias, int q, int vocab,
+                                              float (&v)[Pack<T>::size]) {
   constexpr int P = Pack<T>::size;
   load_pack<T>(row + q * P, v);
+  if (q * P + P > vocab) {  // the partial last pack: the bias has no element past vocab
+#pragma unroll
+    for (int j = 0; j < P; ++j) v[j] = q * P + j < vocab ? v[j] + (bias ? to_f32(bias[q * P + j]) : 0.0f) : -INFINITY;
+    return;
+  }
   if (bias) {
     float b[P];
     load_pack<T>(bias + q * P, b);
@@ -128,37 +135,37 @@ __device__ __forceinline__ void staged_values(const T* row, const T* bias, int q
 
 template <typename T>
 __global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
-    const T* logits, const T* bias, const int32_t* targets, int vocab, float label_smoothing, int ignore_index,
-    float grad_scale, float* loss, float* nll, T* dlogits) {
+    const T* logits, const T* bias, const int32_t* targets, int vocab, int ld, float label_smoothing,
+    int ignore_index, float grad_scale, float* loss, float* nll, T* dlogits) {
   constexpr int P = Pack<T>::size;
   extern __shared__ __align__(16) unsigned char staged_row[];
   __shared__ float shared[32];
   __shared__ float shared_x_y;
   T* row_copy = reinterpret_cast<T*>(staged_row);
   const int64_t row = blockIdx.x;
-  const T* x = logits + row * vocab;
-  T* d = dlogits ? dlogits + row * vocab : nullptr;
+  const T* x = logits + row * ld;
+  T* d = dlogits ? dlogits + row * ld : nullptr;
   const int y = targets[row];
   if (cross_entropy_special_row<T, P>(y, vocab, ignore_index, row, loss, nll, d)) return;
-  const int packs = vocab / P;
+  const int packs = (vocab + P - 1) / P;
   for (int q = threadIdx.x; q < packs; q += kStagedThreads) copy_async_16(row_copy + q * P, x + q * P, true);
   if (threadIdx.x == 0) shared_x_y = biased(x, bias, y);  // read before any thread writes d (which may alias x)
   wait_async_copies();
   float m = -INFINITY, sx = 0.0f;
   for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
     float v[P];
-    staged_values(row_copy, bias, q, v);
+    staged_values(row_copy, bias, q, vocab, v);
 #pragma unroll
     for (int j = 0; j < P; ++j) {
       m = fmaxf(m, v[j]);
-      sx += v[j];
+      sx += q * P + j < vocab ? v[j] : 0.0f;
     }
   }
   const float row_max = block_max(m, shared);
   float s = 0.0f;
   for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
     float v[P];
-    staged_values(row_copy, bias, q, v);
+    staged_values(row_copy, bias, q, vocab, v);
 #pragma unroll
     for (int j = 0; j < P; ++j) s += expf(v[j] - row_max);
   }
@@ -173,10 +180,12 @@ __global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
   // Every read of x happened before the barriers above, so d may alias x.
   for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
     float g[P];
-    staged_values(row_copy, bias, q, g);
+    staged_values(row_copy, bias, q, vocab, g);
 #pragma unroll
     for (int j = 0; j < P; ++j)
-      g[j] = grad_scale * (expf(g[j] - row_max) * inv_sum - (q * P + j == y ? target_y : smooth));
+      g[j] = q * P + j < vocab
+                 ? grad_scale * (expf(g[j] - row_max) * inv_sum - (q * P + j == y ? target_y : smooth))
+                 : 0.0f;
     store_pack<T>(d + q * P, g);
   }
 }
@@ -231,8 +240,10 @@ using namespace cuda;
 
 void CudaBackend::cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n,
                                 int vocab, float label_smoothing, int ignore_index, float grad_scale, float* loss,
-                                float* nll, void* dlogits) {
+                                float* nll, void* dlogits, int ld) {
   if (vocab < 1) fail("cross_entropy: vocabulary size must be positive, got {}", vocab);
+  if (ld == 0) ld = vocab;
+  if (ld < vocab) fail("cross_entropy: row stride {} is shorter than the vocabulary ({})", ld, vocab);
   if (n < 0) fail("cross_entropy: invalid row count {}", n);
   if (n == 0) return;
   bind();
@@ -241,15 +252,16 @@ void CudaBackend::cross_entropy(DType dt, const void* logits, const void* bias, 
     const T* x = static_cast<const T*>(logits);
     const T* b = static_cast<const T*>(bias);
     T* d = static_cast<T*>(dlogits);
-    const int64_t row_bytes = static_cast<int64_t>(vocab) * static_cast<int64_t>(sizeof(T));
-    if (can_vectorize<T>(vocab, x, b, d) && row_bytes <= kStagedRowBytes) {
+    constexpr int P = Pack<T>::size;
+    const int64_t row_bytes = static_cast<int64_t>((vocab + P - 1) / P * P) * static_cast<int64_t>(sizeof(T));
+    if (can_vectorize<T>(ld, x, b, d) && row_bytes <= kStagedRowBytes) {
       const unsigned smem = static_cast<unsigned>(row_bytes);
       allow_shared_bytes(cross_entropy_staged_kernel<T>, smem);
-      cross_entropy_staged_kernel<T><<<n, kStagedThreads, smem, stream_>>>(x, b, targets, vocab, label_smoothing,
-                                                                           ignore_index, grad_scale, loss, nll, d);
+      cross_entropy_staged_kernel<T><<<n, kStagedThreads, smem, stream_>>>(
+          x, b, targets, vocab, ld, label_smoothing, ignore_index, grad_scale, loss, nll, d);
     } else {
-      cross_entropy_kernel<T><<<n, kRowThreads, 0, stream_>>>(x, b, targets, vocab, label_smoothing, ignore_index,
-                                                              grad_scale, loss, nll, d);
+      cross_entropy_kernel<T><<<n, kRowThreads, 0, stream_>>>(x, b, targets, vocab, ld, label_smoothing,
+                                                              ignore_index, grad_scale, loss, nll, d);
     }
   });
   check_launch("cross_entropy");

@@ -72,7 +72,7 @@ class CudaBackend : public Backend {
                           const Dropout& drop, const void* dout, float* dparam_table, float* dparam_positions) override;
 
   void add_bias(DType dt, const void* x, const void* bias, int rows, int cols, void* y) override;
-  void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias) override;
+  void bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias, int ld = 0) override;
   void bias_activation_dropout_forward(DType dt, const void* x, const void* bias, int rows, int cols, Activation act,
                                        const Dropout& drop, void* y) override;
   void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows, int cols,
@@ -118,12 +118,12 @@ class CudaBackend : public Backend {
                          const int32_t* k_offsets = nullptr) override;
   void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                           const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
-                          float scale, bool causal, const float* lse, const void* d_context, void* d_q, void* d_k,
+                          float scale, bool causal, const float* lse, const void* context, const void* d_context, void* d_q, void* d_k,
                           void* d_v, const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr) override;
 
   void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
                      float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
-                     void* dlogits) override;
+                     void* dlogits, int ld = 0) override;
   void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) override;
   void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id, int eos_id,
                         float* values, int32_t* ids, float* eos_log_prob) override;
@@ -148,6 +148,16 @@ class CudaBackend : public Backend {
  private:
   void release_resources() noexcept;
   void bind() const;  // makes this backend's GPU current for the calling thread
+  // attention_forward/backward over slices longer than the whole-slice kernels take (tiled_attention_cuda.cu).
+  void tiled_attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                               const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
+                               float scale, bool causal, void* context, float* lse, const int32_t* q_offsets,
+                               const int32_t* k_offsets);
+  void tiled_attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
+                                float scale, bool causal, const float* lse, const void* context,
+                                const void* d_context, void* d_q, void* d_k, void* d_v, const int32_t* q_offsets,
+                                const int32_t* k_offsets);
   // Throws naming the op when the last launch failed.
   void check_launch(const char* op) const;
   float* scratch_floats() const { return static_cast<float*>(scratch_); }

@@ -1,7 +1,8 @@
 // The fused attention core of training (Backend::attention_forward/backward): one CTA per (batch, head) slice,
 // the slice's q, k, v (and d_context) staged whole in shared memory, so scores and probabilities never reach global
-// memory. MT sentences are short (fused_attention_fits: lengths up to 128, head_dim up to 64), which is what makes a
-// whole slice fit and lets the softmax see its whole row at once (no online softmax). The slices are read from and
+// memory. MT sentences are short (lengths up to kWholeSliceAttentionLen = 128, head_dim up to 64), which is what
+// makes a whole slice fit and lets the softmax see its whole row at once (no online softmax); longer slices go tile
+// by tile (tiled_attention_cuda.cu). The slices are read from and
 // written to the projections' token-major rows (a head is a column range of each row), so no split into a head
 // layout and no merge back costs a pass over memory. The rows may also be packed (padding-free: a sentence's rows
 // start at its offset and stop at its length, fused_attention_layout.h), as the training encoder's are.
@@ -27,57 +28,20 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device/async_copy.cuh"
-#include "kernels/cuda/device/cuda_common.cuh"
-#include "kernels/cuda/device/mma_fragments.cuh"
-#include "kernels/cuda/device/vector_access.cuh"
-#include "kernels/fused_attention_layout.h"
+#include "kernels/cuda/device/attention_tiles.cuh"
 
 namespace lseq::kernels {
 
 namespace cuda {
 namespace {
 
-constexpr int kTile = 16;  // a warp's query rows, and the padding of lengths and head_dim
-constexpr int kMaxLen = Backend::kMaxFusedAttentionLen;
-constexpr int kMaxHeadDim = Backend::kMaxFusedAttentionHeadDim;
-constexpr int kMaxWarps = kMaxLen / kTile;       // one per 16 query rows
-constexpr int kHeadTiles = kMaxHeadDim / 8;      // n8 accumulator tiles of a head row
-constexpr float kLog2e = 1.4426950408889634f;
-static_assert(kMaxHeadDim % kTile == 0 && kMaxLen % kTile == 0, "whole tiles");
+constexpr int kMaxLen = kWholeSliceAttentionLen;  // longer slices: tiled_attention_cuda.cu
+constexpr int kMaxWarps = kMaxLen / kTile;        // one per 16 query rows
+static_assert(kMaxLen % kTile == 0, "whole tiles");
 
 // fp32 path (FMA loops): warps per block, and a head row spread over a warp.
 constexpr int kWarps = 4;
 constexpr int kSliceThreads = 32 * kWarps;
-constexpr int kDimsPerLane = (kMaxHeadDim + 31) / 32;
-
-__host__ __device__ constexpr int round_tile(int n) { return (n + kTile - 1) / kTile * kTile; }
-
-// Keys every row of slice s may see (k_lengths of its batch entry, clamped to k_len); row i sees the first
-// row_keys(keys, i, causal) of them: attention_softmax_forward's masks.
-__device__ __forceinline__ int slice_keys(const int32_t* k_lengths, int s, int heads, int k_len) {
-  return k_lengths ? max(0, min(k_lengths[s / heads], k_len)) : k_len;
-}
-__device__ __forceinline__ int row_keys(int keys, int i, bool causal) { return causal ? min(keys, i + 1) : keys; }
-
-// The query and key rows slice s has: q_len and k_len, or its sentence's counts where the rows are packed.
-struct SliceRows {
-  int q, k;
-  __device__ SliceRows(int s, int heads, int q_len, int k_len, const int32_t* q_offsets, const int32_t* k_offsets)
-      : q(fused_attention_rows(s / heads, q_len, q_offsets)), k(fused_attention_rows(s / heads, k_len, k_offsets)) {}
-};
-
-// ---- tensor-core path (bf16/fp16) ----
-
-// Max and sum over the 4 lanes of a quad, which share an accumulator row.
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 // Shared memory of one slice, in bytes from the (128-byte aligned) base. Head rows (T) have a pitch of dh + 8
 // elements and probability rows (T) one of nk + 8: 16 bytes more than the data, so the 8 rows an ldmatrix reads
@@ -85,12 +49,12 @@ __device__ __forceinline__ float quad_sum(float v) {
 //   q [mq][ldh]   d_out (backward: d_context) [mq][ldh]   k, v [nk][ldh]
 //   backward: dS [mq][ldp] over k and v (written after their last reads; past them when larger), P [mq][ldp]
 // Largest (lq = lk = 128, head_dim = 64): forward 55296 bytes, backward 108544 (two blocks an SM).
-struct SliceLayout {
-  int mq, nk, dh;  // lq, lk, head_dim rounded up to tiles
-  int ldh, ldp;    // row pitches in elements: head rows, probability rows
+struct SliceLayout : HeadRows {  // dh, ldh: head_dim rounded up to a tile, head rows' pitch
+  int mq, nk;  // lq, lk rounded up to tiles
+  int ldp;     // the pitch of probability rows
   unsigned q, d_out, k, v, p, d_s, bytes;
   __host__ __device__ SliceLayout(int lq, int lk, int head_dim, bool backward)
-      : mq(round_tile(lq)), nk(round_tile(lk)), dh(round_tile(head_dim)), ldh(dh + 8), ldp(nk + 8) {
+      : HeadRows(head_dim), mq(round_tile(lq)), nk(round_tile(lk)), ldp(nk + 8) {
     const unsigned q_bytes = 2u * mq * ldh, k_bytes = 2u * nk * ldh, p_bytes = 2u * mq * ldp;
     q = 0;
     d_out = q + q_bytes;
@@ -107,69 +71,6 @@ struct SliceLayout {
   }
 };
 
-// Register tiles of a warp's 16 rows: scores over up to NK keys (fp32 accumulators), the same rounded to dt as A
-// operands (16-bit pairs), and a head row's accumulators.
-template <int NK>
-using ScoreTiles = float[NK / 8][4];
-template <int NK>
-using ScoreOperands = uint32_t[NK / kTile][4];
-using HeadTiles = float[kHeadTiles][4];
-
-// acc = a b^T for the 16 rows at a ([16][ldh]) and the first key_end rows of b ([nk][ldh]): the score-shaped
-// products q k^T and dO v^T. Tiles past key_end (keys no row of the tile sees) stay 0.
-template <typename T, int NK>
-__device__ __forceinline__ void score_product(const T* a, const T* b, int key_end, const SliceLayout& L,
-                                              ScoreTiles<NK>& acc) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int j = 0; j < NK / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-#pragma unroll
-  for (int kc = 0; kc < kMaxHeadDim / kTile; ++kc) {
-    if (kc * kTile >= L.dh) break;
-    uint32_t fa[4];
-    load_matrices(fa, a + (lane % 16) * L.ldh + kc * kTile + 8 * (lane / 16));
-#pragma unroll
-    for (int np = 0; np < NK / kTile; ++np) {
-      if (np * kTile >= key_end) break;
-      // Matrices: keys [16np, +8) x dims lo, hi, then keys [16np + 8, +8) x dims lo, hi.
-      uint32_t fb[4];
-      load_matrices(fb, b + (np * kTile + lane % 8 + 8 * (lane / 16)) * L.ldh + kc * kTile + 8 * ((lane / 8) % 2));
-      mma_16x8x16<T>(acc[2 * np], fa, fb[0], fb[1]);
-      mma_16x8x16<T>(acc[2 * np + 1], fa, fb[2], fb[3]);
-    }
-  }
-}
-
-// acc += a b for one k-step: a 16 x 16 A operand and rows [r, r + 16) of b [.][ldh] (row-major, its columns the head
-// dimensions). Transposed matrices: rows lo, hi x dims [16dp, +8), then rows lo, hi x dims [16dp + 8, +8).
-template <typename T>
-__device__ __forceinline__ void head_step(const uint32_t (&a)[4], const T* b, int r, const SliceLayout& L,
-                                          HeadTiles& acc) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
-    if (dp * kTile >= L.dh) break;
-    uint32_t fb[4];
-    load_matrices_transposed(fb, b + (r + lane % 8 + 8 * ((lane / 8) % 2)) * L.ldh + dp * kTile + 8 * (lane / 16));
-    mma_16x8x16<T>(acc[2 * dp], a, fb[0], fb[1]);
-    mma_16x8x16<T>(acc[2 * dp + 1], a, fb[2], fb[3]);
-  }
-}
-
-// acc = a b for a warp's score operands a (16 rows x nk keys, in registers, 0 from key_end on) and b [nk][ldh]
-// (v or k, row-major): the head-shaped products P v and dS k.
-template <typename T, int NK>
-__device__ __forceinline__ void head_product(const ScoreOperands<NK>& a, const T* b, int key_end, const SliceLayout& L,
-                                             HeadTiles& acc) {
-#pragma unroll
-  for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-#pragma unroll
-  for (int c = 0; c < NK / kTile; ++c) {
-    if (c * kTile >= key_end) break;
-    head_step(a[c], b, c * kTile, L, acc);
-  }
-}
-
 // acc = a^T b for key tile kt: a [mq][ldp] (P or dS, rows = queries) and b [mq][ldh] (dO or q), both in shared
 // memory: the key-shaped products P^T dO and dS^T q, summed over the query tiles from q_begin on (the rows before
 // see none of the tile's keys: their P and dS are 0 there).
@@ -185,44 +86,6 @@ __device__ __forceinline__ void key_product(const T* a, const T* b, int kt, int 
     load_matrices_transposed(fa, a + (qc * kTile + lane % 8 + 8 * (lane / 16)) * L.ldp + kt * kTile +
                                      8 * ((lane / 8) % 2));
     head_step(fa, b, qc * kTile, L, acc);
-  }
-}
-
-// The rows r0 + l/4 and r0 + l/4 + 8 of a head tile (those below `rows`), columns below head_dim, to dst (row
-// stride ld), rounded to T: 4-byte pairs when `paired` (head_dim, ld and dst even-aligned).
-template <typename T>
-__device__ __forceinline__ void store_head_tile(const HeadTiles& acc, int r0, int rows, int head_dim, T* dst,
-                                                int64_t ld, bool paired) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = r0 + g + 8 * half;
-    if (r >= rows) continue;
-    T* row = dst + r * ld;
-#pragma unroll
-    for (int j = 0; j < kHeadTiles; ++j) {
-      const int c = 8 * j + 2 * t;
-      if (c >= head_dim) break;
-      const float lo = acc[j][2 * half], hi = acc[j][2 * half + 1];
-      if (paired) {
-        *reinterpret_cast<uint32_t*>(row + c) = pack_pair<T>(lo, hi);
-      } else {
-        row[c] = from_f32<T>(lo);
-        if (c + 1 < head_dim) row[c + 1] = from_f32<T>(hi);
-      }
-    }
-  }
-}
-
-// Score tiles rounded to dt as A operands (mma_fragments.cuh: two accumulator tiles make one k-step).
-template <typename T, int NK>
-__device__ __forceinline__ void to_operands(const ScoreTiles<NK>& x, ScoreOperands<NK>& a) {
-#pragma unroll
-  for (int c = 0; c < NK / kTile; ++c) {
-    a[c][0] = pack_pair<T>(x[2 * c][0], x[2 * c][1]);
-    a[c][1] = pack_pair<T>(x[2 * c][2], x[2 * c][3]);
-    a[c][2] = pack_pair<T>(x[2 * c + 1][0], x[2 * c + 1][1]);
-    a[c][3] = pack_pair<T>(x[2 * c + 1][2], x[2 * c + 1][3]);
   }
 }
 
@@ -249,29 +112,6 @@ __device__ __forceinline__ void store_operands(const ScoreOperands<NK>& a, int r
       const int row = r0 + g + 8 * (r % 2), col = c * kTile + 8 * (r / 2) + 2 * t;
       *reinterpret_cast<uint32_t*>(base + row * ldp + col) = a[c][r];
     }
-  }
-}
-
-// Rows [0, rows) x columns [0, cols) of src (row stride src_ld) into dst [rows_pad][ld] (columns [0, cols_pad)),
-// zeros elsewhere. packed: 16-byte packs (cols and src_ld multiples of 8, src 16-byte aligned), copied
-// asynchronously: the caller waits (wait_async_copies) before its __syncthreads. With every copy in flight at once
-// staging is bound by bandwidth instead of one latency per pack.
-template <typename T>
-__device__ void stage(const T* src, int src_ld, int rows, int cols, T* dst, int ld, int rows_pad, int cols_pad,
-                      bool packed) {
-  if (packed) {
-    constexpr int P = Pack<T>::size;
-    const int row_packs = cols_pad / P;
-    for (int e = threadIdx.x; e < rows_pad * row_packs; e += blockDim.x) {
-      const int r = e / row_packs, c = (e - r * row_packs) * P;
-      const bool inside = r < rows && c < cols;  // else 16 zero bytes: 0 in bf16 and fp16 alike
-      copy_async_16(dst + r * ld + c, inside ? src + static_cast<int64_t>(r) * src_ld + c : src, inside);
-    }
-    return;
-  }
-  for (int e = threadIdx.x; e < rows_pad * cols_pad; e += blockDim.x) {
-    const int r = e / cols_pad, c = e - r * cols_pad;
-    dst[r * ld + c] = r < rows && c < cols ? src[static_cast<int64_t>(r) * src_ld + c] : from_f32<T>(0.0f);
   }
 }
 
@@ -466,27 +306,6 @@ int slice_threads(int q_len) { return 32 * (round_tile(q_len) / kTile); }
 
 // ---- fp32 path: FMA loops, a head row spread over a warp (lane l holds elements l and l + 32) ----
 
-__device__ __forceinline__ void load_row(const float* src, int head_dim, float (&v)[kDimsPerLane]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int c = 0; c < kDimsPerLane; ++c) v[c] = lane + 32 * c < head_dim ? src[lane + 32 * c] : 0.0f;
-}
-
-__device__ __forceinline__ void store_row(const float (&v)[kDimsPerLane], int head_dim, float* dst) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int c = 0; c < kDimsPerLane; ++c)
-    if (lane + 32 * c < head_dim) dst[lane + 32 * c] = v[c];
-}
-
-// a . b for warp-spread rows; every lane gets it.
-__device__ __forceinline__ float row_dot(const float (&a)[kDimsPerLane], const float (&b)[kDimsPerLane]) {
-  float s = 0.0f;
-#pragma unroll
-  for (int c = 0; c < kDimsPerLane; ++c) s += a[c] * b[c];
-  return warp_sum(s);
-}
-
 // acc += w * row j of src [.][head_dim], warp-spread.
 __device__ __forceinline__ void add_row(float (&acc)[kDimsPerLane], float w, const float* src, int head_dim) {
   float r[kDimsPerLane];
@@ -618,14 +437,6 @@ unsigned fused_slices(const char* op, int batch, int heads, int q_len, int k_len
   return static_cast<unsigned>(batch) * static_cast<unsigned>(heads);
 }
 
-// 16-byte packs for every row of every operand: the head size, the row strides (and the context's row,
-// heads*head_dim) multiples of the pack and the base pointers aligned.
-template <typename T, typename... P>
-bool rows_vectorize(int head_dim, int ldq, int ldkv, const P*... ptrs) {
-  constexpr int pack = Pack<T>::size;
-  return can_vectorize<T>(head_dim, ptrs...) && ldq % pack == 0 && ldkv % pack == 0;
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -638,6 +449,12 @@ void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void
   const unsigned slices = fused_slices("attention_forward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   if (slices == 0) return;
   bind();
+  if (q_len > kMaxLen || k_len > kMaxLen) {
+    tiled_attention_forward(dt, q, ldq, k, v, ldkv, k_lengths, batch, heads, q_len, k_len, head_dim, scale, causal,
+                            context, lse, q_offsets, k_offsets);
+    check_launch("attention_forward");
+    return;
+  }
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);
@@ -663,12 +480,18 @@ void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void
 
 void CudaBackend::attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                      const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
-                                     int head_dim, float scale, bool causal, const float* lse, const void* d_context,
+                                     int head_dim, float scale, bool causal, const float* lse, const void* context, const void* d_context,
                                      void* d_q, void* d_k, void* d_v, const int32_t* q_offsets,
                                      const int32_t* k_offsets) {
   const unsigned slices = fused_slices("attention_backward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
   if (slices == 0) return;
   bind();
+  if (q_len > kMaxLen || k_len > kMaxLen) {
+    tiled_attention_backward(dt, q, ldq, k, v, ldkv, k_lengths, batch, heads, q_len, k_len, head_dim, scale, causal,
+                             lse, context, d_context, d_q, d_k, d_v, q_offsets, k_offsets);
+    check_launch("attention_backward");
+    return;
+  }
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);

@@ -30,7 +30,7 @@ class PlanningBackend final : public Backend {
   void embedding_backward(DType, const int32_t*, int, int, int, float, const Dropout&, const void*, float*,
                           float*) override {}
   void add_bias(DType, const void*, const void*, int, int, void*) override {}
-  void bias_grad(DType, const void*, int, int, float*) override {}
+  void bias_grad(DType, const void*, int, int, float*, int) override {}
   void bias_activation_dropout_forward(DType, const void*, const void*, int, int, Activation, const Dropout&,
                                        void*) override {}
   void bias_activation_dropout_backward(DType, const void*, const void*, const void*, int, int, Activation,
@@ -59,10 +59,10 @@ class PlanningBackend final : public Backend {
   void attention_forward(DType, const void*, int, const void*, const void*, int, const int32_t*, int, int, int, int,
                          int, float, bool, void*, float*, const int32_t*, const int32_t*) override {}
   void attention_backward(DType, const void*, int, const void*, const void*, int, const int32_t*, int, int, int, int,
-                          int, float, bool, const float*, const void*, void*, void*, void*, const int32_t*,
+                          int, float, bool, const float*, const void*, const void*, void*, void*, void*, const int32_t*,
                           const int32_t*) override {}
   void cross_entropy(DType, const void*, const void*, const int32_t*, int, int, float, int, float, float*, float*,
-                     void*) override {}
+                     void*, int) override {}
   void log_softmax(DType, const void*, int, int, float*) override {}
   void topk_log_softmax(DType, const void*, int, int, int, int, int, float*, int32_t*, float*) override {}
   void grad_norm(const float*, std::size_t, float, float, float*, float*) override {}

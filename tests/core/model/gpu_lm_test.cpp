@@ -43,8 +43,10 @@ std::vector<DType> sixteen_bits() {
   if (!on_cuda() && !cpu_stands_in()) GTEST_SKIP() << "no CUDA GPU visible"
 
 constexpr int kVocab = 500;
+// Positions up to which the GPU stages a whole attention slice (longer ones go tile by tile).
+constexpr int kWholeSlice = 128;
 
-ModelConfig small_lm(bool learned, int max_length = kernels::Backend::kMaxFusedAttentionLen - 1) {
+ModelConfig small_lm(bool learned, int max_length = kWholeSlice - 1) {
   ModelConfig c = test::tiny_lm_config(NormPlacement::pre, learned, kernels::Activation::gelu, 0.0f, max_length);
   c.src_vocab = c.tgt_vocab = kVocab;
   c.dim_emb = 64;
@@ -57,7 +59,7 @@ struct Oracle {
   std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend(2);
   DecoderOnlyModel model;
   std::vector<float> params;
-  Oracle(bool learned, uint64_t seed, double noise, int max_length = kernels::Backend::kMaxFusedAttentionLen - 1)
+  Oracle(bool learned, uint64_t seed, double noise, int max_length = kWholeSlice - 1)
       : model(small_lm(learned, max_length), *backend) {
     test::randomize_params(*backend, model.param_store(), seed, noise);
     params.resize(model.num_params());
@@ -69,7 +71,7 @@ struct OnGpu {
   std::unique_ptr<kernels::Backend> backend = on_cuda() ? kernels::make_cuda_backend(0) : kernels::make_cpu_backend(3);
   std::unique_ptr<DecoderOnlyModel> model;
   OnGpu(bool learned, const std::vector<float>& params, DType dt,
-        int max_length = kernels::Backend::kMaxFusedAttentionLen - 1) {
+        int max_length = kWholeSlice - 1) {
     model = std::make_unique<DecoderOnlyModel>(small_lm(learned, max_length), *backend, dt);
     model->load_params(params);
   }
@@ -168,8 +170,7 @@ TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   Oracle cpu(true, 31, 0.3);
   OnGpu fp32(true, cpu.params, DType::f32);
-  expect_decoding_matches(cpu.model, *fp32.model, prompts(5, {7, 0, 110, 3}), 8,
-                          kernels::Backend::kMaxFusedAttentionLen);
+  expect_decoding_matches(cpu.model, *fp32.model, prompts(5, {7, 0, 110, 3}), 8, kWholeSlice);
 }
 
 // Recorded steps (CUDA graphs) give, bit for bit, what op-by-op steps give: beam search over two batches of prompts
@@ -202,7 +203,8 @@ TEST(GpuLm, RecordedDecodingStepsEqualOpByOpSteps) {
   EXPECT_EQ(plain.recorded_graphs(), 0u);
 }
 
-// A language model whose positions exceed the fused attention core's (composed core on the GPU): one training step
+// A language model whose positions exceed the whole-slice attention kernels' (tiled kernels on the GPU; blocks with
+// document masks: OneTrainingStepMatchesTheCpu's composed core): one training step
 // over lines of 150-250 tokens (causal, no document masks) against the CPU in fp32 and bf16, then prompts of up to
 // 200 tokens decoded past position 128 (per-step log-probabilities and greedy search, fp32).
 TEST(GpuLm, LongContextMatchesTheCpu) {
@@ -210,7 +212,7 @@ TEST(GpuLm, LongContextMatchesTheCpu) {
   constexpr int kMaxLength = 300;
   std::mt19937_64 rng(41);
   const data::Batch lines = test::lines_batch(test::random_lines(rng, 5, 150, 250, kVocab));
-  ASSERT_GT(lines.tgt_len, kernels::Backend::kMaxFusedAttentionLen);
+  ASSERT_GT(lines.tgt_len, kWholeSlice);
   for (bool learned : {false, true}) {
     SCOPED_TRACE(learned ? "learned" : "sinusoidal");
     Oracle cpu(learned, 43, 0.1, kMaxLength);

@@ -258,17 +258,23 @@ TEST(LmTraining, LossDecreasesUnderGradientSteps) {
   EXPECT_LT(after.nll_sum / after.target_tokens, 0.7 * losses.front());
 }
 
-// A language model runs its attention composed exactly when its positions (--max-length + 1) do not fit the fused
-// core, the rule lstrain's log line and the layers follow.
-TEST(LmBatches, AttentionIsComposedBeyondTheFusedCore) {
+// A language model runs its attention composed exactly where the fused core cannot: past its positions or head
+// size, with attention dropout, or with document masks; lstrain's log line names the reason.
+TEST(LmBatches, AttentionIsComposedWhereTheFusedCoreCannotRun) {
   constexpr int kFused = kernels::Backend::kMaxFusedAttentionLen;
-  EXPECT_FALSE(lm_attention_composed(kFused - 1));
-  EXPECT_TRUE(lm_attention_composed(kFused));
-  EXPECT_TRUE(lm_attention_composed(1023));
-  for (int max_length : {kFused - 1, kFused, 1023})
-    EXPECT_EQ(lm_attention_composed(max_length),
-              !kernels::Backend::fused_attention_fits(max_length + 1, max_length + 1, 64))
-        << max_length;
+  ModelConfig c = test::tiny_lm_config(NormPlacement::pre, true, kernels::Activation::gelu, 0.0f, 1023);
+  c.dim_emb = 64, c.heads = 1;
+  EXPECT_EQ(lm_composed_attention_reason(c, false), "");
+  EXPECT_TRUE(kernels::Backend::fused_attention_fits(1024, 1024, 64));
+  EXPECT_NE(lm_composed_attention_reason(c, true).find("--lm-document-masks"), std::string::npos);
+  c.max_length = kFused;
+  EXPECT_NE(lm_composed_attention_reason(c, false).find("--max-length"), std::string::npos);
+  c.max_length = kFused - 1, c.dim_emb = 128, c.heads = 2;
+  EXPECT_EQ(lm_composed_attention_reason(c, false), "");
+  c.heads = 1;  // heads of 128
+  EXPECT_NE(lm_composed_attention_reason(c, false).find("heads of 128"), std::string::npos);
+  c.heads = 2, c.dropout_attention = 0.1f;
+  EXPECT_NE(lm_composed_attention_reason(c, false).find("--transformer-dropout-attention"), std::string::npos);
 }
 
 }  // namespace

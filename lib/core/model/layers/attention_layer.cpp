@@ -290,7 +290,7 @@ void AttentionLayer::backward_fused(const LayerContext& ctx, const Saved& s, con
   void* d_k = kind_ == Kind::self ? offset_ptr(d_q, dim_, ctx.dt) : ctx.temp(static_cast<std::size_t>(k_rows) * s.ldkv);
   void* d_v = offset_ptr(d_k, dim_, ctx.dt);
   ctx.backend.attention_backward(ctx.dt, s.q, s.ldq, s.k, s.v, s.ldkv, s.k_lengths, s.batch, heads_, s.q_len, s.k_len,
-                                 head_dim_, scale(), s.causal, s.lse, d_context, d_q, d_k, d_v, s.q_packing.offsets,
+                                 head_dim_, scale(), s.causal, s.lse, s.context, d_context, d_q, d_k, d_v, s.q_packing.offsets,
                                  s.k_packing.offsets);
   if (kind_ == Kind::self) {
     ctx.backend.bias_grad(ctx.dt, d_q, q_rows, 3 * dim_, ctx.g(b_qkv_));

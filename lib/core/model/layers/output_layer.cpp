@@ -8,7 +8,15 @@ namespace lseq {
 
 namespace {
 constexpr int kPadId = 0;
-}
+
+// Training's logits chunks keep rows of 16 bytes (the vocabulary rounded up to 8 16-bit elements) and their GEMMs
+// cut the vocabulary at a multiple of 8, the last vocab % 8 columns in products of their own: cuBLAS runs a product
+// whose rows are not 16-byte aligned, or whose contiguous extent is no multiple of 8, on unaligned sm75-era
+// kernels. With GPT-2's 50257 + 4 ids the three output-layer GEMMs took 31 of 73 ms a step of GPT-2 small at 16384
+// tokens on an H100 (2026-11-26).
+constexpr int kAlignedColumns = 8;
+int logits_ld(int vocab) { return (vocab + kAlignedColumns - 1) / kAlignedColumns * kAlignedColumns; }
+}  // namespace
 
 OutputLayer::OutputLayer(ParamTable& table, const ModelConfig& config, std::size_t tied_weight)
     : param_begin_(table.next_offset()), dim_(config.dim_emb), vocab_(config.tgt_vocab),
@@ -37,6 +45,23 @@ void OutputLayer::backward(const LayerContext& ctx, const Saved& saved, void* dx
   linear_backward(ctx, saved.x, saved.logits, saved.rows, dim_, vocab_, weight_, dx, false);
 }
 
+void OutputLayer::project_aligned(const LayerContext& ctx, const void* x, int rows, void* logits, int ld) const {
+  const int head = vocab_ / kAlignedColumns * kAlignedColumns;
+  if (head > 0) linear_forward(ctx, x, rows, dim_, head, weight_, logits, ld);
+  if (head < vocab_)
+    linear_forward(ctx, x, rows, dim_, vocab_ - head, weight_ + static_cast<std::size_t>(head) * dim_,
+                   offset_ptr(logits, static_cast<std::size_t>(head), ctx.dt), ld);
+}
+
+void OutputLayer::project_aligned_backward(const LayerContext& ctx, const void* x, const void* dlogits, int rows,
+                                           int ld, void* dx) const {
+  const int head = vocab_ / kAlignedColumns * kAlignedColumns;
+  if (head > 0) linear_backward(ctx, x, dlogits, rows, dim_, head, weight_, dx, false, ld);
+  if (head < vocab_)
+    linear_backward(ctx, x, offset_ptr(dlogits, static_cast<std::size_t>(head), ctx.dt), rows, dim_, vocab_ - head,
+                    weight_ + static_cast<std::size_t>(head) * dim_, dx, head > 0, ld);
+}
+
 int OutputLayer::default_chunk_rows(int rows) const {
   const int fit = static_cast<int>(std::max<std::size_t>(1, kChunkLogits / static_cast<std::size_t>(vocab_)));
   const int share = rows >= kHalfChunkRows ? (rows + 1) / 2 : (rows + 3) / 4;
@@ -48,17 +73,18 @@ void OutputLayer::loss_in_chunks(const LayerContext& ctx, const void* x, int row
   if (rows <= 0) return;
   const int chunk = std::min(rows, chunk_rows > 0 ? chunk_rows : default_chunk_rows(rows));
   TempScope scope(ctx.memory);
-  void* logits = ctx.temp(static_cast<std::size_t>(chunk) * vocab_);
+  const int ld = logits_ld(vocab_);
+  void* logits = ctx.temp(static_cast<std::size_t>(chunk) * ld);
   for (int r0 = 0; r0 < rows; r0 += chunk) {
     const int n = std::min(chunk, rows - r0);
     const std::size_t at = static_cast<std::size_t>(r0) * dim_;
     const void* xc = offset_ptr(x, at, ctx.dt);
-    linear_forward(ctx, xc, n, dim_, vocab_, weight_, logits);
+    project_aligned(ctx, xc, n, logits, ld);
     ctx.backend.cross_entropy(ctx.dt, logits, ctx.w(bias_), targets + r0, n, vocab_, label_smoothing_, kPadId,
-                              grad_scale, row_loss + r0, row_nll + r0, dx ? logits : nullptr);
+                              grad_scale, row_loss + r0, row_nll + r0, dx ? logits : nullptr, ld);
     if (dx) {
-      ctx.backend.bias_grad(ctx.dt, logits, n, vocab_, ctx.g(bias_));
-      linear_backward(ctx, xc, logits, n, dim_, vocab_, weight_, offset_ptr(dx, at, ctx.dt), false);
+      ctx.backend.bias_grad(ctx.dt, logits, n, vocab_, ctx.g(bias_), ld);
+      project_aligned_backward(ctx, xc, logits, n, ld, offset_ptr(dx, at, ctx.dt));
     }
   }
 }

@@ -49,6 +49,11 @@ class OutputLayer {
   // chunks of about 8000 rows instead of eight of 2048 made base 3% faster and big 2% (H100, bench/results/README.md round
   // 11); at 8192 two chunks instead of four measured the same as before.
   int default_chunk_rows(int rows) const;
+  // A chunk's logits [rows][ld] = x W^T (no bias) and its backward (dW += dlogits^T x, dx = dlogits W), with the
+  // vocabulary cut at a multiple of 8 (output_layer.cpp says why).
+  void project_aligned(const LayerContext& ctx, const void* x, int rows, void* logits, int ld) const;
+  void project_aligned_backward(const LayerContext& ctx, const void* x, const void* dlogits, int rows, int ld,
+                                void* dx) const;
 
   std::size_t param_begin_ = 0;
   int dim_ = 0, vocab_ = 0;

@@ -12,7 +12,19 @@
 
 namespace lseq {
 
-bool lm_attention_composed(int max_length) { return max_length + 1 > kernels::Backend::kMaxFusedAttentionLen; }
+std::string lm_composed_attention_reason(const ModelConfig& config, bool document_masks) {
+  const int positions = config.max_length + 1;
+  if (!kernels::Backend::fused_attention_fits(positions, positions, config.head_dim()))
+    return fmt::format("--max-length {} with heads of {} is past the fused core's {} positions and heads of {}",
+                       config.max_length, config.head_dim(), kernels::Backend::kMaxFusedAttentionLen,
+                       kernels::Backend::kMaxFusedAttentionHeadDim);
+  if (config.dropout_attention > 0.0f)
+    return fmt::format("--transformer-dropout-attention {} drops attention probabilities, which the fused core "
+                       "does not store",
+                       config.dropout_attention);
+  if (document_masks) return "--lm-document-masks keeps attention inside documents, which the fused core cannot mask";
+  return "";
+}
 
 DecoderOnlyModel::DecoderOnlyModel(const ModelConfig& config, kernels::Backend& backend, kernels::DType compute_dt,
                                    ParamUse use)

@@ -5,11 +5,13 @@
 // to the embeddings. The same flat parameters, explicit forward and backward, planned workspace, mixed precision and
 // checkpoints as the encoder-decoder model; a batch is the target side of data::Batch (tgt_in -> tgt_out), with
 // document masks where it carries doc_starts (packed blocks: attention stays inside each document and positions
-// restart at its first token). Attention runs on the fused core up to 128 positions and composed (batched GEMMs
-// around the masked softmax) above that and wherever documents are masked, on the CPU and the GPU alike. Tensor
+// restart at its first token). Attention runs on the fused core (on the GPU: whole slices up to 128 positions,
+// tiles with an online softmax above) and composed (batched GEMMs around the masked softmax) where documents are
+// masked or the probabilities dropped out, on the CPU and the GPU alike. Tensor
 // names: docs/tensor-names.md.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/model/encoder.h"
@@ -18,12 +20,12 @@
 
 namespace lseq {
 
-// Whether a language model of --max-length max_length runs its attention on the composed core on a backend of
-// this kind: its positions (--max-length + 1) exceed the fused core's (Backend::kMaxFusedAttentionLen). The
-// composed core stores each layer's probabilities ([batch][heads][len][len] in the compute dtype) for backward, so
-// training memory grows with the square of the length; a flash-style tiled kernel (issue 25) would not. lstrain
-// says so in one log line.
-bool lm_attention_composed(int max_length);
+// Why a language model's training attention runs on the composed core (batched GEMMs around a stored softmax, whose
+// memory grows with the square of the length) instead of the fused one, or "" when it does not: positions
+// (--max-length + 1) past Backend::kMaxFusedAttentionLen, heads larger than its head size, dropout on the attention
+// probabilities, or document masks (the fused kernels know lengths and causality only). lstrain says so in one log
+// line. The rule AttentionLayer::fused_core and forward apply, for the model's longest batch.
+std::string lm_composed_attention_reason(const ModelConfig& config, bool document_masks);
 
 class DecoderOnlyModel : public Model {
  public:

@@ -25,4 +25,20 @@ __device__ __forceinline__ void wait_async_copies() {
 #endif
 }
 
+// Pipelined staging: commit_async_copies() closes the group of copies issued since the last commit, and
+// wait_async_copy_groups<N>() waits until at most N committed groups are still in flight (N = 1: the previous
+// tile has landed while the next one flies).
+__device__ __forceinline__ void commit_async_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void wait_async_copy_groups() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 }  // namespace lseq::kernels::cuda

@@ -1,0 +1,584 @@
+// The fused attention core over slices longer than the whole-slice kernels take (Backend::attention_forward/backward
+// above kWholeSliceAttentionLen positions: language models, long documents). Flash-style: scores and probabilities
+// never reach global memory and nothing of size length^2 is stored, so memory grows with the length, not its square.
+//
+// 16-bit storage (bf16/fp16), tensor cores (attention_tiles.cuh), fp32 accumulation. A CTA owns a block of 64 rows
+// (a warp per 16) of one slice and streams 64-row tiles of the other side through two shared-memory buffers (the
+// next tile's cp.async copies fly while the warps work on this one):
+//   forward:  queries own; key/value tiles stream. Online softmax per row (running max and sum in registers, the
+//             accumulated context rescaled when the max grows); context = acc / sum and lse = max + log(sum) at the
+//             end. P is rounded to dt before P v (unnormalised: exp(s - running max)).
+//   backward: D_i = d_context_i . context_i (a row-dots kernel; the softmax gradient's row sums sum_j P_ij dP_ij)
+//             into the backend's scratch, then two kernels, so that every output element is written by one thread
+//             (no atomics, deterministic):
+//             dQ:     queries (and their d_context rows) own; key/value tiles stream: P = exp(scale S - lse),
+//                     dP = dO v^T, dS = P (dP - D) scale, dQ += dS k.
+//             dK, dV: keys (and values) own; query/d_context tiles stream with their lse and D. A warp's 16 keys
+//                     make the rows of transposed scores S^T = k q^T, so P^T and dS^T are A operands as they are:
+//                     dV += P^T dO, dP^T = v dO^T, dK += dS^T q.
+// Causal slices skip the tiles past the diagonal; the forward and dQ grids start with the query blocks that see the
+// most keys. Keys past a sentence's length are staged as zeros and masked.
+//
+// fp32 storage: FMA loops (fp32 must match the CPU to ~1e-5), a warp per query row, and in backward a warp per key,
+// each recomputing its products instead of keeping rows in shared memory: the oracle-grade path, not a fast one.
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device/attention_tiles.cuh"
+
+namespace lseq::kernels {
+
+namespace cuda {
+namespace {
+
+constexpr int kBlockRows = 64;  // a CTA's own rows: queries (forward, dQ) or keys (dK, dV), a warp per 16
+constexpr int kBlockWarps = kBlockRows / kTile;
+constexpr int kBlockThreads = 32 * kBlockWarps;
+constexpr int kStreamRows = 64;  // rows of the streamed side per step: keys (forward, dQ) or queries (dK, dV)
+constexpr int kMaxGridY = 65535;
+using StreamScores = ScoreTiles<kStreamRows>;
+using StreamOperands = ScoreOperands<kStreamRows>;
+
+// Shared memory of a CTA, in bytes from the base: `own` operands of its own block ([64][ldh] T each), then two
+// buffers of two streamed operands each, then (dK/dV) two buffers of the streamed queries' lse and D (64 floats
+// each). Head-dim 64: forward 46080 bytes, dQ 55296, dK/dV 56320.
+struct TiledLayout : HeadRows {
+  unsigned operand_bytes, stream_at, stats_at, bytes;
+  TiledLayout(int head_dim, int own, bool stats) : HeadRows(head_dim) {
+    operand_bytes = 2u * kBlockRows * ldh;  // 16-bit elements
+    stream_at = own * operand_bytes;
+    stats_at = stream_at + 4 * operand_bytes;
+    bytes = stats_at + (stats ? 2u * 2u * kStreamRows * sizeof(float) : 0u);
+  }
+};
+
+template <typename T>
+struct TiledSmem {
+  unsigned char* base;
+  const TiledLayout& L;
+  __device__ T* own(int i) const { return reinterpret_cast<T*>(base + i * L.operand_bytes); }
+  __device__ T* streamed(int buffer, int i) const {
+    return reinterpret_cast<T*>(base + L.stream_at + (2 * buffer + i) * L.operand_bytes);
+  }
+  __device__ float* stats(int buffer, int i) const {  // i = 0: lse, 1: D
+    return reinterpret_cast<float*>(base + L.stats_at) + (2 * buffer + i) * kStreamRows;
+  }
+};
+
+// The lane's two rows (l/4 and l/4 + 8 of its warp's 16, from `first`) and the keys each sees.
+struct OwnRows {
+  int row[2], keys[2];
+  int warp_keys;  // keys any row of the warp sees
+  __device__ OwnRows(int first, int rows, int slice_keys, bool causal) {
+    const int g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row[h] = first + g + 8 * h;
+      keys[h] = row[h] < rows ? row_keys(slice_keys, row[h], causal) : 0;
+    }
+    warp_keys = first < rows ? row_keys(slice_keys, min(first + kTile, rows) - 1, causal) : 0;
+  }
+};
+
+// Column (streamed row) of element e of score tile j for this lane, from the tile's first row `first`.
+__device__ __forceinline__ int tile_column(int first, int j, int e) { return first + 8 * j + 2 * (threadIdx.x & 3) + e; }
+
+// Streams tiles [0, tiles): stage(t, buffer) issues tile t's copies; work(t, buffer) runs once tile t is visible
+// to the whole CTA. The next tile's copies fly while the current one is worked on.
+template <typename Stage, typename Work>
+__device__ __forceinline__ void stream_tiles(int tiles, Stage&& stage, Work&& work) {
+  if (tiles > 0) stage(0, 0);
+  commit_async_copies();
+  for (int t = 0; t < tiles; ++t) {
+    if (t + 1 < tiles) {
+      stage(t + 1, (t + 1) & 1);
+      commit_async_copies();
+      wait_async_copy_groups<1>();
+    } else {
+      wait_async_copy_groups<0>();
+    }
+    __syncthreads();
+    work(t, t & 1);
+    __syncthreads();  // buffer t & 1 is staged again for tile t + 2
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+    tiled_forward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
+                         int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
+                         TiledLayout layout, T* context, float* lse, const int32_t* q_offsets,
+                         const int32_t* k_offsets) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const TiledLayout& L = layout;
+  const TiledSmem<T> sm{smem, L};
+  const int s = slice_begin + blockIdx.y;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockRows;  // the rows that see the most keys first
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  if (q0 >= rows_of.q) return;  // packed: the sentence is shorter
+  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
+  const int block_keys = row_keys(keys, min(q0 + kBlockRows, rows_of.q) - 1, causal);
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  stage(q + q_at + static_cast<int64_t>(q0) * ldq, ldq, min(kBlockRows, rows_of.q - q0), head_dim, sm.own(0), L.ldh,
+        kBlockRows, L.dh, packed);
+  const int warp = threadIdx.x >> 5, first = q0 + warp * kTile;
+  const OwnRows rows(first, rows_of.q, keys, causal);
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // row_sum: this lane's share
+  HeadTiles out;
+#pragma unroll
+  for (int j = 0; j < kHeadTiles; ++j) out[j][0] = out[j][1] = out[j][2] = out[j][3] = 0.0f;
+  const T* q_tile = sm.own(0) + warp * kTile * L.ldh;
+  stream_tiles(
+      (block_keys + kStreamRows - 1) / kStreamRows,
+      [&](int t, int buffer) {
+        const int k0 = t * kStreamRows, n = min(kStreamRows, keys - k0);
+        stage(k + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 0), L.ldh,
+              kStreamRows, L.dh, packed);
+        stage(v + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 1), L.ldh,
+              kStreamRows, L.dh, packed);
+      },
+      [&](int t, int buffer) {
+        const int k0 = t * kStreamRows, seen = min(kStreamRows, rows.warp_keys - k0);
+        if (seen <= 0) return;  // the warp's rows see none of these keys
+        const int end = round_tile(seen);
+        StreamScores x;
+        score_product<T, kStreamRows>(q_tile, sm.streamed(buffer, 0), end, L, x);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float tile_max = -INFINITY;
+#pragma unroll
+          for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float& xe = x[j][2 * h + e];
+              xe = tile_column(k0, j, e) < rows.keys[h] ? scale * xe : -INFINITY;
+              tile_max = fmaxf(tile_max, xe);
+            }
+          const float new_max = fmaxf(row_max[h], quad_max(tile_max));
+          const float base = new_max == -INFINITY ? 0.0f : new_max;  // no key seen yet: everything stays 0
+          const float rescale = exp2f((row_max[h] - base) * kLog2e);
+          float sum = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float& xe = x[j][2 * h + e];
+              xe = exp2f((xe - base) * kLog2e);
+              sum += xe;
+            }
+          row_sum[h] = row_sum[h] * rescale + sum;
+          row_max[h] = new_max;
+#pragma unroll
+          for (int j = 0; j < kHeadTiles; ++j) out[j][2 * h] *= rescale, out[j][2 * h + 1] *= rescale;
+        }
+        StreamOperands p;
+        to_operands<T, kStreamRows>(x, p);
+#pragma unroll
+        for (int c = 0; c < kStreamRows / kTile; ++c) {
+          if (c * kTile >= end) break;
+          head_step(p[c], sm.streamed(buffer, 1), c * kTile, L, out);
+        }
+      });
+  // Rows without keys: context 0 and lse -inf, as in the whole-slice kernel.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float total = quad_sum(row_sum[h]);
+    const bool any = rows.keys[h] > 0 && total > 0.0f;
+    const float inv = any ? 1.0f / total : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kHeadTiles; ++j) out[j][2 * h] *= inv, out[j][2 * h + 1] *= inv;
+    if ((threadIdx.x & 3) == 0 && rows.row[h] < rows_of.q)
+      lse[static_cast<int64_t>(s) * q_len + rows.row[h]] = any ? row_max[h] + logf(total) : -INFINITY;
+  }
+  const int width = heads * head_dim;
+  store_head_tile(out, first, rows_of.q, head_dim,
+                  context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets), width, packed);
+}
+
+// D_i = d_context_i . context_i per (slice, query row), into row_dots[(s - slice_begin) * q_len + i]; rows a packed
+// sentence does not have get 0. A warp per row.
+template <typename T>
+__global__ void row_dots_kernel(const T* context, const T* d_context, int heads, int q_len, int head_dim,
+                                int slice_begin, int slices, const int32_t* q_offsets, float* row_dots) {
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (index >= static_cast<int64_t>(slices) * q_len) return;
+  const int s = slice_begin + static_cast<int>(index / q_len), i = static_cast<int>(index % q_len);
+  const int lane = threadIdx.x & 31, width = heads * head_dim;
+  float sum = 0.0f;
+  if (i < fused_attention_rows(s / heads, q_len, q_offsets)) {
+    const int64_t at = fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets) +
+                       static_cast<int64_t>(i) * width;
+    for (int d = lane; d < head_dim; d += 32) sum += to_f32(context[at + d]) * to_f32(d_context[at + d]);
+  }
+  sum = warp_sum(sum);
+  if (lane == 0) row_dots[index] = sum;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+    tiled_dq_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
+                    int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
+                    TiledLayout layout, const float* lse, const float* row_dots, const T* d_context, T* d_q,
+                    const int32_t* q_offsets, const int32_t* k_offsets) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const TiledLayout& L = layout;
+  const TiledSmem<T> sm{smem, L};
+  const int s = slice_begin + blockIdx.y;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockRows;
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  if (q0 >= rows_of.q) return;
+  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
+  const int block_keys = row_keys(keys, min(q0 + kBlockRows, rows_of.q) - 1, causal);
+  const int width = heads * head_dim;
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  const int own_rows = min(kBlockRows, rows_of.q - q0);
+  stage(q + q_at + static_cast<int64_t>(q0) * ldq, ldq, own_rows, head_dim, sm.own(0), L.ldh, kBlockRows, L.dh,
+        packed);
+  stage(d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets) +
+            static_cast<int64_t>(q0) * width,
+        width, own_rows, head_dim, sm.own(1), L.ldh, kBlockRows, L.dh, packed);
+  const int warp = threadIdx.x >> 5, first = q0 + warp * kTile;
+  const OwnRows rows(first, rows_of.q, keys, causal);
+  float row_lse[2], row_dot[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const bool any = rows.keys[h] > 0;
+    row_lse[h] = any ? lse[static_cast<int64_t>(s) * q_len + rows.row[h]] : 0.0f;
+    row_dot[h] = any ? row_dots[static_cast<int64_t>(s - slice_begin) * q_len + rows.row[h]] : 0.0f;
+  }
+  HeadTiles acc;
+#pragma unroll
+  for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  const int own_at = warp * kTile * L.ldh;
+  stream_tiles(
+      (block_keys + kStreamRows - 1) / kStreamRows,
+      [&](int t, int buffer) {
+        const int k0 = t * kStreamRows, n = min(kStreamRows, keys - k0);
+        stage(k + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 0), L.ldh,
+              kStreamRows, L.dh, packed);
+        stage(v + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 1), L.ldh,
+              kStreamRows, L.dh, packed);
+      },
+      [&](int t, int buffer) {
+        const int k0 = t * kStreamRows, seen = min(kStreamRows, rows.warp_keys - k0);
+        if (seen <= 0) return;
+        const int end = round_tile(seen);
+        StreamScores p, dp;
+        score_product<T, kStreamRows>(sm.own(0) + own_at, sm.streamed(buffer, 0), end, L, p);
+        score_product<T, kStreamRows>(sm.own(1) + own_at, sm.streamed(buffer, 1), end, L, dp);
+#pragma unroll
+        for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float pe = tile_column(k0, j, e) < rows.keys[h]
+                                   ? exp2f((scale * p[j][2 * h + e] - row_lse[h]) * kLog2e)
+                                   : 0.0f;
+              dp[j][2 * h + e] = pe * (dp[j][2 * h + e] - row_dot[h]) * scale;  // dS
+            }
+        StreamOperands d_s;
+        to_operands<T, kStreamRows>(dp, d_s);
+#pragma unroll
+        for (int c = 0; c < kStreamRows / kTile; ++c) {
+          if (c * kTile >= end) break;
+          head_step(d_s[c], sm.streamed(buffer, 0), c * kTile, L, acc);  // dQ += dS k
+        }
+      });
+  store_head_tile(acc, first, rows_of.q, head_dim, d_q + q_at, ldq, packed);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlockThreads)
+    tiled_dkdv_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
+                      int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
+                      TiledLayout layout, const float* lse, const float* row_dots, const T* d_context, T* d_k,
+                      T* d_v, const int32_t* q_offsets, const int32_t* k_offsets) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const TiledLayout& L = layout;
+  const TiledSmem<T> sm{smem, L};
+  const int s = slice_begin + blockIdx.y;
+  const int k0 = blockIdx.x * kBlockRows;  // causal: the first key blocks are seen by the most queries
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  if (k0 >= rows_of.k) return;
+  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
+  const int width = heads * head_dim;
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  const int64_t do_at = fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets);
+  const int own_keys = max(0, min(kBlockRows, keys - k0));  // keys past the length: zeros, and zero gradients
+  stage(k + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, own_keys, head_dim, sm.own(0), L.ldh, kBlockRows, L.dh,
+        packed);
+  stage(v + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, own_keys, head_dim, sm.own(1), L.ldh, kBlockRows, L.dh,
+        packed);
+  const int warp = threadIdx.x >> 5, first = k0 + warp * kTile, lane = threadIdx.x & 31;
+  int key[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) key[h] = first + (lane >> 2) + 8 * h;
+  // Query tiles with rows that see these keys: causal rows from the block's first key on, none past the length.
+  const int q_first = own_keys == 0 ? rows_of.q : causal ? k0 : 0;
+  const int t_first = q_first / kStreamRows;
+  const int tiles = own_keys == 0 ? 0 : (rows_of.q + kStreamRows - 1) / kStreamRows - t_first;
+  HeadTiles dv, dk;
+#pragma unroll
+  for (int j = 0; j < kHeadTiles; ++j) {
+    dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.0f;
+    dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.0f;
+  }
+  const int own_at = warp * kTile * L.ldh;
+  stream_tiles(
+      tiles,
+      [&](int t, int buffer) {
+        const int i0 = (t_first + t) * kStreamRows, n = min(kStreamRows, rows_of.q - i0);
+        stage(q + q_at + static_cast<int64_t>(i0) * ldq, ldq, n, head_dim, sm.streamed(buffer, 0), L.ldh,
+              kStreamRows, L.dh, packed);
+        stage(d_context + do_at + static_cast<int64_t>(i0) * width, width, n, head_dim, sm.streamed(buffer, 1), L.ldh,
+              kStreamRows, L.dh, packed);
+        for (int r = threadIdx.x; r < kStreamRows; r += blockDim.x) {
+          const bool inside = r < n;
+          sm.stats(buffer, 0)[r] = inside ? lse[static_cast<int64_t>(s) * q_len + i0 + r] : 0.0f;
+          sm.stats(buffer, 1)[r] = inside ? row_dots[static_cast<int64_t>(s - slice_begin) * q_len + i0 + r] : 0.0f;
+        }
+      },
+      [&](int t, int buffer) {
+        const int i0 = (t_first + t) * kStreamRows;
+        if (first >= keys || (causal && first > i0 + kStreamRows - 1)) return;  // no query here sees these keys
+        const int end = round_tile(min(kStreamRows, rows_of.q - i0));
+        const float* tile_lse = sm.stats(buffer, 0);
+        const float* tile_dot = sm.stats(buffer, 1);
+        StreamScores p, dp;  // transposed: rows the warp's keys, columns the tile's queries
+        score_product<T, kStreamRows>(sm.own(0) + own_at, sm.streamed(buffer, 0), end, L, p);
+        score_product<T, kStreamRows>(sm.own(1) + own_at, sm.streamed(buffer, 1), end, L, dp);
+#pragma unroll
+        for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = 8 * j + 2 * (lane & 3) + e, i = i0 + c;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const bool seen = i < rows_of.q && key[h] < keys && (!causal || key[h] <= i);
+              const float pe = seen ? exp2f((scale * p[j][2 * h + e] - tile_lse[c]) * kLog2e) : 0.0f;
+              p[j][2 * h + e] = pe;
+              dp[j][2 * h + e] = pe * (dp[j][2 * h + e] - tile_dot[c]) * scale;  // dS^T
+            }
+          }
+        StreamOperands a;
+        to_operands<T, kStreamRows>(p, a);
+#pragma unroll
+        for (int c = 0; c < kStreamRows / kTile; ++c) {
+          if (c * kTile >= end) break;
+          head_step(a[c], sm.streamed(buffer, 1), c * kTile, L, dv);  // dV += P^T dO
+        }
+        to_operands<T, kStreamRows>(dp, a);
+#pragma unroll
+        for (int c = 0; c < kStreamRows / kTile; ++c) {
+          if (c * kTile >= end) break;
+          head_step(a[c], sm.streamed(buffer, 0), c * kTile, L, dk);  // dK += dS^T q
+        }
+      });
+  store_head_tile(dk, first, rows_of.k, head_dim, d_k + k_at, ldkv, packed);
+  store_head_tile(dv, first, rows_of.k, head_dim, d_v + k_at, ldkv, packed);
+}
+
+// ---- fp32: a warp per row, products recomputed (no row buffers, so any length) ----
+
+template <int kWarps>
+__device__ __forceinline__ int warp_row() {
+  return static_cast<int>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+}
+constexpr int kRowWarps = 4;
+
+__global__ void __launch_bounds__(32 * kRowWarps)
+    long_forward_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv,
+                            const int32_t* k_lengths, int heads, int q_len, int k_len, int head_dim, float scale,
+                            bool causal, int slice_begin, float* context, float* lse, const int32_t* q_offsets,
+                            const int32_t* k_offsets) {
+  const int s = slice_begin + blockIdx.y, i = warp_row<kRowWarps>();
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  if (i >= rows_of.q) return;
+  const int width = heads * head_dim;
+  const float* qs = q + fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const float* ks = k + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  const float* vs = v + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  const int valid = row_keys(min(rows_of.k, slice_keys(k_lengths, s, heads, k_len)), i, causal);
+  float qi[kDimsPerLane], kj[kDimsPerLane];
+  load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
+  float mx = -INFINITY, sum = 0.0f;  // running max and the sum of exp(x - mx)
+  for (int j = 0; j < valid; ++j) {
+    load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, kj);
+    const float x = scale * row_dot(qi, kj);
+    const float new_max = fmaxf(mx, x);
+    sum = sum * expf(mx - new_max) + expf(x - new_max);
+    mx = new_max;
+  }
+  const float row_lse = valid > 0 ? mx + logf(sum) : -INFINITY;
+  float o[kDimsPerLane] = {};
+  for (int j = 0; j < valid; ++j) {
+    load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, kj);
+    const float p = expf(scale * row_dot(qi, kj) - row_lse);
+    load_row(vs + static_cast<int64_t>(j) * ldkv, head_dim, kj);
+#pragma unroll
+    for (int c = 0; c < kDimsPerLane; ++c) o[c] += p * kj[c];
+  }
+  store_row(o, head_dim,
+            context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets) +
+                static_cast<int64_t>(i) * width);
+  if ((threadIdx.x & 31) == 0) lse[static_cast<int64_t>(s) * q_len + i] = row_lse;
+}
+
+__global__ void __launch_bounds__(32 * kRowWarps)
+    long_dq_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv, const int32_t* k_lengths,
+                       int heads, int q_len, int k_len, int head_dim, float scale, bool causal, int slice_begin,
+                       const float* lse, const float* row_dots, const float* d_context, float* d_q,
+                       const int32_t* q_offsets, const int32_t* k_offsets) {
+  const int s = slice_begin + blockIdx.y, i = warp_row<kRowWarps>();
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  if (i >= rows_of.q) return;
+  const int width = heads * head_dim;
+  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const float* ks = k + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  const float* vs = v + fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  const int valid = row_keys(min(rows_of.k, slice_keys(k_lengths, s, heads, k_len)), i, causal);
+  float qi[kDimsPerLane], doi[kDimsPerLane], r[kDimsPerLane], dq[kDimsPerLane] = {};
+  load_row(q + q_at + static_cast<int64_t>(i) * ldq, head_dim, qi);
+  load_row(d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets) +
+               static_cast<int64_t>(i) * width,
+           head_dim, doi);
+  const float row_lse = valid > 0 ? lse[static_cast<int64_t>(s) * q_len + i] : 0.0f;
+  const float dot = row_dots[static_cast<int64_t>(s - slice_begin) * q_len + i];
+  for (int j = 0; j < valid; ++j) {
+    load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, r);
+    const float p = expf(scale * row_dot(qi, r) - row_lse);
+    float kj[kDimsPerLane];
+#pragma unroll
+    for (int c = 0; c < kDimsPerLane; ++c) kj[c] = r[c];
+    load_row(vs + static_cast<int64_t>(j) * ldkv, head_dim, r);
+    const float ds = p * (row_dot(doi, r) - dot) * scale;
+#pragma unroll
+    for (int c = 0; c < kDimsPerLane; ++c) dq[c] += ds * kj[c];
+  }
+  store_row(dq, head_dim, d_q + q_at + static_cast<int64_t>(i) * ldq);
+}
+
+__global__ void __launch_bounds__(32 * kRowWarps)
+    long_dkdv_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv, const int32_t* k_lengths,
+                         int heads, int q_len, int k_len, int head_dim, float scale, bool causal, int slice_begin,
+                         const float* lse, const float* row_dots, const float* d_context, float* d_k, float* d_v,
+                         const int32_t* q_offsets, const int32_t* k_offsets) {
+  const int s = slice_begin + blockIdx.y, j = warp_row<kRowWarps>();
+  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
+  if (j >= rows_of.k) return;
+  const int width = heads * head_dim;
+  const float* qs = q + fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
+  const float* dos = d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets);
+  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
+  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
+  float kj[kDimsPerLane], vj[kDimsPerLane], dk[kDimsPerLane] = {}, dv[kDimsPerLane] = {};
+  load_row(k + k_at + static_cast<int64_t>(j) * ldkv, head_dim, kj);
+  load_row(v + k_at + static_cast<int64_t>(j) * ldkv, head_dim, vj);
+  const int64_t dots_at = static_cast<int64_t>(s - slice_begin) * q_len;
+  for (int i = j < keys ? (causal ? j : 0) : rows_of.q; i < rows_of.q; ++i) {  // the rows that see key j
+    float qi[kDimsPerLane], doi[kDimsPerLane];
+    load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
+    load_row(dos + static_cast<int64_t>(i) * width, head_dim, doi);
+    const float p = expf(scale * row_dot(qi, kj) - lse[static_cast<int64_t>(s) * q_len + i]);
+    const float ds = p * (row_dot(doi, vj) - row_dots[dots_at + i]) * scale;
+#pragma unroll
+    for (int c = 0; c < kDimsPerLane; ++c) {
+      dv[c] += p * doi[c];
+      dk[c] += ds * qi[c];
+    }
+  }
+  store_row(dk, head_dim, d_k + k_at + static_cast<int64_t>(j) * ldkv);
+  store_row(dv, head_dim, d_v + k_at + static_cast<int64_t>(j) * ldkv);
+}
+
+int blocks_of(int rows, int per_block) { return (rows + per_block - 1) / per_block; }
+
+}  // namespace
+}  // namespace cuda
+
+using namespace cuda;
+
+void CudaBackend::tiled_attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                          const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
+                                          int head_dim, float scale, bool causal, void* context, float* lse,
+                                          const int32_t* q_offsets, const int32_t* k_offsets) {
+  const int slices = batch * heads;
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);
+    T* out = static_cast<T*>(context);
+    const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, out);
+    const TiledLayout layout(head_dim, 1, false);
+    if constexpr (!std::is_same_v<T, float>) allow_shared_bytes(tiled_forward_kernel<T>, layout.bytes);
+    for (int begin = 0; begin < slices; begin += kMaxGridY) {
+      const unsigned chunk = static_cast<unsigned>(std::min(kMaxGridY, slices - begin));
+      if constexpr (std::is_same_v<T, float>) {
+        const dim3 grid(blocks_of(q_len, kRowWarps), chunk);
+        long_forward_f32_kernel<<<grid, 32 * kRowWarps, 0, stream_>>>(pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len,
+                                                                    k_len, head_dim, scale, causal, begin, out, lse,
+                                                                    q_offsets, k_offsets);
+      } else {
+        const dim3 grid(blocks_of(q_len, kBlockRows), chunk);
+        tiled_forward_kernel<T><<<grid, kBlockThreads, layout.bytes, stream_>>>(
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin, layout, out,
+            lse, q_offsets, k_offsets);
+      }
+    }
+  });
+}
+
+void CudaBackend::tiled_attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
+                                           const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
+                                           int head_dim, float scale, bool causal, const float* lse,
+                                           const void* context, const void* d_context, void* d_q, void* d_k,
+                                           void* d_v, const int32_t* q_offsets, const int32_t* k_offsets) {
+  const int slices = batch * heads;
+  // D for as many slices as the scratch holds at a time (the kernels of a chunk read it before the next chunk's
+  // row-dots kernel overwrites it: one stream).
+  const int per_chunk = static_cast<int>(
+      std::min<std::size_t>(kMaxGridY, scratch_float_count() / static_cast<std::size_t>(q_len)));
+  float* row_dots = scratch_floats();
+  dispatch(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);
+    const T *po = static_cast<const T*>(context), *pdo = static_cast<const T*>(d_context);
+    T *dq = static_cast<T*>(d_q), *dk = static_cast<T*>(d_k), *dv = static_cast<T*>(d_v);
+    const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, pdo, dq, dk, dv);
+    const TiledLayout dq_layout(head_dim, 2, false), dkdv_layout(head_dim, 2, true);
+    if constexpr (!std::is_same_v<T, float>) {
+      allow_shared_bytes(tiled_dq_kernel<T>, dq_layout.bytes);
+      allow_shared_bytes(tiled_dkdv_kernel<T>, dkdv_layout.bytes);
+    }
+    for (int begin = 0; begin < slices; begin += per_chunk) {
+      const int chunk = std::min(per_chunk, slices - begin);
+      constexpr int kDotWarps = 8;
+      const int64_t dot_rows = static_cast<int64_t>(chunk) * q_len;
+      row_dots_kernel<T><<<static_cast<unsigned>((dot_rows + kDotWarps - 1) / kDotWarps), 32 * kDotWarps, 0,
+                           stream_>>>(po, pdo, heads, q_len, head_dim, begin, chunk, q_offsets, row_dots);
+      const unsigned ys = static_cast<unsigned>(chunk);
+      if constexpr (std::is_same_v<T, float>) {
+        long_dq_f32_kernel<<<dim3(blocks_of(q_len, kRowWarps), ys), 32 * kRowWarps, 0, stream_>>>(
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, begin, lse, row_dots, pdo,
+            dq, q_offsets, k_offsets);
+        long_dkdv_f32_kernel<<<dim3(blocks_of(k_len, kRowWarps), ys), 32 * kRowWarps, 0, stream_>>>(
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, begin, lse, row_dots, pdo,
+            dk, dv, q_offsets, k_offsets);
+      } else {
+        tiled_dq_kernel<T><<<dim3(blocks_of(q_len, kBlockRows), ys), kBlockThreads, dq_layout.bytes, stream_>>>(
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin, dq_layout,
+            lse, row_dots, pdo, dq, q_offsets, k_offsets);
+        tiled_dkdv_kernel<T><<<dim3(blocks_of(k_len, kBlockRows), ys), kBlockThreads, dkdv_layout.bytes, stream_>>>(
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin,
+            dkdv_layout, lse, row_dots, pdo, dk, dv, q_offsets, k_offsets);
+      }
+    }
+  });
+}
+
+}  // namespace lseq::kernels
