@@ -3,10 +3,12 @@
 # torch.compile with its fused scaled-dot-product attention, at least 45% model FLOPs utilisation, peak memory at
 # most 0.7x PyTorch's). One device call, from the repository root:
 #   bash bench/run-lm-train-bench.sh      # BUILD=build-gpu OUT=/tmp/lseq-lm-train SIZES=small BATCH=16 SEQ=1024
+#                                         # DROPOUT=0.1 TORCH_MODES='compile eager'
 # For each size: a random GPT-2 made by transformers from its config (bench/hf_lm_generate.py make; nothing is
 # downloaded) and converted by tools/gpt2/gpt2_to_lseq.py (1024 positions); lstrain on text (DATA, default the
 # ding-de-en corpus under .bench-data, both sides) cut into blocks of SEQ tokens (--lm-pack-blocks), BATCH blocks an
-# update (--mini-batch-words BATCH*SEQ), bf16, the converted config's dropout; tokens/s is the median of lstrain's
+# update (--mini-batch-words BATCH*SEQ), bf16, dropout DROPOUT (default 0.1, GPT-2's; 0 as in llm.c and nanoGPT's
+# pretraining: attention dropout keeps lstrain on the composed attention core) on both sides; tokens/s is the median of lstrain's
 # own words/s over the display intervals after the first (warm-up). Peak memory: nvidia-smi's memory.used on the
 # GPU, sampled every 0.2 s, less what was used before the run (both programs measured the same way; PyTorch's
 # allocator peak is printed beside). The peer: bench/torch_lm_train.py (the same shapes and vocabulary, random
@@ -19,6 +21,8 @@ SIZES=${SIZES:-small}
 BATCH=${BATCH:-16}
 SEQ=${SEQ:-1024}
 UPDATES=${UPDATES:-60}
+DROPOUT=${DROPOUT:-0.1}
+TORCH_MODES=${TORCH_MODES:-compile eager}
 DATA=${DATA:-$root/.bench-data/ding-de-en}
 mkdir -p "$OUT"
 results="$OUT/results.txt"
@@ -52,17 +56,18 @@ for size in $SIZES; do
   python3 "$root/tools/gpt2/gpt2_to_lseq.py" "$hf" "$lseq" --max-length $((SEQ - 1)) || continue
   read -r rc peak < <(peak_memory "$OUT/lstrain-$size.log" "$lstrain" -c "$lseq/config.yml" \
     --vocabs "$lseq/vocab.json" -t "$OUT/corpus.txt" -m "$OUT/run-$size" --lm-pack-blocks --max-length $((SEQ - 1)) \
-    --precision bf16 --mini-batch-words $((BATCH * SEQ)) --mini-batch 1000 --after "${UPDATES}u" --disp-freq 10u \
+    --precision bf16 --transformer-dropout "$DROPOUT" --transformer-dropout-attention "$DROPOUT" \
+    --mini-batch-words $((BATCH * SEQ)) --mini-batch 1000 --after "${UPDATES}u" --disp-freq 10u \
     --save-freq 0u --valid-freq 0u --seed 1)
   tok_s=$(grep -o '[0-9.]* words/s' "$OUT/lstrain-$size.log" | awk 'NR > 1 { print $1 }' | sort -n |
     awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }')
-  echo "RESULT bench=lm-train impl=lstrain size=$size seq=$SEQ batch=$BATCH rc=$rc tok_s=$tok_s" \
+  echo "RESULT bench=lm-train impl=lstrain size=$size seq=$SEQ batch=$BATCH dropout=$DROPOUT rc=$rc tok_s=$tok_s" \
     "peak_mem_mib=$peak" | tee -a "$results"
-  for mode in compile eager; do
+  for mode in $TORCH_MODES; do
     flag=()
     [ "$mode" = eager ] && flag=(--eager)
     read -r rc peak < <(peak_memory "$OUT/torch-$mode-$size.log" python3 "$root/bench/torch_lm_train.py" \
-      --size "$size" --seq "$SEQ" --batch "$BATCH" "${flag[@]}")
+      --size "$size" --seq "$SEQ" --batch "$BATCH" --dropout "$DROPOUT" "${flag[@]}")
     line=$(grep '^RESULT' "$OUT/torch-$mode-$size.log")
     echo "${line:-RESULT bench=lm-train impl=torch-$mode size=$size status=failed} rc=$rc smi_peak_mem_mib=$peak" |
       tee -a "$results"
