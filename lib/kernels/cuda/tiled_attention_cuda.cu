@@ -38,6 +38,7 @@ constexpr int kBlockWarps = kBlockRows / kTile;
 constexpr int kBlockThreads = 32 * kBlockWarps;
 constexpr int kStreamRows = 64;  // rows of the streamed side per step: keys (forward, dQ) or queries (dK, dV)
 constexpr int kMaxGridY = 65535;
+constexpr float kLn2 = 0.6931471805599453f;
 using StreamScores = ScoreTiles<kStreamRows>;
 using StreamOperands = ScoreOperands<kStreamRows>;
 
@@ -105,7 +106,53 @@ __device__ __forceinline__ void stream_tiles(int tiles, Stage&& stage, Work&& wo
   }
 }
 
-template <typename T>
+// One streamed key tile (keys k0.., the first `end` of them seen by some row of the warp) for a warp's 16 query
+// rows: scores, the online softmax update (scores in log2 units: scale * log2(e) folded into one multiply), and
+// out += P v. `masked`: some key of the tile is hidden from some row (the diagonal, the sentence's end).
+template <typename T, bool kFull>
+__device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, const T* v_tile, int k0, int end,
+                                             bool masked, const OwnRows& rows, float scale_log2, const HeadRows& L,
+                                             float (&row_max)[2], float (&row_sum)[2], HeadTiles& out) {
+  StreamScores x;
+  score_product<T, kStreamRows, kFull>(q_rows, k_tile, end, L, x);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& xe = x[j][2 * h + e];
+        xe = !masked || tile_column(k0, j, e) < rows.keys[h] ? xe * scale_log2 : -INFINITY;
+        tile_max = fmaxf(tile_max, xe);
+      }
+    const float new_max = fmaxf(row_max[h], quad_max(tile_max));
+    const float base = new_max == -INFINITY ? 0.0f : new_max;  // no key seen yet: everything stays 0
+    const float rescale = exp2f(row_max[h] - base);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& xe = x[j][2 * h + e];
+        xe = exp2f(xe - base);
+        sum += xe;
+      }
+    row_sum[h] = row_sum[h] * rescale + sum;
+    row_max[h] = new_max;
+#pragma unroll
+    for (int j = 0; j < kHeadTiles; ++j) out[j][2 * h] *= rescale, out[j][2 * h + 1] *= rescale;
+  }
+  StreamOperands p;
+  to_operands<T, kStreamRows>(x, p);
+#pragma unroll
+  for (int c = 0; c < kStreamRows / kTile; ++c) {
+    if (!kFull && c * kTile >= end) break;
+    head_step<T, kFull>(p[c], v_tile, c * kTile, L, out);
+  }
+}
+
+template <typename T, bool kWideHead>
 __global__ void __launch_bounds__(kBlockThreads)
     tiled_forward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
                          int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
@@ -126,11 +173,14 @@ __global__ void __launch_bounds__(kBlockThreads)
         kBlockRows, L.dh, packed);
   const int warp = threadIdx.x >> 5, first = q0 + warp * kTile;
   const OwnRows rows(first, rows_of.q, keys, causal);
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // row_sum: this lane's share
+  // Keys every row of the warp sees (its first row sees the fewest); tiles below them need no mask.
+  const int all_see = first < rows_of.q ? row_keys(keys, first, causal) : 0;
+  const float scale_log2 = scale * kLog2e;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // log2 units; row_sum: this lane's share
   HeadTiles out;
 #pragma unroll
   for (int j = 0; j < kHeadTiles; ++j) out[j][0] = out[j][1] = out[j][2] = out[j][3] = 0.0f;
-  const T* q_tile = sm.own(0) + warp * kTile * L.ldh;
+  const T* q_rows = sm.own(0) + warp * kTile * L.ldh;
   stream_tiles(
       (block_keys + kStreamRows - 1) / kStreamRows,
       [&](int t, int buffer) {
@@ -143,44 +193,13 @@ __global__ void __launch_bounds__(kBlockThreads)
       [&](int t, int buffer) {
         const int k0 = t * kStreamRows, seen = min(kStreamRows, rows.warp_keys - k0);
         if (seen <= 0) return;  // the warp's rows see none of these keys
-        const int end = round_tile(seen);
-        StreamScores x;
-        score_product<T, kStreamRows>(q_tile, sm.streamed(buffer, 0), end, L, x);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float tile_max = -INFINITY;
-#pragma unroll
-          for (int j = 0; j < kStreamRows / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float& xe = x[j][2 * h + e];
-              xe = tile_column(k0, j, e) < rows.keys[h] ? scale * xe : -INFINITY;
-              tile_max = fmaxf(tile_max, xe);
-            }
-          const float new_max = fmaxf(row_max[h], quad_max(tile_max));
-          const float base = new_max == -INFINITY ? 0.0f : new_max;  // no key seen yet: everything stays 0
-          const float rescale = exp2f((row_max[h] - base) * kLog2e);
-          float sum = 0.0f;
-#pragma unroll
-          for (int j = 0; j < kStreamRows / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float& xe = x[j][2 * h + e];
-              xe = exp2f((xe - base) * kLog2e);
-              sum += xe;
-            }
-          row_sum[h] = row_sum[h] * rescale + sum;
-          row_max[h] = new_max;
-#pragma unroll
-          for (int j = 0; j < kHeadTiles; ++j) out[j][2 * h] *= rescale, out[j][2 * h + 1] *= rescale;
-        }
-        StreamOperands p;
-        to_operands<T, kStreamRows>(x, p);
-#pragma unroll
-        for (int c = 0; c < kStreamRows / kTile; ++c) {
-          if (c * kTile >= end) break;
-          head_step(p[c], sm.streamed(buffer, 1), c * kTile, L, out);
-        }
+        const bool masked = k0 + kStreamRows > all_see;
+        if (kWideHead && seen == kStreamRows)
+          forward_tile<T, kWideHead>(q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0, kStreamRows, masked,
+                                     rows, scale_log2, L, row_max, row_sum, out);
+        else
+          forward_tile<T, false>(q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0, round_tile(seen),
+                                 masked, rows, scale_log2, L, row_max, row_sum, out);
       });
   // Rows without keys: context 0 and lse -inf, as in the whole-slice kernel.
 #pragma unroll
@@ -191,7 +210,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
     for (int j = 0; j < kHeadTiles; ++j) out[j][2 * h] *= inv, out[j][2 * h + 1] *= inv;
     if ((threadIdx.x & 3) == 0 && rows.row[h] < rows_of.q)
-      lse[static_cast<int64_t>(s) * q_len + rows.row[h]] = any ? row_max[h] + logf(total) : -INFINITY;
+      lse[static_cast<int64_t>(s) * q_len + rows.row[h]] = any ? (row_max[h] + log2f(total)) * kLn2 : -INFINITY;
   }
   const int width = heads * head_dim;
   store_head_tile(out, first, rows_of.q, head_dim,
@@ -217,7 +236,37 @@ __global__ void row_dots_kernel(const T* context, const T* d_context, int heads,
   if (lane == 0) row_dots[index] = sum;
 }
 
-template <typename T>
+// One streamed key/value tile for a warp's 16 query rows in dQ: P = exp2(S scale log2(e) - lse log2(e)),
+// dP = dO v^T, dS = P (dP - D) scale, acc += dS k.
+template <typename T, bool kFull>
+__device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const T* k_tile, const T* v_tile, int k0,
+                                        int end, bool masked, const OwnRows& rows, float scale, const float (&lse2)[2],
+                                        const float (&row_dot)[2], const HeadRows& L, HeadTiles& acc) {
+  const float scale_log2 = scale * kLog2e;
+  StreamScores p, dp;
+  score_product<T, kStreamRows, kFull>(q_rows, k_tile, end, L, p);
+  score_product<T, kStreamRows, kFull>(do_rows, v_tile, end, L, dp);
+#pragma unroll
+  for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pe = !masked || tile_column(k0, j, e) < rows.keys[h]
+                             ? exp2f(fmaf(p[j][2 * h + e], scale_log2, -lse2[h]))
+                             : 0.0f;
+        dp[j][2 * h + e] = pe * (dp[j][2 * h + e] - row_dot[h]) * scale;  // dS
+      }
+  StreamOperands d_s;
+  to_operands<T, kStreamRows>(dp, d_s);
+#pragma unroll
+  for (int c = 0; c < kStreamRows / kTile; ++c) {
+    if (!kFull && c * kTile >= end) break;
+    head_step<T, kFull>(d_s[c], k_tile, c * kTile, L, acc);  // dQ += dS k
+  }
+}
+
+template <typename T, bool kWideHead>
 __global__ void __launch_bounds__(kBlockThreads)
     tiled_dq_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
                     int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
@@ -243,11 +292,12 @@ __global__ void __launch_bounds__(kBlockThreads)
         width, own_rows, head_dim, sm.own(1), L.ldh, kBlockRows, L.dh, packed);
   const int warp = threadIdx.x >> 5, first = q0 + warp * kTile;
   const OwnRows rows(first, rows_of.q, keys, causal);
-  float row_lse[2], row_dot[2];
+  const int all_see = first < rows_of.q ? row_keys(keys, first, causal) : 0;
+  float lse2[2], row_dot[2];  // lse in log2 units
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const bool any = rows.keys[h] > 0;
-    row_lse[h] = any ? lse[static_cast<int64_t>(s) * q_len + rows.row[h]] : 0.0f;
+    lse2[h] = any ? lse[static_cast<int64_t>(s) * q_len + rows.row[h]] * kLog2e : 0.0f;
     row_dot[h] = any ? row_dots[static_cast<int64_t>(s - slice_begin) * q_len + rows.row[h]] : 0.0f;
   }
   HeadTiles acc;
@@ -266,33 +316,59 @@ __global__ void __launch_bounds__(kBlockThreads)
       [&](int t, int buffer) {
         const int k0 = t * kStreamRows, seen = min(kStreamRows, rows.warp_keys - k0);
         if (seen <= 0) return;
-        const int end = round_tile(seen);
-        StreamScores p, dp;
-        score_product<T, kStreamRows>(sm.own(0) + own_at, sm.streamed(buffer, 0), end, L, p);
-        score_product<T, kStreamRows>(sm.own(1) + own_at, sm.streamed(buffer, 1), end, L, dp);
-#pragma unroll
-        for (int j = 0; j < kStreamRows / 8; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float pe = tile_column(k0, j, e) < rows.keys[h]
-                                   ? exp2f((scale * p[j][2 * h + e] - row_lse[h]) * kLog2e)
-                                   : 0.0f;
-              dp[j][2 * h + e] = pe * (dp[j][2 * h + e] - row_dot[h]) * scale;  // dS
-            }
-        StreamOperands d_s;
-        to_operands<T, kStreamRows>(dp, d_s);
-#pragma unroll
-        for (int c = 0; c < kStreamRows / kTile; ++c) {
-          if (c * kTile >= end) break;
-          head_step(d_s[c], sm.streamed(buffer, 0), c * kTile, L, acc);  // dQ += dS k
-        }
+        const bool masked = k0 + kStreamRows > all_see;
+        if (kWideHead && seen == kStreamRows)
+          dq_tile<T, kWideHead>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
+                                sm.streamed(buffer, 1), k0, kStreamRows, masked, rows, scale, lse2, row_dot, L, acc);
+        else
+          dq_tile<T, false>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0), sm.streamed(buffer, 1),
+                            k0, round_tile(seen), masked, rows, scale, lse2, row_dot, L, acc);
       });
   store_head_tile(acc, first, rows_of.q, head_dim, d_q + q_at, ldq, packed);
 }
 
-template <typename T>
+// One streamed query tile (queries i0.., `end` of them staged, their lse in log2 units and D in shared memory) for
+// a warp's 16 keys in dK/dV: transposed scores S^T = k q^T, P^T, dV += P^T dO, dP^T = v dO^T, dS^T, dK += dS^T q.
+// `masked`: some (key, query) pair of the tile is hidden (the diagonal, the sentence's end).
+template <typename T, bool kFull>
+__device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, const T* q_tile, const T* do_tile,
+                                          const float* tile_lse2, const float* tile_dot, int i0, int end, bool masked,
+                                          const int (&key)[2], int queries, int keys, bool causal, float scale,
+                                          const HeadRows& L, HeadTiles& dk, HeadTiles& dv) {
+  const int lane = threadIdx.x & 31;
+  const float scale_log2 = scale * kLog2e;
+  StreamScores p, dp;  // rows the warp's keys, columns the tile's queries
+  score_product<T, kStreamRows, kFull>(k_rows, q_tile, end, L, p);
+  score_product<T, kStreamRows, kFull>(v_rows, do_tile, end, L, dp);
+#pragma unroll
+  for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int c = 8 * j + 2 * (lane & 3) + e, i = i0 + c;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const bool seen = !masked || (i < queries && key[h] < keys && (!causal || key[h] <= i));
+        const float pe = seen ? exp2f(fmaf(p[j][2 * h + e], scale_log2, -tile_lse2[c])) : 0.0f;
+        p[j][2 * h + e] = pe;
+        dp[j][2 * h + e] = pe * (dp[j][2 * h + e] - tile_dot[c]) * scale;  // dS^T
+      }
+    }
+  StreamOperands a;
+  to_operands<T, kStreamRows>(p, a);
+#pragma unroll
+  for (int c = 0; c < kStreamRows / kTile; ++c) {
+    if (!kFull && c * kTile >= end) break;
+    head_step<T, kFull>(a[c], do_tile, c * kTile, L, dv);  // dV += P^T dO
+  }
+  to_operands<T, kStreamRows>(dp, a);
+#pragma unroll
+  for (int c = 0; c < kStreamRows / kTile; ++c) {
+    if (!kFull && c * kTile >= end) break;
+    head_step<T, kFull>(a[c], q_tile, c * kTile, L, dk);  // dK += dS^T q
+  }
+}
+
+template <typename T, bool kWideHead>
 __global__ void __launch_bounds__(kBlockThreads)
     tiled_dkdv_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
                       int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
@@ -319,6 +395,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   int key[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) key[h] = first + (lane >> 2) + 8 * h;
+  const bool all_keys = first + kTile <= keys;  // every key of the warp is inside the sentence
   // Query tiles with rows that see these keys: causal rows from the block's first key on, none past the length.
   const int q_first = own_keys == 0 ? rows_of.q : causal ? k0 : 0;
   const int t_first = q_first / kStreamRows;
@@ -340,45 +417,25 @@ __global__ void __launch_bounds__(kBlockThreads)
               kStreamRows, L.dh, packed);
         for (int r = threadIdx.x; r < kStreamRows; r += blockDim.x) {
           const bool inside = r < n;
-          sm.stats(buffer, 0)[r] = inside ? lse[static_cast<int64_t>(s) * q_len + i0 + r] : 0.0f;
+          sm.stats(buffer, 0)[r] = inside ? lse[static_cast<int64_t>(s) * q_len + i0 + r] * kLog2e : 0.0f;
           sm.stats(buffer, 1)[r] = inside ? row_dots[static_cast<int64_t>(s - slice_begin) * q_len + i0 + r] : 0.0f;
         }
       },
       [&](int t, int buffer) {
         const int i0 = (t_first + t) * kStreamRows;
         if (first >= keys || (causal && first > i0 + kStreamRows - 1)) return;  // no query here sees these keys
-        const int end = round_tile(min(kStreamRows, rows_of.q - i0));
-        const float* tile_lse = sm.stats(buffer, 0);
-        const float* tile_dot = sm.stats(buffer, 1);
-        StreamScores p, dp;  // transposed: rows the warp's keys, columns the tile's queries
-        score_product<T, kStreamRows>(sm.own(0) + own_at, sm.streamed(buffer, 0), end, L, p);
-        score_product<T, kStreamRows>(sm.own(1) + own_at, sm.streamed(buffer, 1), end, L, dp);
-#pragma unroll
-        for (int j = 0; j < kStreamRows / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int c = 8 * j + 2 * (lane & 3) + e, i = i0 + c;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const bool seen = i < rows_of.q && key[h] < keys && (!causal || key[h] <= i);
-              const float pe = seen ? exp2f((scale * p[j][2 * h + e] - tile_lse[c]) * kLog2e) : 0.0f;
-              p[j][2 * h + e] = pe;
-              dp[j][2 * h + e] = pe * (dp[j][2 * h + e] - tile_dot[c]) * scale;  // dS^T
-            }
-          }
-        StreamOperands a;
-        to_operands<T, kStreamRows>(p, a);
-#pragma unroll
-        for (int c = 0; c < kStreamRows / kTile; ++c) {
-          if (c * kTile >= end) break;
-          head_step(a[c], sm.streamed(buffer, 1), c * kTile, L, dv);  // dV += P^T dO
-        }
-        to_operands<T, kStreamRows>(dp, a);
-#pragma unroll
-        for (int c = 0; c < kStreamRows / kTile; ++c) {
-          if (c * kTile >= end) break;
-          head_step(a[c], sm.streamed(buffer, 0), c * kTile, L, dk);  // dK += dS^T q
-        }
+        const int queries = min(kStreamRows, rows_of.q - i0);
+        // Unmasked: every key of the warp is in the sentence, every query of the tile exists and (causal) sees the
+        // warp's last key.
+        const bool masked = !all_keys || queries < kStreamRows || (causal && first + kTile - 1 > i0);
+        if (kWideHead && queries == kStreamRows)
+          dkdv_tile<T, kWideHead>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
+                                  sm.streamed(buffer, 1), sm.stats(buffer, 0), sm.stats(buffer, 1), i0, kStreamRows,
+                                  masked, key, rows_of.q, keys, causal, scale, L, dk, dv);
+        else
+          dkdv_tile<T, false>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0), sm.streamed(buffer, 1),
+                              sm.stats(buffer, 0), sm.stats(buffer, 1), i0, round_tile(queries), masked, key,
+                              rows_of.q, keys, causal, scale, L, dk, dv);
       });
   store_head_tile(dk, first, rows_of.k, head_dim, d_k + k_at, ldkv, packed);
   store_head_tile(dv, first, rows_of.k, head_dim, d_v + k_at, ldkv, packed);
@@ -499,6 +556,16 @@ __global__ void __launch_bounds__(32 * kRowWarps)
 
 int blocks_of(int rows, int per_block) { return (rows + per_block - 1) / per_block; }
 
+// f(std::bool_constant<kWideHead>{}): the kernels' interior tiles run without run-time loop exits when the head
+// size is the register tiles' full width.
+template <typename F>
+void with_head_width(int head_dim, F&& f) {
+  if (head_dim == kMaxHeadDim)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -515,7 +582,6 @@ void CudaBackend::tiled_attention_forward(DType dt, const void* q, int ldq, cons
     T* out = static_cast<T*>(context);
     const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, out);
     const TiledLayout layout(head_dim, 1, false);
-    if constexpr (!std::is_same_v<T, float>) allow_shared_bytes(tiled_forward_kernel<T>, layout.bytes);
     for (int begin = 0; begin < slices; begin += kMaxGridY) {
       const unsigned chunk = static_cast<unsigned>(std::min(kMaxGridY, slices - begin));
       if constexpr (std::is_same_v<T, float>) {
@@ -525,9 +591,13 @@ void CudaBackend::tiled_attention_forward(DType dt, const void* q, int ldq, cons
                                                                     q_offsets, k_offsets);
       } else {
         const dim3 grid(blocks_of(q_len, kBlockRows), chunk);
-        tiled_forward_kernel<T><<<grid, kBlockThreads, layout.bytes, stream_>>>(
-            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin, layout, out,
-            lse, q_offsets, k_offsets);
+        with_head_width(head_dim, [&](auto wide) {
+          constexpr bool kWide = decltype(wide)::value;
+          allow_shared_bytes(tiled_forward_kernel<T, kWide>, layout.bytes);
+          tiled_forward_kernel<T, kWide><<<grid, kBlockThreads, layout.bytes, stream_>>>(
+              pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin, layout,
+              out, lse, q_offsets, k_offsets);
+        });
       }
     }
   });
@@ -551,10 +621,6 @@ void CudaBackend::tiled_attention_backward(DType dt, const void* q, int ldq, con
     T *dq = static_cast<T*>(d_q), *dk = static_cast<T*>(d_k), *dv = static_cast<T*>(d_v);
     const bool packed = rows_vectorize<T>(head_dim, ldq, ldkv, pq, pk, pv, pdo, dq, dk, dv);
     const TiledLayout dq_layout(head_dim, 2, false), dkdv_layout(head_dim, 2, true);
-    if constexpr (!std::is_same_v<T, float>) {
-      allow_shared_bytes(tiled_dq_kernel<T>, dq_layout.bytes);
-      allow_shared_bytes(tiled_dkdv_kernel<T>, dkdv_layout.bytes);
-    }
     for (int begin = 0; begin < slices; begin += per_chunk) {
       const int chunk = std::min(per_chunk, slices - begin);
       constexpr int kDotWarps = 8;
@@ -570,12 +636,19 @@ void CudaBackend::tiled_attention_backward(DType dt, const void* q, int ldq, con
             pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, begin, lse, row_dots, pdo,
             dk, dv, q_offsets, k_offsets);
       } else {
-        tiled_dq_kernel<T><<<dim3(blocks_of(q_len, kBlockRows), ys), kBlockThreads, dq_layout.bytes, stream_>>>(
-            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin, dq_layout,
-            lse, row_dots, pdo, dq, q_offsets, k_offsets);
-        tiled_dkdv_kernel<T><<<dim3(blocks_of(k_len, kBlockRows), ys), kBlockThreads, dkdv_layout.bytes, stream_>>>(
-            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin,
-            dkdv_layout, lse, row_dots, pdo, dk, dv, q_offsets, k_offsets);
+        with_head_width(head_dim, [&](auto wide) {
+          constexpr bool kWide = decltype(wide)::value;
+          allow_shared_bytes(tiled_dq_kernel<T, kWide>, dq_layout.bytes);
+          allow_shared_bytes(tiled_dkdv_kernel<T, kWide>, dkdv_layout.bytes);
+          tiled_dq_kernel<T, kWide><<<dim3(blocks_of(q_len, kBlockRows), ys), kBlockThreads, dq_layout.bytes,
+                                      stream_>>>(pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale,
+                                                 causal, packed, begin, dq_layout, lse, row_dots, pdo, dq, q_offsets,
+                                                 k_offsets);
+          tiled_dkdv_kernel<T, kWide><<<dim3(blocks_of(k_len, kBlockRows), ys), kBlockThreads, dkdv_layout.bytes,
+                                        stream_>>>(pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim,
+                                                   scale, causal, packed, begin, dkdv_layout, lse, row_dots, pdo, dk,
+                                                   dv, q_offsets, k_offsets);
+        });
       }
     }
   });

@@ -63,9 +63,12 @@ template <int NK>
 using ScoreOperands = uint32_t[NK / kTile][4];
 using HeadTiles = float[kHeadTiles][4];
 
+// kFull (the tiled kernels' interior tiles): key_end == NK and head rows of kMaxHeadDim, so the loops below have
+// no run-time exits and the compiler can issue the next shared-memory loads ahead of the products.
+//
 // acc = a b^T for the 16 rows at a ([16][ldh]) and the first key_end rows of b ([nk][ldh]): the score-shaped
 // products q k^T and dO v^T. Tiles past key_end (keys no row of the tile sees) stay 0.
-template <typename T, int NK>
+template <typename T, int NK, bool kFull = false>
 __device__ __forceinline__ void score_product(const T* a, const T* b, int key_end, const HeadRows& L,
                                               ScoreTiles<NK>& acc) {
   const int lane = threadIdx.x & 31;
@@ -73,12 +76,12 @@ __device__ __forceinline__ void score_product(const T* a, const T* b, int key_en
   for (int j = 0; j < NK / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 #pragma unroll
   for (int kc = 0; kc < kMaxHeadDim / kTile; ++kc) {
-    if (kc * kTile >= L.dh) break;
+    if (!kFull && kc * kTile >= L.dh) break;
     uint32_t fa[4];
     load_matrices(fa, a + (lane % 16) * L.ldh + kc * kTile + 8 * (lane / 16));
 #pragma unroll
     for (int np = 0; np < NK / kTile; ++np) {
-      if (np * kTile >= key_end) break;
+      if (!kFull && np * kTile >= key_end) break;
       // Matrices: keys [16np, +8) x dims lo, hi, then keys [16np + 8, +8) x dims lo, hi.
       uint32_t fb[4];
       load_matrices(fb, b + (np * kTile + lane % 8 + 8 * (lane / 16)) * L.ldh + kc * kTile + 8 * ((lane / 8) % 2));
@@ -90,13 +93,13 @@ __device__ __forceinline__ void score_product(const T* a, const T* b, int key_en
 
 // acc += a b for one k-step: a 16 x 16 A operand and rows [r, r + 16) of b [.][ldh] (row-major, its columns the head
 // dimensions). Transposed matrices: rows lo, hi x dims [16dp, +8), then rows lo, hi x dims [16dp + 8, +8).
-template <typename T>
+template <typename T, bool kFull = false>
 __device__ __forceinline__ void head_step(const uint32_t (&a)[4], const T* b, int r, const HeadRows& L,
                                           HeadTiles& acc) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
-    if (dp * kTile >= L.dh) break;
+    if (!kFull && dp * kTile >= L.dh) break;
     uint32_t fb[4];
     load_matrices_transposed(fb, b + (r + lane % 8 + 8 * ((lane / 8) % 2)) * L.ldh + dp * kTile + 8 * (lane / 16));
     mma_16x8x16<T>(acc[2 * dp], a, fb[0], fb[1]);
