@@ -243,20 +243,33 @@ __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const
                                         int end, bool masked, const OwnRows& rows, float scale, const float (&lse2)[2],
                                         const float (&row_dot)[2], const HeadRows& L, HeadTiles& acc) {
   const float scale_log2 = scale * kLog2e;
-  StreamScores p, dp;
-  score_product<T, kStreamRows, kFull>(q_rows, k_tile, end, L, p);
+  // P rounded to dt as soon as it is made (its fp32 scores' registers are free again for dP); dS takes the rounded
+  // P, as the whole-slice kernel does.
+  StreamOperands pr;
+  {
+    StreamScores x;
+    score_product<T, kStreamRows, kFull>(q_rows, k_tile, end, L, x);
+#pragma unroll
+    for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& xe = x[j][2 * h + e];
+          xe = !masked || tile_column(k0, j, e) < rows.keys[h] ? exp2f(fmaf(xe, scale_log2, -lse2[h])) : 0.0f;
+        }
+    to_operands<T, kStreamRows>(x, pr);
+  }
+  StreamScores dp;
   score_product<T, kStreamRows, kFull>(do_rows, v_tile, end, L, dp);
 #pragma unroll
   for (int j = 0; j < kStreamRows / 8; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float pe = !masked || tile_column(k0, j, e) < rows.keys[h]
-                             ? exp2f(fmaf(p[j][2 * h + e], scale_log2, -lse2[h]))
-                             : 0.0f;
-        dp[j][2 * h + e] = pe * (dp[j][2 * h + e] - row_dot[h]) * scale;  // dS
-      }
+    for (int h = 0; h < 2; ++h) {
+      const float2 pe = operand_pair<T, kStreamRows>(pr, j, h);
+      dp[j][2 * h] = pe.x * (dp[j][2 * h] - row_dot[h]) * scale;  // dS
+      dp[j][2 * h + 1] = pe.y * (dp[j][2 * h + 1] - row_dot[h]) * scale;
+    }
   StreamOperands d_s;
   to_operands<T, kStreamRows>(dp, d_s);
 #pragma unroll
@@ -337,29 +350,42 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
                                           const HeadRows& L, HeadTiles& dk, HeadTiles& dv) {
   const int lane = threadIdx.x & 31;
   const float scale_log2 = scale * kLog2e;
-  StreamScores p, dp;  // rows the warp's keys, columns the tile's queries
-  score_product<T, kStreamRows, kFull>(k_rows, q_tile, end, L, p);
-  score_product<T, kStreamRows, kFull>(v_rows, do_tile, end, L, dp);
-#pragma unroll
-  for (int j = 0; j < kStreamRows / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int c = 8 * j + 2 * (lane & 3) + e, i = i0 + c;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const bool seen = !masked || (i < queries && key[h] < keys && (!causal || key[h] <= i));
-        const float pe = seen ? exp2f(fmaf(p[j][2 * h + e], scale_log2, -tile_lse2[c])) : 0.0f;
-        p[j][2 * h + e] = pe;
-        dp[j][2 * h + e] = pe * (dp[j][2 * h + e] - tile_dot[c]) * scale;  // dS^T
-      }
-    }
+  // Rows the warp's keys, columns the tile's queries. P^T is rounded to dt as soon as it is made (dV's A operand,
+  // and the P that dS^T takes), which frees its fp32 registers for dP^T.
   StreamOperands a;
-  to_operands<T, kStreamRows>(p, a);
+  {
+    StreamScores x;
+    score_product<T, kStreamRows, kFull>(k_rows, q_tile, end, L, x);
+#pragma unroll
+    for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 8 * j + 2 * (lane & 3) + e, i = i0 + c;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const bool seen = !masked || (i < queries && key[h] < keys && (!causal || key[h] <= i));
+          float& xe = x[j][2 * h + e];
+          xe = seen ? exp2f(fmaf(xe, scale_log2, -tile_lse2[c])) : 0.0f;
+        }
+      }
+    to_operands<T, kStreamRows>(x, a);
+  }
 #pragma unroll
   for (int c = 0; c < kStreamRows / kTile; ++c) {
     if (!kFull && c * kTile >= end) break;
     head_step<T, kFull>(a[c], do_tile, c * kTile, L, dv);  // dV += P^T dO
   }
+  StreamScores dp;
+  score_product<T, kStreamRows, kFull>(v_rows, do_tile, end, L, dp);
+#pragma unroll
+  for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float2 pe = operand_pair<T, kStreamRows>(a, j, h);
+      const int c = 8 * j + 2 * (lane & 3);
+      dp[j][2 * h] = pe.x * (dp[j][2 * h] - tile_dot[c]) * scale;  // dS^T
+      dp[j][2 * h + 1] = pe.y * (dp[j][2 * h + 1] - tile_dot[c + 1]) * scale;
+    }
   to_operands<T, kStreamRows>(dp, a);
 #pragma unroll
   for (int c = 0; c < kStreamRows / kTile; ++c) {
@@ -369,7 +395,7 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
 }
 
 template <typename T, bool kWideHead>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, 3)
     tiled_dkdv_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
                       int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
                       TiledLayout layout, const float* lse, const float* row_dots, const T* d_context, T* d_k,

@@ -121,6 +121,12 @@ __device__ __forceinline__ void head_product(const ScoreOperands<NK>& a, const T
   }
 }
 
+// The lane's two values of score tile j, row half h, back from operands that to_operands made (rounded to T).
+template <typename T, int NK>
+__device__ __forceinline__ float2 operand_pair(const ScoreOperands<NK>& a, int j, int h) {
+  return unpack_pair<T>(a[j / 2][2 * (j % 2) + h]);
+}
+
 // The rows r0 + l/4 and r0 + l/4 + 8 of a head tile (those below `rows`), columns below head_dim, to dst (row
 // stride ld), rounded to T: 4-byte pairs when `paired` (head_dim, ld and dst even-aligned).
 template <typename T>
