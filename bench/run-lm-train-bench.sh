@@ -3,12 +3,12 @@
 # torch.compile with its fused scaled-dot-product attention, at least 45% model FLOPs utilisation, peak memory at
 # most 0.7x PyTorch's). One device call, from the repository root:
 #   bash bench/run-lm-train-bench.sh      # BUILD=build-gpu OUT=/tmp/lseq-lm-train SIZES=small BATCH=16 SEQ=1024
-#                                         # DROPOUT=0.1 TORCH_MODES='compile eager'
+#                                         # DROPOUT=0 TORCH_MODES='compile eager'
 # For each size: a random GPT-2 made by transformers from its config (bench/hf_lm_generate.py make; nothing is
 # downloaded) and converted by tools/gpt2/gpt2_to_lseq.py (1024 positions); lstrain on text (DATA, default the
 # ding-de-en corpus under .bench-data, both sides) cut into blocks of SEQ tokens (--lm-pack-blocks), BATCH blocks an
-# update (--mini-batch-words BATCH*SEQ), bf16, dropout DROPOUT (default 0.1, GPT-2's; 0 as in llm.c and nanoGPT's
-# pretraining: attention dropout keeps lstrain on the composed attention core) on both sides; tokens/s is the median of lstrain's
+# update (--mini-batch-words BATCH*SEQ), bf16, dropout DROPOUT on both sides (default 0, as llm.c and nanoGPT
+# pretrain GPT-2; 0.1 is GPT-2's config, and attention dropout keeps lstrain on the composed attention core); tokens/s is the median of lstrain's
 # own words/s over the display intervals after the first (warm-up). Peak memory: nvidia-smi's memory.used on the
 # GPU, sampled every 0.2 s, less what was used before the run (both programs measured the same way; PyTorch's
 # allocator peak is printed beside). The peer: bench/torch_lm_train.py (the same shapes and vocabulary, random
@@ -21,7 +21,7 @@ SIZES=${SIZES:-small}
 BATCH=${BATCH:-16}
 SEQ=${SEQ:-1024}
 UPDATES=${UPDATES:-60}
-DROPOUT=${DROPOUT:-0.1}
+DROPOUT=${DROPOUT:-0}
 TORCH_MODES=${TORCH_MODES:-compile eager}
 DATA=${DATA:-$root/.bench-data/ding-de-en}
 mkdir -p "$OUT"
