@@ -268,6 +268,12 @@ class Backend {
     return q_len >= 1 && q_len <= kMaxFusedAttentionLen && k_len >= 1 && k_len <= kMaxFusedAttentionLen &&
            head_dim >= 1 && head_dim <= kMaxFusedAttentionHeadDim;
   }
+  // Whether the fused core also takes dropout on the probabilities at these lengths: past the GPU's whole-slice
+  // kernels (kWholeSliceAttentionLen), whose tiled successors draw the masks; shorter slices drop out composed.
+  static constexpr int kWholeSliceAttentionLen = 128;
+  static bool fused_attention_drops(int q_len, int k_len) {
+    return q_len > kWholeSliceAttentionLen || k_len > kWholeSliceAttentionLen;
+  }
   // The operands stay in the projections' token-major layout (no split into heads, no merge): the query of
   // sentence b < batch, position i < q_len, head h < heads is the head_dim values at q + (b*q_len + i)*ldq +
   // h*head_dim, the key and value of position j < k_len at k and v + (b*k_len + j)*ldkv + h*head_dim (so q, k, v
@@ -282,22 +288,27 @@ class Backend {
   // its context rows, are rows q_offsets[b] .. q_offsets[b+1] - 1 (at most q_len of them) instead of b*q_len ..;
   // with k_offsets its keys and values alike (also bounding its keys with k_lengths). Rows past a sentence's count
   // are neither read nor written (fused_attention_layout.h); their lse entries are left as they were.
+  // drop (p > 0 only where fused_attention_drops): the probabilities are dropped out before the product with v,
+  // context_i = sum_j P_ij M_ij v_j with M_ij = dropout_multiplier(drop.key, (s*q_len + i)*k_len + j, drop.p)
+  // (kernels/dropout_rng.h; i, j a sentence's own positions, packed or not); lse is that of the undropped P.
   virtual void attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                  const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                                  float scale, bool causal, void* context, float* lse,
-                                 const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr) = 0;
+                                 const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr,
+                                 const Dropout& drop = Dropout{}) = 0;
   // The gradients of that map for d_context (the context's layout), written in the inputs' layouts: d_q with ldq,
   // d_k and d_v with ldkv (overwritten over each slice's columns; rows of masked keys 0; so the d_q/d_k/d_v parts
   // of one d_qkv buffer are all written), from the probabilities recomputed as exp(scale q_i.k_j - lse_i). context
   // is forward's output: the GPU's tiled kernels take the softmax gradient's row sums D_i = sum_j P_ij dP_ij as
-  // d_context_i . context_i from it instead of a pass over the keys. d_q, d_k, d_v must not overlap the inputs.
-  // Deterministic (no atomics).
+  // d_context_i . context_i from it instead of a pass over the keys (with dropout: dP = (dO v^T) M, and still
+  // D_i = d_context_i . context_i). d_q, d_k, d_v must not overlap the inputs. Deterministic (no atomics). drop: as
+  // forward's.
   virtual void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                   const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                                   float scale, bool causal, const float* lse, const void* context,
-                                  const void* d_context, void* d_q,
-                                  void* d_k, void* d_v, const int32_t* q_offsets = nullptr,
-                                  const int32_t* k_offsets = nullptr) = 0;
+                                  const void* d_context, void* d_q, void* d_k, void* d_v,
+                                  const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr,
+                                  const Dropout& drop = Dropout{}) = 0;
 
   // ---- loss ----
   // Label-smoothed cross-entropy of logits [n, vocab] against targets [n]; rows whose target == ignore_index

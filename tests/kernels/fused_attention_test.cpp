@@ -3,7 +3,11 @@
 // sequence of AttentionLayer), lse against a double reference; self-shaped (one qkv buffer; causal and not) and
 // cross-shaped cases, key lengths with a sentence without keys, lengths up to the GPU's whole-slice kernels (128)
 // and past them (the lengths its tiled kernels take).
+#include <algorithm>
+#include <cmath>
+
 #include "fused_attention_cases.h"
+#include "kernels/dropout_rng.h"
 
 namespace lseq::kernels::test {
 namespace {
@@ -15,16 +19,18 @@ const std::vector<FusedCase> kCases = {
     {2, 1, 3, 7, 64, false, true},   {1, 2, 128, 128, 64, true, false}, {2, 2, 300, 300, 16, true, true},
     {2, 1, 40, 170, 24, false, true}};
 
-FusedOutputs run_fused(Backend& backend, const FusedInputs& in) {
+FusedOutputs run_fused(Backend& backend, const FusedInputs& in, const Dropout& drop = Dropout{}) {
   const FusedCase& c = in.c;
   FusedOutputs out = poisoned_outputs(in);
   float* d_kv = c.fused_qkv() ? out.d_q_buf.data() : out.d_kv_buf.data();
   backend.attention_forward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
-                            c.q_len, c.k_len, c.head_dim, in.scale, c.causal, out.context.data(), out.lse.data());
+                            c.q_len, c.k_len, c.head_dim, in.scale, c.causal, out.context.data(), out.lse.data(),
+                            nullptr, nullptr, drop);
   backend.attention_backward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
                              c.q_len, c.k_len, c.head_dim, in.scale, c.causal, out.lse.data(), out.context.data(),
                              in.d_context.data(),
-                             out.d_q_buf.data(), d_kv + in.k_offset(), d_kv + in.v_offset());
+                             out.d_q_buf.data(), d_kv + in.k_offset(), d_kv + in.v_offset(), nullptr, nullptr,
+                             drop);
   return out;
 }
 
@@ -105,6 +111,64 @@ TEST_F(CpuKernels, FusedAttentionSentenceWithoutKeysGivesZeros) {
     EXPECT_EQ(got.d_v[e], 0.0f);
   }
   for (std::size_t r = first; r < out.lse.size(); ++r) EXPECT_TRUE(std::isfinite(out.lse[r])) << "row " << r;
+}
+
+// Dropout on the probabilities, which the fused core takes past 128 positions: the context is sum_j P_ij M_ij v_j
+// with P from the undropped run's lse (unchanged by dropout) and M the counter masks at (s*q_len + i)*k_len + j;
+// the gradients match central differences of sum(context * d_context) (the masks are fixed by the key); shorter
+// slices are refused (their callers drop out composed).
+TEST_F(CpuKernels, FusedAttentionDropsOutProbabilitiesPast128Positions) {
+  const FusedCase c{2, 2, 140, 140, 8, true, true};
+  FusedInputs in = make_fused_inputs(c, 2500);
+  const Dropout drop{0.3f, 0x5eedULL};
+  ASSERT_TRUE(Backend::fused_attention_drops(c.q_len, c.k_len));
+  const FusedOutputs plain = run_fused(backend, in), dropped = run_fused(backend, in, drop);
+  EXPECT_EQ(dropped.lse, plain.lse);
+  double max_diff = 0.0, max_err = 0.0;
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.heads; ++h)
+      for (int i = 0; i < c.q_len; ++i) {
+        const int s = b * c.heads + h;
+        const int keys = std::min(in.k_lengths[b], i + 1);
+        const float* qi = in.q() + (std::size_t(b) * c.q_len + i) * in.ldq + h * c.head_dim;
+        for (int d = 0; d < c.head_dim; ++d) {
+          double want = 0.0;
+          for (int j = 0; j < keys; ++j) {
+            const float* kj = in.k() + (std::size_t(b) * c.k_len + j) * in.ldkv + h * c.head_dim;
+            const float* vj = in.v() + (std::size_t(b) * c.k_len + j) * in.ldkv + h * c.head_dim;
+            double score = 0.0;
+            for (int e = 0; e < c.head_dim; ++e) score += double(qi[e]) * kj[e];
+            const double p = std::exp(in.scale * score - plain.lse[std::size_t(s) * c.q_len + i]);
+            want += p * dropout_multiplier(drop.key, (uint64_t(s) * c.q_len + i) * c.k_len + j, drop.p) * vj[d];
+          }
+          const std::size_t at = (std::size_t(b) * c.q_len + i) * in.width + h * c.head_dim + d;
+          max_err = std::max(max_err, std::fabs(dropped.context[at] - want));
+          max_diff = std::max(max_diff, double(std::fabs(dropped.context[at] - plain.context[at])));
+        }
+      }
+  EXPECT_LT(max_err, 1e-5);
+  EXPECT_GT(max_diff, 1e-2) << "dropout changed nothing";
+  // Central differences of f = sum(context * d_context) over q, k and v elements (one qkv buffer).
+  auto objective = [&](const FusedInputs& x) {
+    FusedOutputs o = poisoned_outputs(x);
+    backend.attention_forward(DType::f32, x.q(), x.ldq, x.k(), x.v(), x.ldkv, x.lengths(), c.batch, c.heads, c.q_len,
+                              c.k_len, c.head_dim, x.scale, c.causal, o.context.data(), o.lse.data(), nullptr,
+                              nullptr, drop);
+    double f = 0.0;
+    for (std::size_t e = 0; e < o.context.size(); ++e) f += double(o.context[e]) * x.d_context[e];
+    return f;
+  };
+  const auto picks = random_ints(24, 2501, 0, static_cast<int>(in.q_buf.size()) - 1);
+  const float step = 1e-2f;
+  for (int e : picks) {
+    FusedInputs up = in, down = in;
+    up.q_buf[e] += step, down.q_buf[e] -= step;
+    const double numeric = (objective(up) - objective(down)) / (2.0 * step);
+    EXPECT_NEAR(dropped.d_q_buf[e], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "element " << e;
+  }
+  const FusedCase short_case{1, 1, 128, 128, 8, true, false};
+  const FusedInputs short_in = make_fused_inputs(short_case, 2502);
+  EXPECT_THROW(run_fused(backend, short_in, drop), lseq::Error);
 }
 
 TEST_F(CpuKernels, FusedAttentionFitsHeadsUpTo64) {

@@ -36,7 +36,7 @@ const std::vector<FusedCase> kLongShapes = {
     {2, 2, 300, 300, 12, true, true}};
 
 // Inputs rounded to dt on both sides; the device's outputs poisoned first.
-FusedOutputs run_device(Backend& gpu, DType dt, const FusedInputs& in) {
+FusedOutputs run_device(Backend& gpu, DType dt, const FusedInputs& in, const Dropout& drop = Dropout{}) {
   const FusedCase& c = in.c;
   DeviceBuffer q_buf(gpu, dt, in.q_buf), kv_buf(gpu, dt, in.kv_buf), d_context(gpu, dt, in.d_context),
       lengths(gpu, in.k_lengths), context(gpu, dt, in.context_size()), lse(gpu, DType::f32, in.lse_size()),
@@ -48,10 +48,12 @@ FusedOutputs run_device(Backend& gpu, DType dt, const FusedInputs& in) {
   DeviceBuffer& k_buf = c.fused_qkv() ? q_buf : kv_buf;
   DeviceBuffer& d_k_buf = c.fused_qkv() ? d_q_buf : d_kv_buf;
   gpu.attention_forward(dt, q_buf.get(), in.ldq, at(k_buf, in.k_offset()), at(k_buf, in.v_offset()), in.ldkv, kl,
-                        c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal, context.get(), lse.f32());
+                        c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal, context.get(), lse.f32(),
+                        nullptr, nullptr, drop);
   gpu.attention_backward(dt, q_buf.get(), in.ldq, at(k_buf, in.k_offset()), at(k_buf, in.v_offset()), in.ldkv, kl,
                          c.batch, c.heads, c.q_len, c.k_len, c.head_dim, in.scale, c.causal, lse.f32(),
-                         context.get(), d_context.get(), d_q_buf.get(), at(d_k_buf, in.k_offset()), at(d_k_buf, in.v_offset()));
+                         context.get(), d_context.get(), d_q_buf.get(), at(d_k_buf, in.k_offset()),
+                         at(d_k_buf, in.v_offset()), nullptr, nullptr, drop);
   return {context.download(), lse.download(), d_q_buf.download(),
           c.fused_qkv() ? std::vector<float>() : d_kv_buf.download()};
 }
@@ -62,21 +64,23 @@ double max_abs(const std::vector<float>& x) {
   return m;
 }
 
-void expect_matches_cpu(CpuBackend& cpu, Backend& gpu, DType dt, const FusedCase& c, uint64_t seed) {
+void expect_matches_cpu(CpuBackend& cpu, Backend& gpu, DType dt, const FusedCase& c, uint64_t seed,
+                        const Dropout& drop = Dropout{}) {
   FusedInputs in = make_fused_inputs(c, seed);
   in.q_buf = quantize(in.q_buf, dt), in.kv_buf = quantize(in.kv_buf, dt), in.d_context = quantize(in.d_context, dt);
   FusedOutputs ref_out{std::vector<float>(in.context_size()), std::vector<float>(in.lse_size()),
                        std::vector<float>(in.q_buffer()), std::vector<float>(in.kv_buffer())};
   float* ref_d_kv = c.fused_qkv() ? ref_out.d_q_buf.data() : ref_out.d_kv_buf.data();
   cpu.attention_forward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads, c.q_len,
-                        c.k_len, c.head_dim, in.scale, c.causal, ref_out.context.data(), ref_out.lse.data());
+                        c.k_len, c.head_dim, in.scale, c.causal, ref_out.context.data(), ref_out.lse.data(), nullptr,
+                        nullptr, drop);
   cpu.attention_backward(DType::f32, in.q(), in.ldq, in.k(), in.v(), in.ldkv, in.lengths(), c.batch, c.heads,
                          c.q_len, c.k_len, c.head_dim, in.scale, c.causal, ref_out.lse.data(), ref_out.context.data(),
-                         in.d_context.data(),
-                         ref_out.d_q_buf.data(), ref_d_kv + in.k_offset(), ref_d_kv + in.v_offset());
-  const FusedOutputs got_out = run_device(gpu, dt, in);
+                         in.d_context.data(), ref_out.d_q_buf.data(), ref_d_kv + in.k_offset(),
+                         ref_d_kv + in.v_offset(), nullptr, nullptr, drop);
+  const FusedOutputs got_out = run_device(gpu, dt, in, drop);
   const HeadOutputs ref = head_outputs(in, ref_out), got = head_outputs(in, got_out);
-  const std::string what = label(dt) + " " + c.name();
+  const std::string what = label(dt) + " " + c.name() + (drop.p > 0.0f ? " dropout" : "");
   // The context averages values of magnitude <= 1; gradients are bounded relative to their largest element (sums
   // over up to 128 rows of products rounded to dt, as the composed path rounds them). Every element of the
   // token-major outputs belongs to some head, so a NaN left by the poison fails these.
@@ -108,6 +112,22 @@ TEST_F(GpuKernels, FusedAttentionMatchesCpuPastTheWholeSliceKernels) {
   uint64_t seed = 12500;
   for (DType dt : dtypes())
     for (const auto& c : kLongShapes) expect_matches_cpu(cpu, gpu(), dt, c, seed += 10);
+}
+
+// Dropout on the probabilities (the tiled kernels draw the CPU's masks): the same values as the CPU's run with the
+// same key, in every dtype.
+TEST_F(GpuKernels, FusedAttentionWithDropoutMatchesCpu) {
+  uint64_t seed = 12600;
+  const std::vector<FusedCase> shapes = {{2, 2, 150, 150, 64, true, true},
+                                         {2, 3, 300, 300, 64, false, true},
+                                         {2, 2, 200, 200, 24, true, false},
+                                         {3, 2, 70, 260, 40, false, true},
+                                         {1, 4, 1024, 1024, 64, true, false}};
+  for (DType dt : dtypes())
+    for (const auto& c : shapes) {
+      seed += 10;
+      expect_matches_cpu(cpu, gpu(), dt, c, seed, Dropout{0.2f, seed * 7919});
+    }
 }
 
 // Packed rows (q_offsets, k_offsets: the training encoder's padding-free source) against the CPU's padded run at the

@@ -87,9 +87,11 @@ bool EncoderDecoderModel::packs_source(const data::Batch& b, bool training) cons
   // Every attention over the source on the fused core (AttentionLayer::fused_core): lengths it takes, and no
   // dropout on the probabilities (LayerContext::dropout draws only in training).
   const int head_dim = config_.dim_emb / config_.heads;
+  const bool dropping = training && config_.dropout_attention > 0.0f;
   const bool fused = kernels::Backend::fused_attention_fits(b.src_len, b.src_len, head_dim) &&
                      kernels::Backend::fused_attention_fits(b.tgt_len, b.src_len, head_dim) &&
-                     (!training || config_.dropout_attention == 0.0f);
+                     (!dropping || (kernels::Backend::fused_attention_drops(b.src_len, b.src_len) &&
+                                    kernels::Backend::fused_attention_drops(b.tgt_len, b.src_len)));
   if (!fused) return false;
   for (int32_t n : b.src_lengths)
     if (n < b.src_len) return true;

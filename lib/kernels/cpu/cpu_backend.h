@@ -84,11 +84,12 @@ class CpuBackend : public Backend {
   void attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                          const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                          float scale, bool causal, void* context, float* lse, const int32_t* q_offsets = nullptr,
-                         const int32_t* k_offsets = nullptr) override;
+                         const int32_t* k_offsets = nullptr, const Dropout& drop = Dropout{}) override;
   void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                           const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
-                          float scale, bool causal, const float* lse, const void* context, const void* d_context, void* d_q, void* d_k,
-                          void* d_v, const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr) override;
+                          float scale, bool causal, const float* lse, const void* context, const void* d_context,
+                          void* d_q, void* d_k, void* d_v, const int32_t* q_offsets = nullptr,
+                          const int32_t* k_offsets = nullptr, const Dropout& drop = Dropout{}) override;
 
   void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
                      float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,

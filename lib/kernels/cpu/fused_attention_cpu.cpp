@@ -24,14 +24,24 @@ float dot(const float* a, const float* b, int n) {
   return static_cast<float>(s);
 }
 
+// The probabilities' dropout masks of Backend::attention_forward: element (slice s, row i, key j) at
+// (s*q_len + i)*k_len + j; refused where the fused core does not drop out (the caller composes there).
+cpu::DropoutMask attention_mask(const Dropout& drop, int q_len, int k_len, const char* op) {
+  if (drop.p > 0.0f && !Backend::fused_attention_drops(q_len, k_len))
+    fail("internal error: {} with dropout at lengths {} x {} (Backend::fused_attention_drops)", op, q_len, k_len);
+  cpu::require_dropout_p(drop.p, op);
+  return cpu::DropoutMask(drop);
+}
+
 }  // namespace
 
 void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                    const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                                    float scale, bool causal, void* context, float* lse, const int32_t* q_offsets,
-                                   const int32_t* k_offsets) {
+                                   const int32_t* k_offsets, const Dropout& drop) {
   cpu::require_f32(dt, "attention_forward");
   check_fused_attention_shape("attention_forward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
+  const cpu::DropoutMask mask = attention_mask(drop, q_len, k_len, "attention_forward");
   const int64_t slices = static_cast<int64_t>(batch) * heads, width = static_cast<int64_t>(heads) * head_dim;
   cpu::parallel_for(threads_, slices, int64_t(q_len) * k_len * head_dim * 2, [&](int64_t s) {
     const float* qs = f32(q) + fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
@@ -57,6 +67,8 @@ void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void*
       const double inv = valid > 0 ? 1.0 / sum : 0.0;
       lse[s * q_len + i] =
           valid > 0 ? max + static_cast<float>(std::log(sum)) : -std::numeric_limits<float>::infinity();
+      const int64_t masks_at = (s * q_len + i) * int64_t(k_len);
+      for (int j = 0; j < valid; ++j) p[j] *= mask(masks_at + j);
       float* out = cs + i * width;
       for (int d = 0; d < head_dim; ++d) {
         double o = 0.0;
@@ -69,12 +81,13 @@ void CpuBackend::attention_forward(DType dt, const void* q, int ldq, const void*
 
 void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                     const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
-                                    int head_dim, float scale, bool causal, const float* lse, const void* /*context: D_i is summed from P and dP here*/,
-                                    const void* d_context,
+                                    int head_dim, float scale, bool causal, const float* lse,
+                                    const void* /*context: D_i is summed from P and dP here*/, const void* d_context,
                                     void* d_q, void* d_k, void* d_v, const int32_t* q_offsets,
-                                    const int32_t* k_offsets) {
+                                    const int32_t* k_offsets, const Dropout& drop) {
   cpu::require_f32(dt, "attention_backward");
   check_fused_attention_shape("attention_backward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
+  const cpu::DropoutMask mask = attention_mask(drop, q_len, k_len, "attention_backward");
   const int64_t slices = static_cast<int64_t>(batch) * heads, width = static_cast<int64_t>(heads) * head_dim;
   cpu::parallel_for(threads_, slices, int64_t(q_len) * k_len * head_dim * 4, [&](int64_t s) {
     const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
@@ -95,10 +108,11 @@ void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void
       const float* qi = qs + i * ldq;
       const float* doi = dos + i * width;
       const float row_lse = lse[s * q_len + i];
-      double row_dot = 0.0;  // D_i = sum_j p_ij dp_ij
+      const int64_t masks_at = (s * q_len + i) * int64_t(k_len);
+      double row_dot = 0.0;  // D_i = sum_j p_ij dp_ij, dp_ij = (do_i . v_j) m_ij
       for (int j = 0; j < valid; ++j) {
         p[j] = std::exp(scale * dot(qi, ks + j * ldkv, head_dim) - row_lse);
-        ds[j] = dot(doi, vs + j * ldkv, head_dim);  // dp_ij for now
+        ds[j] = dot(doi, vs + j * ldkv, head_dim) * mask(masks_at + j);  // dp_ij for now
         row_dot += static_cast<double>(p[j]) * ds[j];
       }
       for (int j = 0; j < valid; ++j) ds[j] = static_cast<float>(scale * p[j] * (ds[j] - row_dot));
@@ -107,11 +121,13 @@ void CpuBackend::attention_backward(DType dt, const void* q, int ldq, const void
         for (int j = 0; j < valid; ++j) g += static_cast<double>(ds[j]) * ks[j * ldkv + d];
         dqs[i * ldq + d] = static_cast<float>(g);
       }
-      for (int j = 0; j < valid; ++j)
+      for (int j = 0; j < valid; ++j) {
+        const double kept = static_cast<double>(p[j]) * mask(masks_at + j);  // the weight v_j had in forward
         for (int d = 0; d < head_dim; ++d) {
           dk[std::size_t(j) * head_dim + d] += static_cast<double>(ds[j]) * qi[d];
-          dv[std::size_t(j) * head_dim + d] += static_cast<double>(p[j]) * doi[d];
+          dv[std::size_t(j) * head_dim + d] += kept * doi[d];
         }
+      }
     }
     for (int j = 0; j < k_rows; ++j)
       for (int d = 0; d < head_dim; ++d) {

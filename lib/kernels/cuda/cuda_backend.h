@@ -115,11 +115,12 @@ class CudaBackend : public Backend {
   void attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                          const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                          float scale, bool causal, void* context, float* lse, const int32_t* q_offsets = nullptr,
-                         const int32_t* k_offsets = nullptr) override;
+                         const int32_t* k_offsets = nullptr, const Dropout& drop = Dropout{}) override;
   void attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                           const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
-                          float scale, bool causal, const float* lse, const void* context, const void* d_context, void* d_q, void* d_k,
-                          void* d_v, const int32_t* q_offsets = nullptr, const int32_t* k_offsets = nullptr) override;
+                          float scale, bool causal, const float* lse, const void* context, const void* d_context,
+                          void* d_q, void* d_k, void* d_v, const int32_t* q_offsets = nullptr,
+                          const int32_t* k_offsets = nullptr, const Dropout& drop = Dropout{}) override;
 
   void cross_entropy(DType dt, const void* logits, const void* bias, const int32_t* targets, int n, int vocab,
                      float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
@@ -152,12 +153,12 @@ class CudaBackend : public Backend {
   void tiled_attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                                float scale, bool causal, void* context, float* lse, const int32_t* q_offsets,
-                               const int32_t* k_offsets);
+                               const int32_t* k_offsets, const Dropout& drop);
   void tiled_attention_backward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                 const int32_t* k_lengths, int batch, int heads, int q_len, int k_len, int head_dim,
                                 float scale, bool causal, const float* lse, const void* context,
                                 const void* d_context, void* d_q, void* d_k, void* d_v, const int32_t* q_offsets,
-                                const int32_t* k_offsets);
+                                const int32_t* k_offsets, const Dropout& drop);
   // Throws naming the op when the last launch failed.
   void check_launch(const char* op) const;
   float* scratch_floats() const { return static_cast<float*>(scratch_); }

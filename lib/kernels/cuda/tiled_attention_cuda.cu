@@ -109,9 +109,12 @@ __device__ __forceinline__ void stream_tiles(int tiles, Stage&& stage, Work&& wo
 // One streamed key tile (keys k0.., the first `end` of them seen by some row of the warp) for a warp's 16 query
 // rows: scores, the online softmax update (scores in log2 units: scale * log2(e) folded into one multiply), and
 // out += P v. `masked`: some key of the tile is hidden from some row (the diagonal, the sentence's end).
-template <typename T, bool kFull>
+// kDrop: the probabilities are dropped out (after the row sums took them) before the product with v; element
+// (row, key) draws at mask_row[h] + key.
+template <typename T, bool kFull, bool kDrop>
 __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, const T* v_tile, int k0, int end,
                                              bool masked, const OwnRows& rows, float scale_log2, const HeadRows& L,
+                                             const DeviceMask& mask, const int64_t (&mask_row)[2],
                                              float (&row_max)[2], float (&row_sum)[2], HeadTiles& out) {
   StreamScores x;
   score_product<T, kStreamRows, kFull>(q_rows, k_tile, end, L, x);
@@ -140,6 +143,12 @@ __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, c
       }
     row_sum[h] = row_sum[h] * rescale + sum;
     row_max[h] = new_max;
+    if constexpr (kDrop) {
+#pragma unroll
+      for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) x[j][2 * h + e] *= mask(mask_row[h] + tile_column(k0, j, e));
+    }
 #pragma unroll
     for (int j = 0; j < kHeadTiles; ++j) out[j][2 * h] *= rescale, out[j][2 * h + 1] *= rescale;
   }
@@ -152,11 +161,11 @@ __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, c
   }
 }
 
-template <typename T, bool kWideHead>
+template <typename T, bool kWideHead, bool kDrop>
 __global__ void __launch_bounds__(kBlockThreads)
     tiled_forward_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
                          int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
-                         TiledLayout layout, T* context, float* lse, const int32_t* q_offsets,
+                         TiledLayout layout, DeviceMask mask, T* context, float* lse, const int32_t* q_offsets,
                          const int32_t* k_offsets) {
   extern __shared__ __align__(128) unsigned char smem[];
   const TiledLayout& L = layout;
@@ -176,6 +185,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   // Keys every row of the warp sees (its first row sees the fewest); tiles below them need no mask.
   const int all_see = first < rows_of.q ? row_keys(keys, first, causal) : 0;
   const float scale_log2 = scale * kLog2e;
+  const int64_t mask_row[2] = {(static_cast<int64_t>(s) * q_len + rows.row[0]) * k_len,
+                               (static_cast<int64_t>(s) * q_len + rows.row[1]) * k_len};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // log2 units; row_sum: this lane's share
   HeadTiles out;
 #pragma unroll
@@ -195,11 +206,12 @@ __global__ void __launch_bounds__(kBlockThreads)
         if (seen <= 0) return;  // the warp's rows see none of these keys
         const bool masked = k0 + kStreamRows > all_see;
         if (kWideHead && seen == kStreamRows)
-          forward_tile<T, kWideHead>(q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0, kStreamRows, masked,
-                                     rows, scale_log2, L, row_max, row_sum, out);
+          forward_tile<T, kWideHead, kDrop>(q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0, kStreamRows,
+                                            masked, rows, scale_log2, L, mask, mask_row, row_max, row_sum, out);
         else
-          forward_tile<T, false>(q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0, round_tile(seen),
-                                 masked, rows, scale_log2, L, row_max, row_sum, out);
+          forward_tile<T, false, kDrop>(q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0,
+                                        round_tile(seen), masked, rows, scale_log2, L, mask, mask_row, row_max,
+                                        row_sum, out);
       });
   // Rows without keys: context 0 and lse -inf, as in the whole-slice kernel.
 #pragma unroll
@@ -238,10 +250,11 @@ __global__ void row_dots_kernel(const T* context, const T* d_context, int heads,
 
 // One streamed key/value tile for a warp's 16 query rows in dQ: P = exp2(S scale log2(e) - lse log2(e)),
 // dP = dO v^T, dS = P (dP - D) scale, acc += dS k.
-template <typename T, bool kFull>
+template <typename T, bool kFull, bool kDrop>
 __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const T* k_tile, const T* v_tile, int k0,
                                         int end, bool masked, const OwnRows& rows, float scale, const float (&lse2)[2],
-                                        const float (&row_dot)[2], const HeadRows& L, HeadTiles& acc) {
+                                        const float (&row_dot)[2], const HeadRows& L, const DeviceMask& mask,
+                                        const int64_t (&mask_row)[2], HeadTiles& acc) {
   const float scale_log2 = scale * kLog2e;
   // P rounded to dt as soon as it is made (its fp32 scores' registers are free again for dP); dS takes the rounded
   // P, as the whole-slice kernel does.
@@ -267,6 +280,10 @@ __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float2 pe = operand_pair<T, kStreamRows>(pr, j, h);
+      if constexpr (kDrop) {  // dP = (dO v^T) M
+        dp[j][2 * h] *= mask(mask_row[h] + tile_column(k0, j, 0));
+        dp[j][2 * h + 1] *= mask(mask_row[h] + tile_column(k0, j, 1));
+      }
       dp[j][2 * h] = pe.x * (dp[j][2 * h] - row_dot[h]) * scale;  // dS
       dp[j][2 * h + 1] = pe.y * (dp[j][2 * h + 1] - row_dot[h]) * scale;
     }
@@ -279,12 +296,12 @@ __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const
   }
 }
 
-template <typename T, bool kWideHead>
+template <typename T, bool kWideHead, bool kDrop>
 __global__ void __launch_bounds__(kBlockThreads)
     tiled_dq_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
                     int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
-                    TiledLayout layout, const float* lse, const float* row_dots, const T* d_context, T* d_q,
-                    const int32_t* q_offsets, const int32_t* k_offsets) {
+                    TiledLayout layout, DeviceMask mask, const float* lse, const float* row_dots, const T* d_context,
+                    T* d_q, const int32_t* q_offsets, const int32_t* k_offsets) {
   extern __shared__ __align__(128) unsigned char smem[];
   const TiledLayout& L = layout;
   const TiledSmem<T> sm{smem, L};
@@ -306,6 +323,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = threadIdx.x >> 5, first = q0 + warp * kTile;
   const OwnRows rows(first, rows_of.q, keys, causal);
   const int all_see = first < rows_of.q ? row_keys(keys, first, causal) : 0;
+  const int64_t mask_row[2] = {(static_cast<int64_t>(s) * q_len + rows.row[0]) * k_len,
+                               (static_cast<int64_t>(s) * q_len + rows.row[1]) * k_len};
   float lse2[2], row_dot[2];  // lse in log2 units
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -331,28 +350,35 @@ __global__ void __launch_bounds__(kBlockThreads)
         if (seen <= 0) return;
         const bool masked = k0 + kStreamRows > all_see;
         if (kWideHead && seen == kStreamRows)
-          dq_tile<T, kWideHead>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
-                                sm.streamed(buffer, 1), k0, kStreamRows, masked, rows, scale, lse2, row_dot, L, acc);
+          dq_tile<T, kWideHead, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
+                                       sm.streamed(buffer, 1), k0, kStreamRows, masked, rows, scale, lse2, row_dot, L,
+                                       mask, mask_row, acc);
         else
-          dq_tile<T, false>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0), sm.streamed(buffer, 1),
-                            k0, round_tile(seen), masked, rows, scale, lse2, row_dot, L, acc);
+          dq_tile<T, false, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
+                                   sm.streamed(buffer, 1), k0, round_tile(seen), masked, rows, scale, lse2, row_dot,
+                                   L, mask, mask_row, acc);
       });
   store_head_tile(acc, first, rows_of.q, head_dim, d_q + q_at, ldq, packed);
 }
 
 // One streamed query tile (queries i0.., `end` of them staged, their lse in log2 units and D in shared memory) for
-// a warp's 16 keys in dK/dV: transposed scores S^T = k q^T, P^T, dV += P^T dO, dP^T = v dO^T, dS^T, dK += dS^T q.
-// `masked`: some (key, query) pair of the tile is hidden (the diagonal, the sentence's end).
-template <typename T, bool kFull>
+// a warp's 16 keys in dK/dV: transposed scores S^T = k q^T, P^T, dV += (P M)^T dO, dP^T = (v dO^T) M,
+// dS^T = P^T (dP^T - D) scale, dK += dS^T q. `masked`: some (key, query) pair of the tile is hidden (the diagonal,
+// the sentence's end). kDrop: element (key, query i) draws at (mask_slice + i) * k_len + key.
+template <typename T, bool kFull, bool kDrop>
 __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, const T* q_tile, const T* do_tile,
                                           const float* tile_lse2, const float* tile_dot, int i0, int end, bool masked,
                                           const int (&key)[2], int queries, int keys, bool causal, float scale,
-                                          const HeadRows& L, HeadTiles& dk, HeadTiles& dv) {
+                                          const HeadRows& L, const DeviceMask& mask, int64_t mask_slice, int k_len,
+                                          HeadTiles& dk, HeadTiles& dv) {
   const int lane = threadIdx.x & 31;
   const float scale_log2 = scale * kLog2e;
   // Rows the warp's keys, columns the tile's queries. P^T is rounded to dt as soon as it is made (dV's A operand,
-  // and the P that dS^T takes), which frees its fp32 registers for dP^T.
+  // and the P that dS^T takes), which frees its fp32 registers for dP^T. With dropout the kept bits (one a lane's
+  // element) stay in a register, and P^T alone is kept apart from the dropped-out (P M)^T that dV takes.
   StreamOperands a;
+  [[maybe_unused]] StreamOperands p_only;
+  [[maybe_unused]] uint32_t kept = 0;
   {
     StreamScores x;
     score_product<T, kStreamRows, kFull>(k_rows, q_tile, end, L, x);
@@ -366,14 +392,26 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
           const bool seen = !masked || (i < queries && key[h] < keys && (!causal || key[h] <= i));
           float& xe = x[j][2 * h + e];
           xe = seen ? exp2f(fmaf(xe, scale_log2, -tile_lse2[c])) : 0.0f;
+          if constexpr (kDrop)
+            kept |= (mask((mask_slice + i) * k_len + key[h]) != 0.0f ? 1u : 0u) << ((2 * j + e) * 2 + h);
         }
       }
+    if constexpr (kDrop) {
+      to_operands<T, kStreamRows>(x, p_only);
+#pragma unroll
+      for (int j = 0; j < kStreamRows / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            x[j][2 * h + e] *= (kept >> ((2 * j + e) * 2 + h)) & 1u ? mask.keep_scale : 0.0f;
+    }
     to_operands<T, kStreamRows>(x, a);
   }
 #pragma unroll
   for (int c = 0; c < kStreamRows / kTile; ++c) {
     if (!kFull && c * kTile >= end) break;
-    head_step<T, kFull>(a[c], do_tile, c * kTile, L, dv);  // dV += P^T dO
+    head_step<T, kFull>(a[c], do_tile, c * kTile, L, dv);  // dV += (P M)^T dO
   }
   StreamScores dp;
   score_product<T, kStreamRows, kFull>(v_rows, do_tile, end, L, dp);
@@ -381,7 +419,14 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
   for (int j = 0; j < kStreamRows / 8; ++j)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float2 pe = operand_pair<T, kStreamRows>(a, j, h);
+      float2 pe;
+      if constexpr (kDrop) {
+        pe = operand_pair<T, kStreamRows>(p_only, j, h);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) dp[j][2 * h + e] *= (kept >> ((2 * j + e) * 2 + h)) & 1u ? mask.keep_scale : 0.0f;
+      } else {
+        pe = operand_pair<T, kStreamRows>(a, j, h);
+      }
       const int c = 8 * j + 2 * (lane & 3);
       dp[j][2 * h] = pe.x * (dp[j][2 * h] - tile_dot[c]) * scale;  // dS^T
       dp[j][2 * h + 1] = pe.y * (dp[j][2 * h + 1] - tile_dot[c + 1]) * scale;
@@ -394,12 +439,12 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
   }
 }
 
-template <typename T, bool kWideHead>
+template <typename T, bool kWideHead, bool kDrop>
 __global__ void __launch_bounds__(kBlockThreads, 3)
     tiled_dkdv_kernel(const T* q, int ldq, const T* k, const T* v, int ldkv, const int32_t* k_lengths, int heads,
                       int q_len, int k_len, int head_dim, float scale, bool causal, bool packed, int slice_begin,
-                      TiledLayout layout, const float* lse, const float* row_dots, const T* d_context, T* d_k,
-                      T* d_v, const int32_t* q_offsets, const int32_t* k_offsets) {
+                      TiledLayout layout, DeviceMask mask, const float* lse, const float* row_dots,
+                      const T* d_context, T* d_k, T* d_v, const int32_t* q_offsets, const int32_t* k_offsets) {
   extern __shared__ __align__(128) unsigned char smem[];
   const TiledLayout& L = layout;
   const TiledSmem<T> sm{smem, L};
@@ -455,13 +500,15 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
         // warp's last key.
         const bool masked = !all_keys || queries < kStreamRows || (causal && first + kTile - 1 > i0);
         if (kWideHead && queries == kStreamRows)
-          dkdv_tile<T, kWideHead>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
-                                  sm.streamed(buffer, 1), sm.stats(buffer, 0), sm.stats(buffer, 1), i0, kStreamRows,
-                                  masked, key, rows_of.q, keys, causal, scale, L, dk, dv);
+          dkdv_tile<T, kWideHead, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
+                                         sm.streamed(buffer, 1), sm.stats(buffer, 0), sm.stats(buffer, 1), i0,
+                                         kStreamRows, masked, key, rows_of.q, keys, causal, scale, L, mask,
+                                         static_cast<int64_t>(s) * q_len, k_len, dk, dv);
         else
-          dkdv_tile<T, false>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0), sm.streamed(buffer, 1),
-                              sm.stats(buffer, 0), sm.stats(buffer, 1), i0, round_tile(queries), masked, key,
-                              rows_of.q, keys, causal, scale, L, dk, dv);
+          dkdv_tile<T, false, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
+                                     sm.streamed(buffer, 1), sm.stats(buffer, 0), sm.stats(buffer, 1), i0,
+                                     round_tile(queries), masked, key, rows_of.q, keys, causal, scale, L, mask,
+                                     static_cast<int64_t>(s) * q_len, k_len, dk, dv);
       });
   store_head_tile(dk, first, rows_of.k, head_dim, d_k + k_at, ldkv, packed);
   store_head_tile(dv, first, rows_of.k, head_dim, d_v + k_at, ldkv, packed);
@@ -478,8 +525,8 @@ constexpr int kRowWarps = 4;
 __global__ void __launch_bounds__(32 * kRowWarps)
     long_forward_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv,
                             const int32_t* k_lengths, int heads, int q_len, int k_len, int head_dim, float scale,
-                            bool causal, int slice_begin, float* context, float* lse, const int32_t* q_offsets,
-                            const int32_t* k_offsets) {
+                            bool causal, int slice_begin, DeviceMask mask, float* context, float* lse,
+                            const int32_t* q_offsets, const int32_t* k_offsets) {
   const int s = slice_begin + blockIdx.y, i = warp_row<kRowWarps>();
   const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
   if (i >= rows_of.q) return;
@@ -500,9 +547,10 @@ __global__ void __launch_bounds__(32 * kRowWarps)
   }
   const float row_lse = valid > 0 ? mx + logf(sum) : -INFINITY;
   float o[kDimsPerLane] = {};
+  const int64_t masks_at = (static_cast<int64_t>(s) * q_len + i) * k_len;
   for (int j = 0; j < valid; ++j) {
     load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, kj);
-    const float p = expf(scale * row_dot(qi, kj) - row_lse);
+    const float p = expf(scale * row_dot(qi, kj) - row_lse) * mask(masks_at + j);
     load_row(vs + static_cast<int64_t>(j) * ldkv, head_dim, kj);
 #pragma unroll
     for (int c = 0; c < kDimsPerLane; ++c) o[c] += p * kj[c];
@@ -516,7 +564,7 @@ __global__ void __launch_bounds__(32 * kRowWarps)
 __global__ void __launch_bounds__(32 * kRowWarps)
     long_dq_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv, const int32_t* k_lengths,
                        int heads, int q_len, int k_len, int head_dim, float scale, bool causal, int slice_begin,
-                       const float* lse, const float* row_dots, const float* d_context, float* d_q,
+                       DeviceMask mask, const float* lse, const float* row_dots, const float* d_context, float* d_q,
                        const int32_t* q_offsets, const int32_t* k_offsets) {
   const int s = slice_begin + blockIdx.y, i = warp_row<kRowWarps>();
   const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
@@ -533,6 +581,7 @@ __global__ void __launch_bounds__(32 * kRowWarps)
            head_dim, doi);
   const float row_lse = valid > 0 ? lse[static_cast<int64_t>(s) * q_len + i] : 0.0f;
   const float dot = row_dots[static_cast<int64_t>(s - slice_begin) * q_len + i];
+  const int64_t masks_at = (static_cast<int64_t>(s) * q_len + i) * k_len;
   for (int j = 0; j < valid; ++j) {
     load_row(ks + static_cast<int64_t>(j) * ldkv, head_dim, r);
     const float p = expf(scale * row_dot(qi, r) - row_lse);
@@ -540,7 +589,7 @@ __global__ void __launch_bounds__(32 * kRowWarps)
 #pragma unroll
     for (int c = 0; c < kDimsPerLane; ++c) kj[c] = r[c];
     load_row(vs + static_cast<int64_t>(j) * ldkv, head_dim, r);
-    const float ds = p * (row_dot(doi, r) - dot) * scale;
+    const float ds = p * (row_dot(doi, r) * mask(masks_at + j) - dot) * scale;
 #pragma unroll
     for (int c = 0; c < kDimsPerLane; ++c) dq[c] += ds * kj[c];
   }
@@ -550,8 +599,8 @@ __global__ void __launch_bounds__(32 * kRowWarps)
 __global__ void __launch_bounds__(32 * kRowWarps)
     long_dkdv_f32_kernel(const float* q, int ldq, const float* k, const float* v, int ldkv, const int32_t* k_lengths,
                          int heads, int q_len, int k_len, int head_dim, float scale, bool causal, int slice_begin,
-                         const float* lse, const float* row_dots, const float* d_context, float* d_k, float* d_v,
-                         const int32_t* q_offsets, const int32_t* k_offsets) {
+                         DeviceMask mask, const float* lse, const float* row_dots, const float* d_context, float* d_k,
+                         float* d_v, const int32_t* q_offsets, const int32_t* k_offsets) {
   const int s = slice_begin + blockIdx.y, j = warp_row<kRowWarps>();
   const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
   if (j >= rows_of.k) return;
@@ -569,10 +618,11 @@ __global__ void __launch_bounds__(32 * kRowWarps)
     load_row(qs + static_cast<int64_t>(i) * ldq, head_dim, qi);
     load_row(dos + static_cast<int64_t>(i) * width, head_dim, doi);
     const float p = expf(scale * row_dot(qi, kj) - lse[static_cast<int64_t>(s) * q_len + i]);
-    const float ds = p * (row_dot(doi, vj) - row_dots[dots_at + i]) * scale;
+    const float m = mask((static_cast<int64_t>(s) * q_len + i) * k_len + j);
+    const float ds = p * (row_dot(doi, vj) * m - row_dots[dots_at + i]) * scale;
 #pragma unroll
     for (int c = 0; c < kDimsPerLane; ++c) {
-      dv[c] += p * doi[c];
+      dv[c] += p * m * doi[c];
       dk[c] += ds * qi[c];
     }
   }
@@ -582,14 +632,20 @@ __global__ void __launch_bounds__(32 * kRowWarps)
 
 int blocks_of(int rows, int per_block) { return (rows + per_block - 1) / per_block; }
 
-// f(std::bool_constant<kWideHead>{}): the kernels' interior tiles run without run-time loop exits when the head
-// size is the register tiles' full width.
+// f(kWideHead, kDrop) as std::bool_constants: the kernels' interior tiles run without run-time loop exits when the
+// head size is the register tiles' full width; dropout's draws are compiled in only where a mask is drawn.
 template <typename F>
-void with_head_width(int head_dim, F&& f) {
+void with_variant(int head_dim, const Dropout& drop, F&& f) {
+  auto with_drop = [&](auto wide) {
+    if (drop.p > 0.0f)
+      f(wide, std::true_type{});
+    else
+      f(wide, std::false_type{});
+  };
   if (head_dim == kMaxHeadDim)
-    f(std::true_type{});
+    with_drop(std::true_type{});
   else
-    f(std::false_type{});
+    with_drop(std::false_type{});
 }
 
 }  // namespace
@@ -600,8 +656,9 @@ using namespace cuda;
 void CudaBackend::tiled_attention_forward(DType dt, const void* q, int ldq, const void* k, const void* v, int ldkv,
                                           const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
                                           int head_dim, float scale, bool causal, void* context, float* lse,
-                                          const int32_t* q_offsets, const int32_t* k_offsets) {
+                                          const int32_t* q_offsets, const int32_t* k_offsets, const Dropout& drop) {
   const int slices = batch * heads;
+  const DeviceMask mask = make_mask(drop, "attention_forward");
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const T *pq = static_cast<const T*>(q), *pk = static_cast<const T*>(k), *pv = static_cast<const T*>(v);
@@ -613,16 +670,16 @@ void CudaBackend::tiled_attention_forward(DType dt, const void* q, int ldq, cons
       if constexpr (std::is_same_v<T, float>) {
         const dim3 grid(blocks_of(q_len, kRowWarps), chunk);
         long_forward_f32_kernel<<<grid, 32 * kRowWarps, 0, stream_>>>(pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len,
-                                                                    k_len, head_dim, scale, causal, begin, out, lse,
-                                                                    q_offsets, k_offsets);
+                                                                    k_len, head_dim, scale, causal, begin, mask, out,
+                                                                    lse, q_offsets, k_offsets);
       } else {
         const dim3 grid(blocks_of(q_len, kBlockRows), chunk);
-        with_head_width(head_dim, [&](auto wide) {
-          constexpr bool kWide = decltype(wide)::value;
-          allow_shared_bytes(tiled_forward_kernel<T, kWide>, layout.bytes);
-          tiled_forward_kernel<T, kWide><<<grid, kBlockThreads, layout.bytes, stream_>>>(
+        with_variant(head_dim, drop, [&](auto wide, auto dropping) {
+          constexpr bool kWide = decltype(wide)::value, kDrop = decltype(dropping)::value;
+          allow_shared_bytes(tiled_forward_kernel<T, kWide, kDrop>, layout.bytes);
+          tiled_forward_kernel<T, kWide, kDrop><<<grid, kBlockThreads, layout.bytes, stream_>>>(
               pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin, layout,
-              out, lse, q_offsets, k_offsets);
+              mask, out, lse, q_offsets, k_offsets);
         });
       }
     }
@@ -633,8 +690,10 @@ void CudaBackend::tiled_attention_backward(DType dt, const void* q, int ldq, con
                                            const int32_t* k_lengths, int batch, int heads, int q_len, int k_len,
                                            int head_dim, float scale, bool causal, const float* lse,
                                            const void* context, const void* d_context, void* d_q, void* d_k,
-                                           void* d_v, const int32_t* q_offsets, const int32_t* k_offsets) {
+                                           void* d_v, const int32_t* q_offsets, const int32_t* k_offsets,
+                                           const Dropout& drop) {
   const int slices = batch * heads;
+  const DeviceMask mask = make_mask(drop, "attention_backward");
   // D for as many slices as the scratch holds at a time (the kernels of a chunk read it before the next chunk's
   // row-dots kernel overwrites it: one stream).
   const int per_chunk = static_cast<int>(
@@ -656,24 +715,24 @@ void CudaBackend::tiled_attention_backward(DType dt, const void* q, int ldq, con
       const unsigned ys = static_cast<unsigned>(chunk);
       if constexpr (std::is_same_v<T, float>) {
         long_dq_f32_kernel<<<dim3(blocks_of(q_len, kRowWarps), ys), 32 * kRowWarps, 0, stream_>>>(
-            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, begin, lse, row_dots, pdo,
-            dq, q_offsets, k_offsets);
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, begin, mask, lse, row_dots,
+            pdo, dq, q_offsets, k_offsets);
         long_dkdv_f32_kernel<<<dim3(blocks_of(k_len, kRowWarps), ys), 32 * kRowWarps, 0, stream_>>>(
-            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, begin, lse, row_dots, pdo,
-            dk, dv, q_offsets, k_offsets);
+            pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, begin, mask, lse, row_dots,
+            pdo, dk, dv, q_offsets, k_offsets);
       } else {
-        with_head_width(head_dim, [&](auto wide) {
-          constexpr bool kWide = decltype(wide)::value;
-          allow_shared_bytes(tiled_dq_kernel<T, kWide>, dq_layout.bytes);
-          allow_shared_bytes(tiled_dkdv_kernel<T, kWide>, dkdv_layout.bytes);
-          tiled_dq_kernel<T, kWide><<<dim3(blocks_of(q_len, kBlockRows), ys), kBlockThreads, dq_layout.bytes,
-                                      stream_>>>(pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale,
-                                                 causal, packed, begin, dq_layout, lse, row_dots, pdo, dq, q_offsets,
-                                                 k_offsets);
-          tiled_dkdv_kernel<T, kWide><<<dim3(blocks_of(k_len, kBlockRows), ys), kBlockThreads, dkdv_layout.bytes,
-                                        stream_>>>(pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim,
-                                                   scale, causal, packed, begin, dkdv_layout, lse, row_dots, pdo, dk,
-                                                   dv, q_offsets, k_offsets);
+        with_variant(head_dim, drop, [&](auto wide, auto dropping) {
+          constexpr bool kWide = decltype(wide)::value, kDrop = decltype(dropping)::value;
+          allow_shared_bytes(tiled_dq_kernel<T, kWide, kDrop>, dq_layout.bytes);
+          allow_shared_bytes(tiled_dkdv_kernel<T, kWide, kDrop>, dkdv_layout.bytes);
+          tiled_dq_kernel<T, kWide, kDrop><<<dim3(blocks_of(q_len, kBlockRows), ys), kBlockThreads, dq_layout.bytes,
+                                             stream_>>>(pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len,
+                                                        head_dim, scale, causal, packed, begin, dq_layout, mask, lse,
+                                                        row_dots, pdo, dq, q_offsets, k_offsets);
+          tiled_dkdv_kernel<T, kWide, kDrop><<<dim3(blocks_of(k_len, kBlockRows), ys), kBlockThreads,
+                                               dkdv_layout.bytes, stream_>>>(
+              pq, ldq, pk, pv, ldkv, k_lengths, heads, q_len, k_len, head_dim, scale, causal, packed, begin,
+              dkdv_layout, mask, lse, row_dots, pdo, dk, dv, q_offsets, k_offsets);
         });
       }
     }

@@ -57,10 +57,10 @@ class PlanningBackend final : public Backend {
   void attention_step(DType, const void*, const void*, const void*, int64_t, const int32_t*, const int32_t*, int,
                       const int32_t*, int, int, int, int, float, void*, const int32_t*) override {}
   void attention_forward(DType, const void*, int, const void*, const void*, int, const int32_t*, int, int, int, int,
-                         int, float, bool, void*, float*, const int32_t*, const int32_t*) override {}
+                         int, float, bool, void*, float*, const int32_t*, const int32_t*, const Dropout&) override {}
   void attention_backward(DType, const void*, int, const void*, const void*, int, const int32_t*, int, int, int, int,
                           int, float, bool, const float*, const void*, const void*, void*, void*, void*, const int32_t*,
-                          const int32_t*) override {}
+                          const int32_t*, const Dropout&) override {}
   void cross_entropy(DType, const void*, const void*, const int32_t*, int, int, float, int, float, float*, float*,
                      void*, int) override {}
   void log_softmax(DType, const void*, int, int, float*) override {}

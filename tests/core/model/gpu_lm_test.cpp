@@ -46,8 +46,9 @@ constexpr int kVocab = 500;
 // Positions up to which the GPU stages a whole attention slice (longer ones go tile by tile).
 constexpr int kWholeSlice = 128;
 
-ModelConfig small_lm(bool learned, int max_length = kWholeSlice - 1) {
+ModelConfig small_lm(bool learned, int max_length = kWholeSlice - 1, float attention_dropout = 0.0f) {
   ModelConfig c = test::tiny_lm_config(NormPlacement::pre, learned, kernels::Activation::gelu, 0.0f, max_length);
+  c.dropout_attention = attention_dropout;
   c.src_vocab = c.tgt_vocab = kVocab;
   c.dim_emb = 64;
   c.heads = 4;
@@ -59,8 +60,8 @@ struct Oracle {
   std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend(2);
   DecoderOnlyModel model;
   std::vector<float> params;
-  Oracle(bool learned, uint64_t seed, double noise, int max_length = kWholeSlice - 1)
-      : model(small_lm(learned, max_length), *backend) {
+  Oracle(bool learned, uint64_t seed, double noise, int max_length = kWholeSlice - 1, float attention_dropout = 0.0f)
+      : model(small_lm(learned, max_length, attention_dropout), *backend) {
     test::randomize_params(*backend, model.param_store(), seed, noise);
     params.resize(model.num_params());
     backend->copy_to_host(params.data(), model.master(), params.size() * sizeof(float));
@@ -70,9 +71,9 @@ struct Oracle {
 struct OnGpu {
   std::unique_ptr<kernels::Backend> backend = on_cuda() ? kernels::make_cuda_backend(0) : kernels::make_cpu_backend(3);
   std::unique_ptr<DecoderOnlyModel> model;
-  OnGpu(bool learned, const std::vector<float>& params, DType dt,
-        int max_length = kWholeSlice - 1) {
-    model = std::make_unique<DecoderOnlyModel>(small_lm(learned, max_length), *backend, dt);
+  OnGpu(bool learned, const std::vector<float>& params, DType dt, int max_length = kWholeSlice - 1,
+        float attention_dropout = 0.0f) {
+    model = std::make_unique<DecoderOnlyModel>(small_lm(learned, max_length, attention_dropout), *backend, dt);
     model->load_params(params);
   }
 };
@@ -234,6 +235,34 @@ TEST(GpuLm, LongContextMatchesTheCpu) {
   Oracle cpu(true, 47, 0.3, kMaxLength);
   OnGpu fp32(true, cpu.params, DType::f32, kMaxLength);
   expect_decoding_matches(cpu.model, *fp32.model, prompts(13, {200, 9, 140}), 12, kMaxLength + 1);
+}
+
+// Attention dropout past 128 positions stays on the fused core (the tiled kernels draw the CPU's masks): one
+// training step against the CPU's with the same dropout, in fp32 and the 16-bit types.
+TEST(GpuLm, LongContextWithAttentionDropoutMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kMaxLength = 300;
+  constexpr float kDropout = 0.2f;
+  std::mt19937_64 rng(53);
+  const data::Batch lines = test::lines_batch(test::random_lines(rng, 5, 150, 250, kVocab));
+  ASSERT_GT(lines.tgt_len, kWholeSlice);
+  Oracle cpu(false, 59, 0.1, kMaxLength, kDropout);
+  const StepResult want = one_step(cpu.model, lines, 1.0f);
+  Oracle undropped(false, 59, 0.1, kMaxLength);
+  const StepResult plain = one_step(undropped.model, lines, 1.0f);
+  ASSERT_GT(rel(want.loss, plain.loss), 1e-4) << "the dropout changed nothing";
+  OnGpu fp32(false, cpu.params, DType::f32, kMaxLength, kDropout);
+  const StepResult got = one_step(*fp32.model, lines, 1.0f);
+  EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
+  EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
+  for (DType dt : sixteen_bits()) {
+    const float scale = dt == DType::f16 ? 1024.0f : 1.0f;
+    OnGpu half(false, cpu.params, dt, kMaxLength, kDropout);
+    const StepResult h = one_step(*half.model, lines, scale);
+    EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
+    EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
+        << kernels::dtype_name(dt) << ": " << h.grad_norm << " vs " << want.grad_norm;
+  }
 }
 
 }  // namespace

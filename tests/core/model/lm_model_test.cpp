@@ -273,7 +273,9 @@ TEST(LmBatches, AttentionIsComposedWhereTheFusedCoreCannotRun) {
   EXPECT_EQ(lm_composed_attention_reason(c, false), "");
   c.heads = 1;  // heads of 128
   EXPECT_NE(lm_composed_attention_reason(c, false).find("heads of 128"), std::string::npos);
-  c.heads = 2, c.dropout_attention = 0.1f;
+  c.heads = 2, c.dropout_attention = 0.1f;  // the fused core drops out past 128 positions
+  EXPECT_EQ(lm_composed_attention_reason(c, false), "");
+  c.max_length = 100;
   EXPECT_NE(lm_composed_attention_reason(c, false).find("--transformer-dropout-attention"), std::string::npos);
 }
 

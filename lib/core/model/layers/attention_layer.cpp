@@ -97,9 +97,12 @@ float AttentionLayer::scale() const { return 1.0f / std::sqrt(static_cast<float>
 // over a few lanes, the full limit runs as fast or faster and needs no probability buffer (H100, bf16, 2026-11-24,
 // 64 -> 128, two interleaved rounds: transformer-base at 16384 tokens 650-657k -> 653-675k target tokens/s and
 // peak memory 5196 -> 4746 MiB; big at 16384 288-289k -> 288k, 11744 -> 10814 MiB; big at 8192 263-266k ->
-// 263-264k). A function of the shape only, so CPU and GPU runs take the same path.
+// 263-264k). Past 128 positions the fused core also drops out the probabilities (Backend::fused_attention_drops);
+// shorter slices with attention dropout run composed. A function of the shape and the dropout only, so CPU and GPU
+// runs take the same path.
 bool AttentionLayer::fused_core(int q_len, int k_len, const kernels::Dropout& drop) const {
-  return drop.p == 0.0f && kernels::Backend::fused_attention_fits(q_len, k_len, head_dim_);
+  return kernels::Backend::fused_attention_fits(q_len, k_len, head_dim_) &&
+         (drop.p == 0.0f || kernels::Backend::fused_attention_drops(q_len, k_len));
 }
 
 void AttentionLayer::attend(const LayerContext& ctx, const void* q, const void* k, const void* v,
@@ -231,7 +234,7 @@ void AttentionLayer::forward_fused(const LayerContext& ctx, Saved& s) const {
   s.lse = ctx.memory.keep_n<float>(static_cast<std::size_t>(s.batch) * heads_ * s.q_len);
   ctx.backend.attention_forward(ctx.dt, s.q, s.ldq, s.k, s.v, s.ldkv, s.k_lengths, s.batch, heads_, s.q_len, s.k_len,
                                 head_dim_, scale(), s.causal, s.context, s.lse, s.q_packing.offsets,
-                                s.k_packing.offsets);
+                                s.k_packing.offsets, s.drop);
 }
 
 void AttentionLayer::forward_composed(const LayerContext& ctx, Saved& s) const {
@@ -290,8 +293,8 @@ void AttentionLayer::backward_fused(const LayerContext& ctx, const Saved& s, con
   void* d_k = kind_ == Kind::self ? offset_ptr(d_q, dim_, ctx.dt) : ctx.temp(static_cast<std::size_t>(k_rows) * s.ldkv);
   void* d_v = offset_ptr(d_k, dim_, ctx.dt);
   ctx.backend.attention_backward(ctx.dt, s.q, s.ldq, s.k, s.v, s.ldkv, s.k_lengths, s.batch, heads_, s.q_len, s.k_len,
-                                 head_dim_, scale(), s.causal, s.lse, s.context, d_context, d_q, d_k, d_v, s.q_packing.offsets,
-                                 s.k_packing.offsets);
+                                 head_dim_, scale(), s.causal, s.lse, s.context, d_context, d_q, d_k, d_v,
+                                 s.q_packing.offsets, s.k_packing.offsets, s.drop);
   if (kind_ == Kind::self) {
     ctx.backend.bias_grad(ctx.dt, d_q, q_rows, 3 * dim_, ctx.g(b_qkv_));
     linear_backward(ctx, s.x, d_q, q_rows, dim_, 3 * dim_, w_qkv_, dx, accumulate_dx);

@@ -18,10 +18,10 @@ std::string lm_composed_attention_reason(const ModelConfig& config, bool documen
     return fmt::format("--max-length {} with heads of {} is past the fused core's {} positions and heads of {}",
                        config.max_length, config.head_dim(), kernels::Backend::kMaxFusedAttentionLen,
                        kernels::Backend::kMaxFusedAttentionHeadDim);
-  if (config.dropout_attention > 0.0f)
+  if (config.dropout_attention > 0.0f && !kernels::Backend::fused_attention_drops(positions, positions))
     return fmt::format("--transformer-dropout-attention {} drops attention probabilities, which the fused core "
-                       "does not store",
-                       config.dropout_attention);
+                       "does only past {} positions",
+                       config.dropout_attention, kernels::Backend::kWholeSliceAttentionLen);
   if (document_masks) return "--lm-document-masks keeps attention inside documents, which the fused core cannot mask";
   return "";
 }

@@ -23,7 +23,8 @@ namespace lseq {
 // Why a language model's training attention runs on the composed core (batched GEMMs around a stored softmax, whose
 // memory grows with the square of the length) instead of the fused one, or "" when it does not: positions
 // (--max-length + 1) past Backend::kMaxFusedAttentionLen, heads larger than its head size, dropout on the attention
-// probabilities, or document masks (the fused kernels know lengths and causality only). lstrain says so in one log
+// probabilities at up to 128 positions (Backend::fused_attention_drops), or document masks (the fused kernels know
+// lengths and causality only). lstrain says so in one log
 // line. The rule AttentionLayer::fused_core and forward apply, for the model's longest batch.
 std::string lm_composed_attention_reason(const ModelConfig& config, bool document_masks);
 

@@ -16,7 +16,7 @@
 namespace lseq::kernels::cuda {
 
 // Slices up to this length are staged whole (fused_attention_cuda.cu); longer ones go tile by tile.
-constexpr int kWholeSliceAttentionLen = 128;
+constexpr int kWholeSliceAttentionLen = Backend::kWholeSliceAttentionLen;
 constexpr int kTile = 16;  // a warp's query rows, and the padding of lengths and head_dim
 constexpr int kMaxHeadDim = Backend::kMaxFusedAttentionHeadDim;
 constexpr int kHeadTiles = kMaxHeadDim / 8;      // n8 accumulator tiles of a head row
