@@ -8,7 +8,7 @@
 # downloaded) and converted by tools/gpt2/gpt2_to_lseq.py (1024 positions); lstrain on text (DATA, default the
 # ding-de-en corpus under .bench-data, both sides) cut into blocks of SEQ tokens (--lm-pack-blocks), BATCH blocks an
 # update (--mini-batch-words BATCH*SEQ), bf16, dropout DROPOUT on both sides (default 0, as llm.c and nanoGPT
-# pretrain GPT-2; 0.1 is GPT-2's config, and attention dropout keeps lstrain on the composed attention core); tokens/s is the median of lstrain's
+# pretrain GPT-2; 0.1 is GPT-2's config); tokens/s is the median of lstrain's
 # own words/s over the display intervals after the first (warm-up). Peak memory: nvidia-smi's memory.used on the
 # GPU, sampled every 0.2 s, less what was used before the run (both programs measured the same way; PyTorch's
 # allocator peak is printed beside). The peer: bench/torch_lm_train.py (the same shapes and vocabulary, random

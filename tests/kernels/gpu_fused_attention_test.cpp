@@ -2,7 +2,8 @@
 // checked against the composed path in fused_attention_test.cpp), in fp32, bf16 and fp16: context, lse and the three
 // head gradients over the projections' token-major rows (one qkv buffer for self-shaped cases, q and kv for
 // cross-shaped ones), key lengths with a sentence without keys, causal masks, transformer-base shapes (8 heads
-// of 64, lengths 8..128) and lengths past the whole-slice kernels (up to 1024). Outputs are poisoned with NaN before each run.
+// of 64, lengths 8..128), lengths past the whole-slice kernels (up to 1024) and their dropout. Outputs are poisoned
+// with NaN before each run.
 #include <algorithm>
 
 #include "fused_attention_cases.h"

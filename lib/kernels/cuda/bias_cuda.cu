@@ -208,7 +208,8 @@ void CudaBackend::bias_grad(DType dt, const void* dy, int rows, int cols, float*
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const auto* pdy = static_cast<const T*>(dy);
-    chunks = launch_column_op<T>(stream_, ColumnValue<T>{pdy, ld}, ld == cols && can_vectorize<T>(cols, pdy), rows, cols,
+    const bool packs = ld == cols && can_vectorize<T>(cols, pdy);
+    chunks = launch_column_op<T>(stream_, ColumnValue<T>{pdy, ld}, packs, rows, cols,
                                  scratch_floats(), scratch_float_count(), true);
   });
   check_launch("bias_grad");

@@ -84,7 +84,9 @@ struct OwnRows {
 };
 
 // Column (streamed row) of element e of score tile j for this lane, from the tile's first row `first`.
-__device__ __forceinline__ int tile_column(int first, int j, int e) { return first + 8 * j + 2 * (threadIdx.x & 3) + e; }
+__device__ __forceinline__ int tile_column(int first, int j, int e) {
+  return first + 8 * j + 2 * (threadIdx.x & 3) + e;
+}
 
 // Streams tiles [0, tiles): stage(t, buffer) issues tile t's copies; work(t, buffer) runs once tile t is visible
 // to the whole CTA. The next tile's copies fly while the current one is worked on.
