@@ -88,6 +88,48 @@ __device__ __forceinline__ int tile_column(int first, int j, int e) {
   return first + 8 * j + 2 * (threadIdx.x & 3) + e;
 }
 
+// A forward or dQ CTA's block: 64 query rows of slice s (the rows that see the most keys first), the keys they see,
+// where the slice starts in q and in k/v, and the calling warp's first row.
+struct QueryBlock {
+  int s, q0;
+  SliceRows rows_of;
+  int keys, block_keys;
+  int64_t q_at, k_at;
+  int warp, first;
+  __device__ QueryBlock(int slice_begin, int heads, int q_len, int k_len, int head_dim, int ldq, int ldkv, bool causal,
+                        const int32_t* k_lengths, const int32_t* q_offsets, const int32_t* k_offsets)
+      : s(slice_begin + static_cast<int>(blockIdx.y)),
+        q0((gridDim.x - 1 - blockIdx.x) * kBlockRows),
+        rows_of(s, heads, q_len, k_len, q_offsets, k_offsets),
+        keys(min(rows_of.k, slice_keys(k_lengths, s, heads, k_len))),
+        block_keys(q0 < rows_of.q ? row_keys(keys, min(q0 + kBlockRows, rows_of.q) - 1, causal) : 0),
+        q_at(fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets)),
+        k_at(fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets)),
+        warp(threadIdx.x >> 5),
+        first(q0 + warp * kTile) {}
+  __device__ bool empty() const { return q0 >= rows_of.q; }  // packed: the sentence is shorter
+  __device__ int own_rows() const { return min(kBlockRows, rows_of.q - q0); }
+  __device__ int key_tiles() const { return (block_keys + kStreamRows - 1) / kStreamRows; }
+  // Keys every row of the warp sees (its first row sees the fewest); tiles below them need no mask.
+  __device__ int all_see(bool causal) const { return first < rows_of.q ? row_keys(keys, first, causal) : 0; }
+  // The lane's two rows' first dropout-mask index, (s*q_len + row)*k_len.
+  __device__ void mask_rows(const OwnRows& rows, int q_len, int k_len, int64_t (&at)[2]) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) at[h] = (static_cast<int64_t>(s) * q_len + rows.row[h]) * k_len;
+  }
+};
+
+// Key/value tile t of a query block's slice (keys past the sentence as zeros) into streamed buffer `buffer`.
+template <typename T>
+__device__ __forceinline__ void stage_key_tile(const T* k, const T* v, int ldkv, const QueryBlock& b, int t,
+                                               int head_dim, bool packed, const TiledSmem<T>& sm, int buffer) {
+  const int k0 = t * kStreamRows, n = min(kStreamRows, b.keys - k0);
+  stage(k + b.k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 0), sm.L.ldh,
+        kStreamRows, sm.L.dh, packed);
+  stage(v + b.k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 1), sm.L.ldh,
+        kStreamRows, sm.L.dh, packed);
+}
+
 // Streams tiles [0, tiles): stage(t, buffer) issues tile t's copies; work(t, buffer) runs once tile t is visible
 // to the whole CTA. The next tile's copies fly while the current one is worked on.
 template <typename Stage, typename Work>
@@ -172,37 +214,21 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ __align__(128) unsigned char smem[];
   const TiledLayout& L = layout;
   const TiledSmem<T> sm{smem, L};
-  const int s = slice_begin + blockIdx.y;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockRows;  // the rows that see the most keys first
-  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
-  if (q0 >= rows_of.q) return;  // packed: the sentence is shorter
-  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
-  const int block_keys = row_keys(keys, min(q0 + kBlockRows, rows_of.q) - 1, causal);
-  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
-  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
-  stage(q + q_at + static_cast<int64_t>(q0) * ldq, ldq, min(kBlockRows, rows_of.q - q0), head_dim, sm.own(0), L.ldh,
-        kBlockRows, L.dh, packed);
-  const int warp = threadIdx.x >> 5, first = q0 + warp * kTile;
-  const OwnRows rows(first, rows_of.q, keys, causal);
-  // Keys every row of the warp sees (its first row sees the fewest); tiles below them need no mask.
-  const int all_see = first < rows_of.q ? row_keys(keys, first, causal) : 0;
+  const QueryBlock b(slice_begin, heads, q_len, k_len, head_dim, ldq, ldkv, causal, k_lengths, q_offsets, k_offsets);
+  if (b.empty()) return;
+  stage(q + b.q_at + static_cast<int64_t>(b.q0) * ldq, ldq, b.own_rows(), head_dim, sm.own(0), L.ldh, kBlockRows,
+        L.dh, packed);
+  const OwnRows rows(b.first, b.rows_of.q, b.keys, causal);
+  const int all_see = b.all_see(causal);
   const float scale_log2 = scale * kLog2e;
-  const int64_t mask_row[2] = {(static_cast<int64_t>(s) * q_len + rows.row[0]) * k_len,
-                               (static_cast<int64_t>(s) * q_len + rows.row[1]) * k_len};
+  int64_t mask_row[2];
+  b.mask_rows(rows, q_len, k_len, mask_row);
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // log2 units; row_sum: this lane's share
   HeadTiles out;
-#pragma unroll
-  for (int j = 0; j < kHeadTiles; ++j) out[j][0] = out[j][1] = out[j][2] = out[j][3] = 0.0f;
-  const T* q_rows = sm.own(0) + warp * kTile * L.ldh;
+  zero_tiles(out);
+  const T* q_rows = sm.own(0) + b.warp * kTile * L.ldh;
   stream_tiles(
-      (block_keys + kStreamRows - 1) / kStreamRows,
-      [&](int t, int buffer) {
-        const int k0 = t * kStreamRows, n = min(kStreamRows, keys - k0);
-        stage(k + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 0), L.ldh,
-              kStreamRows, L.dh, packed);
-        stage(v + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 1), L.ldh,
-              kStreamRows, L.dh, packed);
-      },
+      b.key_tiles(), [&](int t, int buffer) { stage_key_tile(k, v, ldkv, b, t, head_dim, packed, sm, buffer); },
       [&](int t, int buffer) {
         const int k0 = t * kStreamRows, seen = min(kStreamRows, rows.warp_keys - k0);
         if (seen <= 0) return;  // the warp's rows see none of these keys
@@ -223,12 +249,12 @@ __global__ void __launch_bounds__(kBlockThreads)
     const float inv = any ? 1.0f / total : 0.0f;
 #pragma unroll
     for (int j = 0; j < kHeadTiles; ++j) out[j][2 * h] *= inv, out[j][2 * h + 1] *= inv;
-    if ((threadIdx.x & 3) == 0 && rows.row[h] < rows_of.q)
-      lse[static_cast<int64_t>(s) * q_len + rows.row[h]] = any ? (row_max[h] + log2f(total)) * kLn2 : -INFINITY;
+    if ((threadIdx.x & 3) == 0 && rows.row[h] < b.rows_of.q)
+      lse[static_cast<int64_t>(b.s) * q_len + rows.row[h]] = any ? (row_max[h] + log2f(total)) * kLn2 : -INFINITY;
   }
   const int width = heads * head_dim;
-  store_head_tile(out, first, rows_of.q, head_dim,
-                  context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets), width, packed);
+  store_head_tile(out, b.first, b.rows_of.q, head_dim,
+                  context + fused_attention_slice_at(b.s, heads, q_len, head_dim, width, q_offsets), width, packed);
 }
 
 // D_i = d_context_i . context_i per (slice, query row), into row_dots[(s - slice_begin) * q_len + i]; rows a packed
@@ -307,46 +333,30 @@ __global__ void __launch_bounds__(kBlockThreads)
   extern __shared__ __align__(128) unsigned char smem[];
   const TiledLayout& L = layout;
   const TiledSmem<T> sm{smem, L};
-  const int s = slice_begin + blockIdx.y;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * kBlockRows;
-  const SliceRows rows_of(s, heads, q_len, k_len, q_offsets, k_offsets);
-  if (q0 >= rows_of.q) return;
-  const int keys = min(rows_of.k, slice_keys(k_lengths, s, heads, k_len));
-  const int block_keys = row_keys(keys, min(q0 + kBlockRows, rows_of.q) - 1, causal);
+  const QueryBlock b(slice_begin, heads, q_len, k_len, head_dim, ldq, ldkv, causal, k_lengths, q_offsets, k_offsets);
+  if (b.empty()) return;
   const int width = heads * head_dim;
-  const int64_t q_at = fused_attention_slice_at(s, heads, q_len, head_dim, ldq, q_offsets);
-  const int64_t k_at = fused_attention_slice_at(s, heads, k_len, head_dim, ldkv, k_offsets);
-  const int own_rows = min(kBlockRows, rows_of.q - q0);
-  stage(q + q_at + static_cast<int64_t>(q0) * ldq, ldq, own_rows, head_dim, sm.own(0), L.ldh, kBlockRows, L.dh,
-        packed);
-  stage(d_context + fused_attention_slice_at(s, heads, q_len, head_dim, width, q_offsets) +
-            static_cast<int64_t>(q0) * width,
-        width, own_rows, head_dim, sm.own(1), L.ldh, kBlockRows, L.dh, packed);
-  const int warp = threadIdx.x >> 5, first = q0 + warp * kTile;
-  const OwnRows rows(first, rows_of.q, keys, causal);
-  const int all_see = first < rows_of.q ? row_keys(keys, first, causal) : 0;
-  const int64_t mask_row[2] = {(static_cast<int64_t>(s) * q_len + rows.row[0]) * k_len,
-                               (static_cast<int64_t>(s) * q_len + rows.row[1]) * k_len};
+  stage(q + b.q_at + static_cast<int64_t>(b.q0) * ldq, ldq, b.own_rows(), head_dim, sm.own(0), L.ldh, kBlockRows,
+        L.dh, packed);
+  stage(d_context + fused_attention_slice_at(b.s, heads, q_len, head_dim, width, q_offsets) +
+            static_cast<int64_t>(b.q0) * width,
+        width, b.own_rows(), head_dim, sm.own(1), L.ldh, kBlockRows, L.dh, packed);
+  const OwnRows rows(b.first, b.rows_of.q, b.keys, causal);
+  const int all_see = b.all_see(causal);
+  int64_t mask_row[2];
+  b.mask_rows(rows, q_len, k_len, mask_row);
   float lse2[2], row_dot[2];  // lse in log2 units
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const bool any = rows.keys[h] > 0;
-    lse2[h] = any ? lse[static_cast<int64_t>(s) * q_len + rows.row[h]] * kLog2e : 0.0f;
-    row_dot[h] = any ? row_dots[static_cast<int64_t>(s - slice_begin) * q_len + rows.row[h]] : 0.0f;
+    lse2[h] = any ? lse[static_cast<int64_t>(b.s) * q_len + rows.row[h]] * kLog2e : 0.0f;
+    row_dot[h] = any ? row_dots[static_cast<int64_t>(b.s - slice_begin) * q_len + rows.row[h]] : 0.0f;
   }
   HeadTiles acc;
-#pragma unroll
-  for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-  const int own_at = warp * kTile * L.ldh;
+  zero_tiles(acc);
+  const int own_at = b.warp * kTile * L.ldh;
   stream_tiles(
-      (block_keys + kStreamRows - 1) / kStreamRows,
-      [&](int t, int buffer) {
-        const int k0 = t * kStreamRows, n = min(kStreamRows, keys - k0);
-        stage(k + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 0), L.ldh,
-              kStreamRows, L.dh, packed);
-        stage(v + k_at + static_cast<int64_t>(k0) * ldkv, ldkv, n, head_dim, sm.streamed(buffer, 1), L.ldh,
-              kStreamRows, L.dh, packed);
-      },
+      b.key_tiles(), [&](int t, int buffer) { stage_key_tile(k, v, ldkv, b, t, head_dim, packed, sm, buffer); },
       [&](int t, int buffer) {
         const int k0 = t * kStreamRows, seen = min(kStreamRows, rows.warp_keys - k0);
         if (seen <= 0) return;
@@ -360,7 +370,7 @@ __global__ void __launch_bounds__(kBlockThreads)
                                    sm.streamed(buffer, 1), k0, round_tile(seen), masked, rows, scale, lse2, row_dot,
                                    L, mask, mask_row, acc);
       });
-  store_head_tile(acc, first, rows_of.q, head_dim, d_q + q_at, ldq, packed);
+  store_head_tile(acc, b.first, b.rows_of.q, head_dim, d_q + b.q_at, ldq, packed);
 }
 
 // One streamed query tile (queries i0.., `end` of them staged, their lse in log2 units and D in shared memory) for
@@ -474,11 +484,8 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
   const int t_first = q_first / kStreamRows;
   const int tiles = own_keys == 0 ? 0 : (rows_of.q + kStreamRows - 1) / kStreamRows - t_first;
   HeadTiles dv, dk;
-#pragma unroll
-  for (int j = 0; j < kHeadTiles; ++j) {
-    dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.0f;
-    dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.0f;
-  }
+  zero_tiles(dv);
+  zero_tiles(dk);
   const int own_at = warp * kTile * L.ldh;
   stream_tiles(
       tiles,

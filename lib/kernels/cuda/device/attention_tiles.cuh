@@ -66,6 +66,11 @@ using HeadTiles = float[kHeadTiles][4];
 // kFull (the tiled kernels' interior tiles): key_end == NK and head rows of kMaxHeadDim, so the loops below have
 // no run-time exits and the compiler can issue the next shared-memory loads ahead of the products.
 //
+__device__ __forceinline__ void zero_tiles(HeadTiles& acc) {
+#pragma unroll
+  for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+}
+
 // acc = a b^T for the 16 rows at a ([16][ldh]) and the first key_end rows of b ([nk][ldh]): the score-shaped
 // products q k^T and dO v^T. Tiles past key_end (keys no row of the tile sees) stay 0.
 template <typename T, int NK, bool kFull = false>
