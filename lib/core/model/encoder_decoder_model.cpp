@@ -84,8 +84,8 @@ void EncoderDecoderModel::check_batch(const data::Batch& b) const {
 
 bool EncoderDecoderModel::packs_source(const data::Batch& b, bool training) const {
   if (!pack_source_) return false;
-  // Every attention over the source on the fused core (AttentionLayer::fused_core): lengths it takes, and no
-  // dropout on the probabilities (LayerContext::dropout draws only in training).
+  // Every attention over the source on the fused core (AttentionLayer::fused_core): lengths it takes, and dropout
+  // on the probabilities (LayerContext::dropout draws only in training) only at lengths where the core draws it.
   const int head_dim = config_.dim_emb / config_.heads;
   const bool dropping = training && config_.dropout_attention > 0.0f;
   const bool fused = kernels::Backend::fused_attention_fits(b.src_len, b.src_len, head_dim) &&
