@@ -68,6 +68,14 @@ void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, in
 void check_fused_attention_shape(const char* op, int batch, int heads, int q_len, int k_len, int head_dim, int ldq,
                                  int ldkv);
 
+// Throws lseq::Error for dropout (drop.p > 0) at lengths where Backend::fused_attention_drops is false (both
+// backends, Backend::attention_forward/backward: callers drop out composed there).
+void check_fused_attention_dropout(const char* op, int q_len, int k_len, const Dropout& drop);
+
+// The row stride of an op's rows of `row` elements: ld, or `row` when ld is 0; throws lseq::Error when ld is
+// shorter than the row (both backends, Backend::cross_entropy and bias_grad).
+int row_stride(const char* op, int ld, int row);
+
 // Throws lseq::Error for a negative size or an inner size k < 1 (both backends, Backend::linear_bias_forward).
 void check_linear_bias_shape(int rows, int k, int n);
 

@@ -36,6 +36,17 @@ void check_fused_attention_shape(const char* op, int batch, int heads, int q_len
     fail("{}: row strides ldq={} ldkv={} shorter than heads x head_dim = {}", op, ldq, ldkv, width);
 }
 
+void check_fused_attention_dropout(const char* op, int q_len, int k_len, const Dropout& drop) {
+  if (drop.p > 0.0f && !Backend::fused_attention_drops(q_len, k_len))
+    fail("internal error: {} with dropout at lengths {} x {} (Backend::fused_attention_drops)", op, q_len, k_len);
+}
+
+int row_stride(const char* op, int ld, int row) {
+  if (ld == 0) return row;
+  if (ld < row) fail("{}: row stride {} is shorter than the row ({})", op, ld, row);
+  return ld;
+}
+
 void check_attention_step_shape(int rows, int heads, int head_dim, int k_len, int64_t slice_stride,
                                 const int32_t* kv_index, const int32_t* origin, int origin_stride) {
   if (rows < 0 || heads < 0 || k_len < 0)

@@ -44,8 +44,7 @@ void CpuBackend::add_bias(DType dt, const void* x, const void* bias, int rows, i
 
 void CpuBackend::bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias, int ld) {
   cpu::require_f32(dt, "bias_grad");
-  if (ld == 0) ld = cols;
-  if (ld < cols) fail("bias_grad: row stride {} is shorter than the row ({})", ld, cols);
+  ld = row_stride("bias_grad", ld, cols);
   const float* g = f32(dy);
   cpu::accumulate_column_sums(threads_, rows, cols, dparam_bias,
                               [&](int r, int c) { return static_cast<double>(g[static_cast<int64_t>(r) * ld + c]); });

@@ -17,8 +17,7 @@ void CpuBackend::cross_entropy(DType dt, const void* logits, const void* bias, c
                                float* nll, void* dlogits, int ld) {
   cpu::require_f32(dt, "cross_entropy");
   if (vocab < 1) fail("cross_entropy: vocabulary size must be positive, got {}", vocab);
-  if (ld == 0) ld = vocab;
-  if (ld < vocab) fail("cross_entropy: row stride {} is shorter than the vocabulary ({})", ld, vocab);
+  ld = row_stride("cross_entropy", ld, vocab);
   for (int r = 0; r < n; ++r)
     if (targets[r] != ignore_index && (targets[r] < 0 || targets[r] >= vocab))
       fail("cross_entropy: target {} of row {} is outside the vocabulary [0, {})", targets[r], r, vocab);

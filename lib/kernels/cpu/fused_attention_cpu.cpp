@@ -27,8 +27,7 @@ float dot(const float* a, const float* b, int n) {
 // The probabilities' dropout masks of Backend::attention_forward: element (slice s, row i, key j) at
 // (s*q_len + i)*k_len + j; refused where the fused core does not drop out (the caller composes there).
 cpu::DropoutMask attention_mask(const Dropout& drop, int q_len, int k_len, const char* op) {
-  if (drop.p > 0.0f && !Backend::fused_attention_drops(q_len, k_len))
-    fail("internal error: {} with dropout at lengths {} x {} (Backend::fused_attention_drops)", op, q_len, k_len);
+  check_fused_attention_dropout(op, q_len, k_len, drop);
   cpu::require_dropout_p(drop.p, op);
   return cpu::DropoutMask(drop);
 }

@@ -200,8 +200,7 @@ void CudaBackend::add_bias(DType dt, const void* x, const void* bias, int rows, 
 
 void CudaBackend::bias_grad(DType dt, const void* dy, int rows, int cols, float* dparam_bias, int ld) {
   require_shape(rows, cols, "bias_grad");
-  if (ld == 0) ld = cols;
-  if (ld < cols) fail("bias_grad: row stride {} is shorter than the row ({})", ld, cols);
+  ld = row_stride("bias_grad", ld, cols);
   if (rows == 0 || cols == 0) return;
   bind();
   int chunks = 1;

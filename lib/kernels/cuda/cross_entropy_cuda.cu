@@ -243,8 +243,7 @@ void CudaBackend::cross_entropy(DType dt, const void* logits, const void* bias, 
                                 int vocab, float label_smoothing, int ignore_index, float grad_scale, float* loss,
                                 float* nll, void* dlogits, int ld) {
   if (vocab < 1) fail("cross_entropy: vocabulary size must be positive, got {}", vocab);
-  if (ld == 0) ld = vocab;
-  if (ld < vocab) fail("cross_entropy: row stride {} is shorter than the vocabulary ({})", ld, vocab);
+  ld = row_stride("cross_entropy", ld, vocab);
   if (n < 0) fail("cross_entropy: invalid row count {}", n);
   if (n == 0) return;
   bind();

@@ -431,12 +431,6 @@ __global__ void __launch_bounds__(kSliceThreads)
   }
 }
 
-// Dropout on the probabilities only where the tiled kernels run (Backend::fused_attention_drops).
-void check_fused_dropout(const char* op, int q_len, int k_len, const Dropout& drop) {
-  if (drop.p > 0.0f && !Backend::fused_attention_drops(q_len, k_len))
-    fail("internal error: {} with dropout at lengths {} x {} (Backend::fused_attention_drops)", op, q_len, k_len);
-}
-
 // Checks the shape (as the CPU does) and returns the slices, one block each.
 unsigned fused_slices(const char* op, int batch, int heads, int q_len, int k_len, int head_dim, int ldq, int ldkv) {
   check_fused_attention_shape(op, batch, heads, q_len, k_len, head_dim, ldq, ldkv);
@@ -453,7 +447,7 @@ void CudaBackend::attention_forward(DType dt, const void* q, int ldq, const void
                                     int head_dim, float scale, bool causal, void* context, float* lse,
                                     const int32_t* q_offsets, const int32_t* k_offsets, const Dropout& drop) {
   const unsigned slices = fused_slices("attention_forward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
-  check_fused_dropout("attention_forward", q_len, k_len, drop);
+  check_fused_attention_dropout("attention_forward", q_len, k_len, drop);
   if (slices == 0) return;
   bind();
   if (q_len > kMaxLen || k_len > kMaxLen) {
@@ -491,7 +485,7 @@ void CudaBackend::attention_backward(DType dt, const void* q, int ldq, const voi
                                      const void* d_context, void* d_q, void* d_k, void* d_v, const int32_t* q_offsets,
                                      const int32_t* k_offsets, const Dropout& drop) {
   const unsigned slices = fused_slices("attention_backward", batch, heads, q_len, k_len, head_dim, ldq, ldkv);
-  check_fused_dropout("attention_backward", q_len, k_len, drop);
+  check_fused_attention_dropout("attention_backward", q_len, k_len, drop);
   if (slices == 0) return;
   bind();
   if (q_len > kMaxLen || k_len > kMaxLen) {

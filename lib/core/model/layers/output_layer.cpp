@@ -16,6 +16,7 @@ constexpr int kPadId = 0;
 // tokens on an H100 (2026-11-26).
 constexpr int kAlignedColumns = 8;
 int logits_ld(int vocab) { return (vocab + kAlignedColumns - 1) / kAlignedColumns * kAlignedColumns; }
+int aligned_head(int vocab) { return vocab / kAlignedColumns * kAlignedColumns; }  // the columns cut off first
 }  // namespace
 
 OutputLayer::OutputLayer(ParamTable& table, const ModelConfig& config, std::size_t tied_weight)
@@ -46,7 +47,7 @@ void OutputLayer::backward(const LayerContext& ctx, const Saved& saved, void* dx
 }
 
 void OutputLayer::project_aligned(const LayerContext& ctx, const void* x, int rows, void* logits, int ld) const {
-  const int head = vocab_ / kAlignedColumns * kAlignedColumns;
+  const int head = aligned_head(vocab_);
   if (head > 0) linear_forward(ctx, x, rows, dim_, head, weight_, logits, ld);
   if (head < vocab_)
     linear_forward(ctx, x, rows, dim_, vocab_ - head, weight_ + static_cast<std::size_t>(head) * dim_,
@@ -55,7 +56,7 @@ void OutputLayer::project_aligned(const LayerContext& ctx, const void* x, int ro
 
 void OutputLayer::project_aligned_backward(const LayerContext& ctx, const void* x, const void* dlogits, int rows,
                                            int ld, void* dx) const {
-  const int head = vocab_ / kAlignedColumns * kAlignedColumns;
+  const int head = aligned_head(vocab_);
   if (head > 0) linear_backward(ctx, x, dlogits, rows, dim_, head, weight_, dx, false, ld);
   if (head < vocab_)
     linear_backward(ctx, x, offset_ptr(dlogits, static_cast<std::size_t>(head), ctx.dt), rows, dim_, vocab_ - head,
