@@ -76,8 +76,8 @@ void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, v
 }
 
 void DecoderLayer::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
-                                  int memory_len, void* cross_kv) const {
-  cross_attn_.project_kv(ctx, states, sentences, src_len, memory_len, cross_kv);
+                                  int memory_sentences, int memory_len, void* cross_kv) const {
+  cross_attn_.project_kv(ctx, states, sentences, src_len, memory_len, memory_sentences, cross_kv);
 }
 
 const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const DecoderStep& st,
@@ -109,7 +109,7 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     void* q = ctx.temp(count);
     cross_attn_.project_q(ctx, in, rows, 1, 1, q);
     // Rows share their sentence's keys/values: slices are picked by st.cross_slices, not copied per hypothesis.
-    const std::size_t memory_count = static_cast<std::size_t>(st.sentences) * st.src_len * config_.dim_emb;
+    const std::size_t memory_count = static_cast<std::size_t>(st.memory_sentences) * st.src_len * config_.dim_emb;
     void* context = ctx.temp(count);
     cross_attn_.attend_step(ctx, q, cache.cross_kv, offset_ptr(cache.cross_kv, memory_count, ctx.dt),
                             static_cast<int64_t>(st.src_len) * hd, st.cross_slices, nullptr, 0, st.src_lengths, rows,
@@ -160,9 +160,9 @@ const void* Decoder::forward(const LayerContext& ctx, const int32_t* tokens, con
 }
 
 void Decoder::project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
-                             int memory_len, const std::vector<DecoderLayerCache>& caches) const {
+                             int memory_sentences, int memory_len, const std::vector<DecoderLayerCache>& caches) const {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i].project_memory(ctx, states, sentences, src_len, memory_len, caches.at(i).cross_kv);
+    layers_[i].project_memory(ctx, states, sentences, src_len, memory_sentences, memory_len, caches.at(i).cross_kv);
   }
 }
 

@@ -27,7 +27,7 @@ struct DecoderMemory {
 struct DecoderStep {
   int rows = 0;                           // live hypotheses
   int max_len = 0;                        // positions a self-attention cache holds (its slices are max_len*hd apart)
-  int sentences = 0, src_len = 0;         // shape of the cross-attention keys/values (src_len: rows per slice)
+  int memory_sentences = 0, src_len = 0;  // layout of the cross-attention keys/values (src_len: rows per slice)
   const int32_t* cross_slices = nullptr;  // [rows*heads] device: sentence_of[r]*heads + h, the (r, h) memory slice
   const int32_t* src_lengths = nullptr;   // [rows] device: source length of row r's sentence
   const int32_t* self_lengths = nullptr;  // [rows] device: t + 1, the positions self-attention covers
@@ -44,8 +44,9 @@ struct DecoderStep {
 //   self_kv   [max_rows*heads][2][max_len][hd]: slice i = r*heads + h holds the keys that row r appended at
 //             each position 0..t, then its values (one buffer, so that one gather appends both). A hypothesis'
 //             history is spread over the slices of the rows that wrote it: DecoderStep::origin says where.
-//   cross_kv  [2][sentences][heads][memory_len][hd]: the encoder output's keys, then values, per sentence (rows
-//             past a sentence's length are zeros and never read)
+//   cross_kv  [2][memory_sentences][heads][memory_len][hd]: the encoder output's keys, then values, per sentence
+//             (rows past a sentence's length are zeros and never read; so are the slices of sentences past the
+//             batch's)
 struct DecoderLayerCache {
   void* self_kv = nullptr;
   void* cross_kv = nullptr;
@@ -68,11 +69,12 @@ class DecoderLayer {
   void* backward(const LayerContext& ctx, const Saved& saved, void* g, void* spare, void* d_memory) const;
 
   // ---- incremental decoding ----
-  // cross_kv [2][sentences][heads][memory_len][hd] from the encoder output [sentences*src_len, dim]: rows of a
-  // (sentence, head) slice are memory_len >= src_len apart (rows past src_len are zeros), so that the steps'
-  // shapes need not depend on src_len (DecoderStep::src_len is then memory_len).
-  void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len, int memory_len,
-                      void* cross_kv) const;
+  // cross_kv [2][memory_sentences][heads][memory_len][hd] from the encoder output [sentences*src_len, dim]
+  // (sentences <= memory_sentences): rows of a (sentence, head) slice are memory_len >= src_len apart (rows past
+  // src_len are zeros), and the values start memory_sentences slices in, so that the steps' shapes depend on
+  // neither src_len nor the batch's sentence count (DecoderStep::memory_sentences, src_len = memory_len).
+  void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
+                      int memory_sentences, int memory_len, void* cross_kv) const;
   // x [rows, dim] at the step's position t -> the layer output [rows, dim] (kept); appends position t to the
   // caches.
   const void* step(const LayerContext& ctx, const void* x, const DecoderStep& step,
@@ -109,9 +111,9 @@ class Decoder {
 
   // ---- incremental decoding (forward only, no dropout; caches: one per layer) ----
   int depth() const { return static_cast<int>(layers_.size()); }
-  // Fills every layer's cross_kv from the encoder output [sentences*src_len, dim], slices memory_len rows apart.
-  void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len, int memory_len,
-                      const std::vector<DecoderLayerCache>& caches) const;
+  // Fills every layer's cross_kv from the encoder output [sentences*src_len, dim] (DecoderLayer::project_memory).
+  void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
+                      int memory_sentences, int memory_len, const std::vector<DecoderLayerCache>& caches) const;
   // tokens [rows] (device) at the step's position t; position_row: row t of the positions table (device memory
   // the caller fills). Returns the final decoder states [rows, dim] (kept), the input of the output layer.
   const void* step(const LayerContext& ctx, const int32_t* tokens, const void* position_row, const DecoderStep& step,

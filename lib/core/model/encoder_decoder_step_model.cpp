@@ -65,7 +65,7 @@ EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& mode
   auto planning = kernels::make_planning_backend();
   StepMemory start_plan(nullptr), step_plan(nullptr);
   encode_sources(*planning, start_plan, max_sent_, max_src_);
-  forward_step(*planning, step_plan, max_hyps_, max_sent_, max_src_);
+  forward_step(*planning, step_plan, max_hyps_);
   scratch_ = std::make_unique<kernels::Workspace>(backend_, std::max(start_plan.needed(), step_plan.needed()),
                                                   "internal error: a decoding step outgrew its plan");
 
@@ -111,16 +111,16 @@ void EncoderDecoderStepModel::encode_sources(kernels::Backend& backend, StepMemo
   void* encoded = ctx.keep(elems(sentences, src_len, dim_));
   const int32_t* lengths = dev_src_ + elems(sentences, src_len);
   model_.encoder().encode(ctx, dev_src_, lengths, sentences, src_len, positions_, encoded);
-  // Slices max_src_ rows apart whatever this batch's length: the steps then have one shape for every batch.
-  model_.decoder().project_memory(ctx, encoded, sentences, src_len, max_src_, caches_);
+  // Slices max_src_ rows apart, values max_sent_ sentences after the keys, whatever this batch's size: the steps
+  // then have one shape for every batch.
+  model_.decoder().project_memory(ctx, encoded, sentences, src_len, max_sent_, max_src_, caches_);
 }
 
-const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows,
-                                                 int sentences, int src_len) {
+const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows) {
   const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   DecoderStep st;
   st.rows = rows, st.max_len = max_tgt_;
-  st.sentences = sentences, st.src_len = src_len;
+  st.memory_sentences = max_sent_, st.src_len = max_src_;
   st.cross_slices = dev_cross_slices_;
   st.src_lengths = dev_row_src_lengths_;
   st.self_lengths = dev_self_lengths_;
@@ -185,28 +185,31 @@ void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::
            id, src_vocab_);
     }
   }
-  // Sources padded to the bucketed length (masked like any padding), so that encodings and steps of batches whose
-  // longest sentence differs a little share their recordings.
+  // Sources padded to the bucketed length (masked like any padding), and the batch to the bucketed sentence count
+  // (sentences of one eos each, encoded and never read), so that encodings of batches whose longest sentence or
+  // size differs a little share their recordings.
   const int padded_len = bucket(src_len, max_src_);
-  staging_.assign(elems(sentences, padded_len), data::kPadId);
+  const int padded_sentences = bucket(sentences, max_sent_);
+  staging_.assign(elems(padded_sentences, padded_len), data::kPadId);
   for (int s = 0; s < sentences; ++s)
     std::copy_n(src.begin() + elems(s, src_len), src_len, staging_.begin() + elems(s, padded_len));
+  for (int s = sentences; s < padded_sentences; ++s) staging_[elems(s, padded_len)] = data::kEosId;
   staging_.insert(staging_.end(), src_lengths.begin(), src_lengths.end());
+  staging_.resize(staging_.size() + static_cast<std::size_t>(padded_sentences - sentences), 1);
   backend_.copy_to_device(dev_src_, staging_.data(), staging_.size() * sizeof(int32_t));
-  src_len = padded_len;
   // Recorded from a shape's second batch on: at a few dozen sentences the encoder's ~80 launches cost the host
   // more time than the GPU needs for them.
-  const StepShape shape{0, sentences, src_len, -1};
+  const StepShape shape{0, padded_sentences, padded_len, -1};
   recorder_.run(shape, recorder_.seen_before(shape), [&] {
     scratch_->reset();
     StepMemory memory(scratch_.get());
-    encode_sources(backend_, memory, sentences, src_len);
+    encode_sources(backend_, memory, padded_sentences, padded_len);
   });
   // Every row reads its own slices again (select() of the last batch rewrote the first positions of both tables).
   origins_.reset(backend_);
 
   started_ = true;
-  sentences_ = sentences, src_len_ = src_len, t_ = 0;
+  t_ = 0;
   src_lengths_.assign(src_lengths.begin(), src_lengths.end());
   sentence_of_.clear();
   for (int s = 0; s < sentences; ++s) sentence_of_.push_back(s);
@@ -291,11 +294,12 @@ void EncoderDecoderStepModel::run_step_ops(int k, const std::function<void(const
   const auto ops = [&] {
     scratch_->reset();
     StepMemory memory(scratch_.get());
-    finish(forward_step(backend_, memory, rows, sentences_, max_src_));
+    finish(forward_step(backend_, memory, rows));
   };
-  // The cross-attention memory is laid out for max_src_ whatever the batch's length (encode_sources), and the
-  // step reads each row's real length from the device: the shape does not depend on the source length.
-  const StepShape shape{rows, sentences_, max_src_, k};
+  // The cross-attention memory is laid out for max_sent_ sentences of max_src_ tokens whatever the batch
+  // (encode_sources), and the step reads each row's sentence and real length from the device: the shape depends
+  // on neither the source length nor the sentence count (a server's batches vary in both).
+  const StepShape shape{rows, 0, 0, k};
   recorder_.run(shape, recorder_.repeats(shape), ops);
 }
 

@@ -7,8 +7,8 @@
 // start/select/step allocate nothing. Cache layout: docs/decoding.md.
 //
 // A step's ops get its position and tokens only through device memory at fixed addresses, so on a backend that can
-// record (CUDA graphs) the ops of a step shape (live hypotheses, sentences, source length, k) are recorded once and
-// replayed at every later step of that shape: the host then issues one graph launch per step instead of ~60 ops.
+// record (CUDA graphs) the ops of a step shape (live hypotheses bucketed, and k) are recorded once and replayed at
+// every later step of that shape, in any batch: the host then issues one graph launch per step instead of ~60 ops.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -56,6 +56,7 @@ class EncoderDecoderStepModel : public StepModel {
   // runs every step op by op: what tests compare against.
   void use_graphs(bool on) { recorder_.use(on); }
   std::size_t recorded_graphs() const { return recorder_.graphs(); }
+  const StepRecorder& recorder() const { return recorder_; }
   // Device bytes planned at construction: caches and other state, and the scratch of start/step.
   std::size_t state_bytes() const { return state_->capacity(); }
   std::size_t scratch_bytes() const { return scratch_->capacity(); }
@@ -68,11 +69,11 @@ class EncoderDecoderStepModel : public StepModel {
   void encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences, int src_len);
   // One step of `rows` hypotheses at the position in the step inputs: returns the logits [rows, vocab] (in the
   // step's scratch).
-  const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows, int sentences, int src_len);
+  const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows);
   // Checks the tokens and uploads the step's inputs (tokens, position, self-attention lengths, cache rows to append to) in
   // one copy: what step and step_topk share.
   void begin_step(const std::vector<int32_t>& tokens);
-  // The ops of a step of shape (live, sentences, src_len, k): forward_step, then finish(logits), through the
+  // The ops of a step of shape (live bucketed, k): forward_step, then finish(logits), through the
   // recorder; recorded when the same shape ran at the previous step too (shapes that repeat are worth recording).
   void run_step_ops(int k, const std::function<void(const void* logits)>& finish);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
@@ -108,13 +109,13 @@ class EncoderDecoderStepModel : public StepModel {
   std::vector<int32_t> staging_;                 // host side of the uploads (reserved at construction)
   std::vector<int32_t> step_staging_;            // host side of the step inputs (sized at construction)
 
-  // Recorded steps by shape (live, sentences, src_len, k; k = 0: step's log-softmax; k = -1: start()'s encoding;
-  // an encoding is recorded when its shape comes again).
+  // Recorded steps by shape: (rows, 0, 0, k) for a step (k = 0: step's log-softmax), (0, sentences, src_len, -1)
+  // for start()'s encoding (both bucketed), recorded when its shape comes again.
   using StepShape = StepRecorder::Shape;
   StepRecorder recorder_;
 
   bool started_ = false;
-  int sentences_ = 0, src_len_ = 0, live_ = 0, t_ = 0;
+  int live_ = 0, t_ = 0;
   std::vector<int32_t> src_lengths_, sentence_of_;
 };
 

@@ -1,6 +1,7 @@
 #include "core/model/step_sharing.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -19,10 +20,18 @@ int step_rows(int n, int limit) {
 void StepRecorder::run(const Shape& shape, bool record, const std::function<void()>& ops) {
   if (on_) {
     auto it = graphs_.find(shape);
-    if (it != graphs_.end()) return it->second->replay();
+    if (it != graphs_.end()) {
+      it->second.last_use = ++uses_;
+      return it->second.graph->replay();
+    }
     if (record) {
-      if (graphs_.size() >= kMaxGraphs) graphs_.clear();
+      if (graphs_.size() >= kMaxGraphs) {
+        graphs_.erase(std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+          return a.second.last_use < b.second.last_use;
+        }));
+      }
       std::unique_ptr<kernels::OpGraph> graph;
+      const auto begin = std::chrono::steady_clock::now();
       try {
         graph = backend_.record(ops);
       } catch (const Error& e) {
@@ -32,8 +41,10 @@ void StepRecorder::run(const Shape& shape, bool record, const std::function<void
         graphs_.clear();
       }
       if (graph) {
+        ++recordings_;
+        recording_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
         graph->replay();
-        graphs_.emplace(shape, std::move(graph));
+        graphs_.emplace(shape, Recording{std::move(graph), ++uses_});
         return;
       }
     }
@@ -49,7 +60,7 @@ bool StepRecorder::repeats(const Shape& shape) {
 
 bool StepRecorder::seen_before(const Shape& shape) {
   const bool seen = !seen_.insert(shape).second;
-  if (seen_.size() > kMaxGraphs) seen_.clear();
+  if (seen_.size() > 4 * kMaxGraphs) seen_.clear();  // a bound on the memory; shapes are then learnt again
   return seen;
 }
 

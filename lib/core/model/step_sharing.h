@@ -25,7 +25,9 @@ int step_rows(int live, int limit);
 class StepRecorder {
  public:
   using Shape = std::tuple<int, int, int, int>;
-  static constexpr std::size_t kMaxGraphs = 64;  // then all are dropped and recorded again as shapes recur
+  // Recordings kept; then the least recently replayed one is dropped for a new one. A server's batches of every
+  // size and source length need about a hundred (steps by rows and k, encodings by sentences and length).
+  static constexpr std::size_t kMaxGraphs = 256;
 
   explicit StepRecorder(kernels::Backend& backend) : backend_(backend) {}
   // Replays the recording of `shape` if there is one; otherwise records `ops` and replays them when `record` is
@@ -39,11 +41,22 @@ class StepRecorder {
 
   void use(bool on) { on_ = on; }
   std::size_t graphs() const { return graphs_.size(); }
+  // Recordings made so far (a shape dropped and recorded again counts again) and the host seconds they took.
+  std::size_t recordings() const { return recordings_; }
+  double recording_seconds() const { return recording_seconds_; }
 
  private:
+  struct Recording {
+    std::unique_ptr<kernels::OpGraph> graph;
+    uint64_t last_use = 0;  // uses_ when it last replayed
+  };
+
   kernels::Backend& backend_;
   bool on_ = true;
-  std::map<Shape, std::unique_ptr<kernels::OpGraph>> graphs_;
+  std::map<Shape, Recording> graphs_;
+  uint64_t uses_ = 0;
+  std::size_t recordings_ = 0;
+  double recording_seconds_ = 0;
   Shape last_{-1, -1, -1, -1};
   std::set<Shape> seen_;
 };

@@ -1,7 +1,7 @@
-// Recorded decoding steps when the backend cannot record: a backend whose Backend::record throws (a driver that
-// refuses stream capture, say) must leave decoding working op by op, with the same log-probabilities and top-k as a
-// decoder that never records, after one attempt. (The recordings themselves are CUDA graphs and are checked on the
-// GPU: GpuModel.RecordedDecodingStepsEqualOpByOpSteps.)
+// Recorded decoding steps on the CPU: a backend whose Backend::record throws (a driver that refuses stream capture,
+// say) must leave decoding working op by op, with the same log-probabilities and top-k as a decoder that never
+// records, after one attempt; and which shapes are recorded, replayed and dropped. (The recordings themselves are
+// CUDA graphs and are checked on the GPU: GpuModel.RecordedDecodingStepsEqualOpByOpSteps.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
+#include "core/model/step_sharing.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model_test_util.h"
 #include "util/error.h"
@@ -83,6 +84,82 @@ TEST(StepRecording, ABackendThatCannotRecordLeavesDecodingOpByOp) {
   // decoder stopped trying.
   EXPECT_EQ(backend.attempts, 1);
   EXPECT_EQ(recording.recorded_graphs(), 0u);
+}
+
+// A backend that "records" by running the ops once and counting; its replays count and run nothing. Enough to see
+// which shapes are recorded and replayed (the values after a replay are not the step's: tests here read none).
+// StepRecorder replays each recording as soon as it is made (a CUDA capture runs nothing), so every recording
+// counts one replay too.
+class CountingRecorder : public kernels::CpuBackend {
+ public:
+  CountingRecorder() : kernels::CpuBackend(2) {}
+  class Graph : public kernels::OpGraph {
+   public:
+    explicit Graph(int& replays) : replays_(replays) {}
+    void replay() override { ++replays_; }
+
+   private:
+    int& replays_;
+  };
+  std::unique_ptr<kernels::OpGraph> record(const std::function<void()>& ops) override {
+    ops();
+    return std::make_unique<Graph>(replays);
+  }
+  int replays = 0;
+};
+
+TEST(StepRecording, StepsOfBatchesOfAnotherSizeReplayTheSameRecording) {
+  // A server's batches come in every size: a step's ops must depend on its bucketed rows and k only, or each size
+  // would record its own steps (issue 27).
+  CountingRecorder backend;
+  EncoderDecoderModel model(small_config(), backend);
+  test::randomize_params(backend, model.param_store(), 43, 0.3);
+  const int max_sentences = 8, src_len = 5, k = 2;
+  EncoderDecoderStepModel decoder(model, max_sentences, src_len, 8, max_sentences);
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int32_t> token(3, 16);
+  std::vector<float> values, eos;
+  std::vector<int32_t> ids;
+  auto run_batch = [&](int sentences) {
+    std::vector<int32_t> src(static_cast<std::size_t>(sentences) * src_len);
+    for (int32_t& id : src) id = token(rng);
+    decoder.start(src, std::vector<int32_t>(sentences, src_len), sentences, src_len);
+    for (int t = 0; t < 3; ++t) decoder.step_topk(std::vector<int32_t>(sentences, token(rng)), k, values, ids, eos);
+  };
+  run_batch(3);  // 3 live rows bucket to 8: the second step records that shape, the third replays it
+  EXPECT_EQ(decoder.recorder().recordings(), 1u);
+  EXPECT_EQ(backend.replays, 2);
+  run_batch(5);  // 5 sentences: the same bucketed rows, so all 3 steps replay; the encoding (3 and 5 sentences
+                 // both bucket to 8) has now been seen twice and is recorded
+  EXPECT_EQ(decoder.recorder().recordings(), 2u);
+  EXPECT_EQ(backend.replays, 2 + 1 + 3);
+  run_batch(6);  // encoding and steps all replay
+  EXPECT_EQ(decoder.recorder().recordings(), 2u);
+  EXPECT_EQ(backend.replays, 6 + 1 + 3);
+}
+
+TEST(StepRecording, AFullRecorderDropsTheLeastRecentlyReplayedShape) {
+  CountingRecorder backend;
+  StepRecorder recorder(backend);
+  int runs = 0;
+  const auto ops = [&] { ++runs; };
+  const int capacity = static_cast<int>(StepRecorder::kMaxGraphs);
+  for (int s = 0; s < capacity; ++s) recorder.run({s, 0, 0, 0}, true, ops);
+  ASSERT_EQ(recorder.graphs(), StepRecorder::kMaxGraphs);
+  ASSERT_EQ(backend.replays, capacity);
+  recorder.run({0, 0, 0, 0}, true, ops);  // replayed: now the most recent
+  EXPECT_EQ(backend.replays, capacity + 1);
+  recorder.run({capacity, 0, 0, 0}, true, ops);  // a new shape: shape 1, the least recent, makes room
+  EXPECT_EQ(recorder.graphs(), StepRecorder::kMaxGraphs);
+  EXPECT_EQ(recorder.recordings(), StepRecorder::kMaxGraphs + 1);
+  const int recorded_runs = runs;
+  recorder.run({0, 0, 0, 0}, true, ops);  // still there
+  recorder.run({2, 0, 0, 0}, true, ops);  // still there
+  EXPECT_EQ(runs, recorded_runs);
+  EXPECT_EQ(backend.replays, capacity + 4);
+  recorder.run({1, 0, 0, 0}, true, ops);  // dropped: recorded again
+  EXPECT_EQ(runs, recorded_runs + 1);
+  EXPECT_EQ(recorder.recordings(), StepRecorder::kMaxGraphs + 2);
 }
 
 }  // namespace

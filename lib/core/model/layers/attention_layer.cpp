@@ -82,12 +82,27 @@ void AttentionLayer::project_q(const LayerContext& ctx, const void* x, int batch
 }
 
 void AttentionLayer::project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len, int padded_len,
-                                void* kv_heads) const {
+                                int layout_batch, void* kv_heads) const {
+  if (layout_batch < batch)
+    fail("internal error: project_kv lays out {} sentences for a batch of {}", layout_batch, batch);
   TempScope scope(ctx.memory);
   const int rows = batch * k_len;
-  void* kv = ctx.temp(static_cast<std::size_t>(rows) * 2 * dim_);
-  linear_forward(ctx, memory, rows, dim_, 2 * dim_, w_kv_, kv);
-  ctx.backend.split_heads(ctx.dt, kv, ctx.w(b_kv_), batch, k_len, padded_len, heads_, head_dim_, 2, kv_heads);
+  if (layout_batch == batch) {
+    void* kv = ctx.temp(static_cast<std::size_t>(rows) * 2 * dim_);
+    linear_forward(ctx, memory, rows, dim_, 2 * dim_, w_kv_, kv);
+    ctx.backend.split_heads(ctx.dt, kv, ctx.w(b_kv_), batch, k_len, padded_len, heads_, head_dim_, 2, kv_heads);
+    return;
+  }
+  // Keys and values projected apart (the weight's first dim rows, then the next dim, and the bias' halves), so
+  // that the values start layout_batch sentences in whatever this batch's size (decoding's memory).
+  void* projected = ctx.temp(static_cast<std::size_t>(rows) * dim_);
+  const std::size_t part = static_cast<std::size_t>(layout_batch) * padded_len * dim_;
+  for (int p = 0; p < 2; ++p) {
+    const std::size_t half = static_cast<std::size_t>(p) * dim_;
+    linear_forward(ctx, memory, rows, dim_, dim_, w_kv_ + half * dim_, projected);
+    ctx.backend.split_heads(ctx.dt, projected, ctx.w(b_kv_ + half), batch, k_len, padded_len, heads_, head_dim_, 1,
+                            offset_ptr(kv_heads, p * part, ctx.dt));
+  }
 }
 
 float AttentionLayer::scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim_)); }
@@ -251,7 +266,7 @@ void AttentionLayer::forward_composed(const LayerContext& ctx, Saved& s) const {
     s.k = ctx.keep(2 * k_heads);
     s.v = offset_ptr(s.k, k_heads, ctx.dt);
     project_q(ctx, s.x, s.batch, s.q_len, lq, s.q);
-    project_kv(ctx, s.memory, s.batch, s.k_len, lk, s.k);
+    project_kv(ctx, s.memory, s.batch, s.k_len, lk, s.batch, s.k);
   }
   if (s.key_starts && lq == s.q_len) {
     s.padded_key_starts = s.key_starts;

@@ -77,8 +77,9 @@ class AttentionLayer {
   // passes padded_len = len, training the padded length of attend.
   void project_qkv(const LayerContext& ctx, const void* x, int batch, int len, int padded_len, void* qkv_heads) const;
   void project_q(const LayerContext& ctx, const void* x, int batch, int q_len, int padded_len, void* q_heads) const;
+  // Keys, then values: kv_heads [2][layout_batch][heads][padded_len][hd], the first `batch` of each filled.
   void project_kv(const LayerContext& ctx, const void* memory, int batch, int k_len, int padded_len,
-                  void* kv_heads) const;
+                  int layout_batch, void* kv_heads) const;
   // A decoding step (self-attention, one token per row): queries to q_heads [rows][heads][hd], keys and values
   // appended to the cache rows append_dst names (Backend::split_step_qkv).
   void project_step_qkv(const LayerContext& ctx, const void* x, int rows, void* cache, const int32_t* append_dst,
