@@ -104,6 +104,53 @@ class ForcedLengthDecoder : public StepModel {
   int steps_ = 0;
 };
 
+// Forwards every call and times start, the steps and select (host wall clock; a step waits for its results).
+class TimedDecoder : public StepModel {
+ public:
+  explicit TimedDecoder(StepModel& inner) : inner_(inner) {}
+  int vocab_size() const override { return inner_.vocab_size(); }
+  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override {
+    const auto begin = std::chrono::steady_clock::now();
+    inner_.start(src, src_lengths, sentences, src_len);
+    start_seconds += seconds_since(begin);
+  }
+  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
+    const auto begin = std::chrono::steady_clock::now();
+    inner_.select(parents, sentence_of);
+    select_seconds += seconds_since(begin);
+  }
+  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
+    const auto begin = std::chrono::steady_clock::now();
+    inner_.step(tokens, log_probs);
+    step_seconds += seconds_since(begin);
+    ++steps;
+  }
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override {
+    const auto begin = std::chrono::steady_clock::now();
+    inner_.step_topk(tokens, k, values, ids, eos_log_probs);
+    step_seconds += seconds_since(begin);
+    ++steps;
+  }
+  int live() const override { return inner_.live(); }
+
+  std::string report(const char* pass, std::size_t batches) const {
+    const double per_batch = 1e3 / static_cast<double>(batches);
+    return fmt::format("{0}_ms_start={1:.2f} {0}_ms_steps={2:.2f} {0}_ms_select={3:.2f} {0}_steps={4}", pass,
+                       start_seconds * per_batch, step_seconds * per_batch, select_seconds * per_batch, steps);
+  }
+
+  double start_seconds = 0, step_seconds = 0, select_seconds = 0;
+  int64_t steps = 0;
+
+ private:
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+  StepModel& inner_;
+};
+
 void print_status(const std::string& prefix, const char* status, const std::string& reason) {
   fmt::print("{} status={} reason={}\n", prefix, status, bench::one_word(reason));
   std::fflush(stdout);
@@ -150,10 +197,11 @@ void run_real_input(const Options& options, const std::string& model_dir, StepMo
     auto recording_s = [&] { return transformer ? transformer->recorder().recording_seconds() : 0.0; };
     const std::size_t recordings_before = recorded();
     const double recording_s_before = recording_s();
+    TimedDecoder cold(decoder), warm(decoder);
     int64_t cold_tokens = 0;
     const auto cold_begin = std::chrono::steady_clock::now();
     for (const data::Batch& b : batches)
-      for (const NBestList& list : beam_search(decoder, b, o))
+      for (const NBestList& list : beam_search(cold, b, o))
         if (!list.empty()) cold_tokens += static_cast<int64_t>(list[0].tokens.size());
     const double cold_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - cold_begin).count();
@@ -162,7 +210,7 @@ void run_real_input(const Options& options, const std::string& model_dir, StepMo
     int64_t tokens = 0, sentences = 0;
     const auto begin = std::chrono::steady_clock::now();
     for (const data::Batch& b : batches) {
-      for (const NBestList& list : beam_search(decoder, b, o)) {
+      for (const NBestList& list : beam_search(warm, b, o)) {
         ++sentences;
         if (!list.empty()) tokens += static_cast<int64_t>(list[0].tokens.size());
       }
@@ -170,10 +218,10 @@ void run_real_input(const Options& options, const std::string& model_dir, StepMo
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     const std::size_t warm_recordings = recorded() - recordings_before - cold_recordings;
     fmt::print("{} sentences={} batches={} sent_s={:.1f} tgt_tok_s={:.0f} ms_batch={:.2f} cold_tgt_tok_s={:.0f} "
-               "cold_recordings={} cold_recording_s={:.3f} warm_recordings={} status=ok\n",
+               "cold_recordings={} cold_recording_s={:.3f} warm_recordings={} {} {} status=ok\n",
                prefix, sentences, batches.size(), sentences / seconds, tokens / seconds,
                seconds * 1e3 / batches.size(), cold_tokens / cold_seconds, cold_recordings, cold_recording_s,
-               warm_recordings);
+               warm_recordings, cold.report("cold", batches.size()), warm.report("warm", batches.size()));
     std::fflush(stdout);
   } catch (const Error& e) {
     print_status(prefix, "failed", e.what());

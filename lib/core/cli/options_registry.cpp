@@ -801,9 +801,10 @@ std::vector<OptionSpec> build_registry() {
             "Seconds from a request's arrival to its answer; sentences not translated by then are dropped from the "
             "queue and answered with an error")
             .in(0.001, 86400),
-        Opt("batch-fixed-cost", T::floating, G::serving, kServe, def("16"),
+        Opt("batch-fixed-cost", T::floating, G::serving, kServe, def("1000"),
             "The scheduler costs a batch as its longest source times (sentences + N): N is the part of a decoding "
-            "step that does not grow with the batch; larger: fewer, fuller batches of more mixed lengths")
+            "step that does not grow with the batch, in sentences; larger: fewer, fuller batches of more mixed "
+            "lengths")
             .in(0, 1e6),
     };
     for (auto& x : o) add(x);
