@@ -58,6 +58,8 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take before it counts as lost")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--label", default="serve", help="case name in the RESULT line")
+    p.add_argument("--dump", help="write one line per request here: sent (s from the start), latency (ms), "
+                   "sentences, status")
     return p.parse_args()
 
 
@@ -284,6 +286,10 @@ def main():
     batch_sentences = (metric(after, "lsserve_batch_sentences_sum") -
                        metric(before, "lsserve_batch_sentences_sum"))
 
+    if args.dump:
+        with open(args.dump, "w") as f:
+            for r in sorted(records, key=lambda r: r[9]):
+                f.write("%.4f\t%.2f\t%d\t%d\n" % (r[9] - start_at, r[3] * 1000, r[4], r[1]))
     if args.once and args.save_output:
         answers = {}
         for r in valid:

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -13,9 +14,13 @@
 namespace lseq {
 
 void setup_logging(const LogOptions& options) {
+  const spdlog::level::level_enum level = spdlog::level::from_str(options.level);
+  // from_str answers off for a name it does not know: only "off" itself may mean that.
+  if (level == spdlog::level::off && options.level != "off")
+    fail("--log-level '{}' is not a level: use trace, debug, info, warn, err, critical or off", options.level);
   std::vector<spdlog::sink_ptr> sinks;
   auto terminal = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  terminal->set_level(options.quiet ? spdlog::level::warn : spdlog::level::info);
+  terminal->set_level(options.quiet ? std::max(level, spdlog::level::warn) : level);
   sinks.push_back(terminal);
   if (!options.file.empty()) {
     // spdlog would create missing directories silently; a typo in the path must not leave a new tree behind.
@@ -25,7 +30,7 @@ void setup_logging(const LogOptions& options) {
       fail("cannot write log file '{}' (--log): the directory '{}' does not exist", options.file, parent.string());
     try {
       auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(options.file);
-      file->set_level(spdlog::level::info);
+      file->set_level(level);
       sinks.push_back(file);
     } catch (const spdlog::spdlog_ex& e) {
       fail("cannot open log file '{}' (--log): {}", options.file, e.what());
@@ -33,8 +38,8 @@ void setup_logging(const LogOptions& options) {
   }
   auto logger = std::make_shared<spdlog::logger>("lseq", sinks.begin(), sinks.end());
   logger->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] %v");
-  logger->set_level(spdlog::level::info);
-  logger->flush_on(spdlog::level::info);
+  logger->set_level(level);
+  logger->flush_on(std::max(level, spdlog::level::info));
   spdlog::set_default_logger(logger);
 }
 

@@ -8,6 +8,7 @@ namespace lseq {
 struct LogOptions {
   std::string file;    // also append to this file when not empty
   bool quiet = false;  // terminal shows warnings and errors only (the file still gets everything)
+  std::string level = "info";  // spdlog's names: trace, debug, info, warn, err, critical, off (--log-level)
 };
 
 void setup_logging(const LogOptions& options);

@@ -48,6 +48,7 @@ int app_main(App app, int argc, const char* const* argv, AppEntry entry) {
     LogOptions log;
     if (options.has("log")) log.file = options.get_string("log");
     log.quiet = options.get_bool("quiet");
+    log.level = options.get_string("log-level");
     setup_logging(log);
     spdlog::info("Command line: {}", format_command_line(argc, argv));
     spdlog::info("{}", version_string());

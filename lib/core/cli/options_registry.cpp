@@ -626,8 +626,9 @@ std::vector<OptionSpec> build_registry() {
             .one_of({"save-and-exit", "exit-immediately"})
             .refused("is not implemented: lseq saves a checkpoint on SIGTERM (send SIGKILL to stop at once)",
                      "exit-immediately"),
-        Opt("log-level", T::string, G::general, EVERY, def("info"), "Marian: verbosity of the log")
-            .ignored("lseq logs at info level (--quiet shows only warnings and errors on the terminal)"),
+        Opt("log-level", T::string, G::general, EVERY, def("info"),
+            "Marian: verbosity of the log (debug adds, for example, lsserve's line per batch)")
+            .one_of({"trace", "debug", "info", "warn", "err", "critical", "off"}),
         Opt("disp-first", T::integer, G::training, kTrain, def("0"), "Marian: log each of the first N updates")
             .ignored("lseq logs every --disp-freq"),
         Opt("disp-label-counts", T::boolean, G::training, kTrain, def("true"),
@@ -815,7 +816,8 @@ std::vector<OptionSpec> build_registry() {
       const char* help = nullptr;                                 // lsserve's own help
     };
     const Shared shared[] = {
-        {"help"}, {"version"}, {"config"}, {"dump-config"}, {"model"}, {"log"}, {"quiet"}, {"cpu"}, {"cpu-threads"},
+        {"help"}, {"version"}, {"config"}, {"dump-config"}, {"model"}, {"log"}, {"log-level"}, {"quiet"}, {"cpu"},
+        {"cpu-threads"},
         {"precision"}, {"workspace"}, {"max-length-factor"}, {"no-spm-encode"}, {"no-spm-decode"},
         {"devices", std::nullopt, "The GPU to serve on (one id)"},
         {"seed", std::nullopt, "Seed of sampling requests that give none ('seed')"},
