@@ -87,8 +87,10 @@ echo "RESULT bench=serve case=offline impl=lstranslate lines=$lines tokens=$offl
   tee "$out/results.txt"
 
 # ---- 3. lsserve ----
+# SERVE_OPTIONS: more lsserve options (for example "--decoders 1").
+# shellcheck disable=SC2086
 "$bin/serve/lsserve" "${common[@]}" --max-length-crop --port 0 --http-threads 256 --max-queue 100000 \
-  --max-request-sentences 1000 >"$out/lsserve.out" 2>"$out/lsserve.log" &
+  --max-request-sentences 1000 ${SERVE_OPTIONS:-} >"$out/lsserve.out" 2>"$out/lsserve.log" &
 server=$!
 trap 'kill -9 $server 2>/dev/null' EXIT
 port=""

@@ -1,5 +1,5 @@
 // lsserve: loads the model as lstranslate does (its decoder.yml merged by parse_options), plans it once for the
-// largest batch, starts the decoding thread and serves HTTP until SIGTERM or SIGINT has drained it.
+// largest batch per decoding thread, starts them and serves HTTP until SIGTERM or SIGINT has drained it.
 #include "serve_app.h"
 
 #include <spdlog/spdlog.h>
@@ -7,6 +7,7 @@
 #include <csignal>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "core/cli/model_loader.h"
 #include "core/serve/decode_worker.h"
@@ -68,8 +69,13 @@ int run_serve(const Options& options) {
   const std::optional<data::Vocab>& target_vocab = vocabs.target;
   const ModelVocabSizes& sizes = vocabs.sizes;
   // Planned once for --mini-batch sentences x --beam-size hypotheses of up to --max-length tokens: no batch the
-  // scheduler forms is larger, so serving allocates nothing on the device.
-  std::unique_ptr<StepModel> model = load_step_model(files, options);
+  // scheduler forms is larger, so serving allocates nothing on the device. One per decoding thread, each on its
+  // own backend (stream): at half load on an H100 one thread was busy all the time with small batches, and a
+  // batch holding one long sentence (70 ms instead of 9) held up everything that came meanwhile.
+  int decoders = static_cast<int>(options.get_int("decoders"));
+  if (decoders == 0) decoders = options.get_bool("cpu") ? 1 : 2;
+  std::vector<std::unique_ptr<StepModel>> models;
+  for (int i = 0; i < decoders; ++i) models.push_back(load_step_model(files, options));
 
   serve::SchedulerOptions scheduling;
   scheduling.limits.max_sentences = static_cast<int>(options.get_int("mini-batch"));
@@ -104,10 +110,14 @@ int run_serve(const Options& options) {
 
   serve::Scheduler scheduler(scheduling);
   serve::ServeMetrics metrics(scheduling.limits.max_sentences);
-  serve::DecodeWorker worker(*model, scheduler, metrics);
+  std::vector<std::unique_ptr<serve::DecodeWorker>> workers;
+  for (auto& model : models) workers.push_back(std::make_unique<serve::DecodeWorker>(*model, scheduler, metrics));
+  const auto join_workers = [&] {
+    for (auto& worker : workers) worker->join();
+  };
   HttpServer server(std::move(http), scheduler, metrics);
   const int port = server.bind();
-  worker.start();
+  for (auto& worker : workers) worker->start();
   signals.arm();
   std::thread drainer([&] {
     const int signal = signals.wait();
@@ -118,23 +128,24 @@ int run_serve(const Options& options) {
     server.drain();
   });
   spdlog::info("lsserve: listening on http://{}:{} (POST /translate, GET /health, GET /metrics); batches of up to {} "
-               "{} and {} tokens, beam size up to {}{}",
+               "{} and {} tokens, beam size up to {}{}; {} decoding thread{}",
                options.get_string("bind"), port, scheduling.limits.max_sentences, lm ? "prompts" : "sentences",
                scheduling.limits.max_tokens, defaults.beam.beam_size,
-               lm ? fmt::format(", up to {} new tokens", lm->new_tokens) : std::string());
+               lm ? fmt::format(", up to {} new tokens", lm->new_tokens) : std::string(), decoders,
+               decoders == 1 ? "" : "s");
   try {
     server.serve();
   } catch (...) {
     signals.release();
     drainer.join();
     scheduler.close();
-    worker.join();
+    join_workers();
     throw;
   }
   signals.release();
   drainer.join();
   scheduler.close();
-  worker.join();
+  join_workers();
   spdlog::info("lsserve: drained; exiting");
   return 0;
 }

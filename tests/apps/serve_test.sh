@@ -81,9 +81,11 @@ json_field() {  # json_field <answer file> <python expression over a>
 }
 
 # --max-length-crop: over-long lines are cropped as lstranslate crops them (the comparisons below include some).
+# Two decoding threads (a GPU's default), so that the answers below come from both.
 start_server main --max-queue 1000 --max-request-sentences 60 --max-request-bytes 20000 --request-timeout 30 \
-  --max-length-crop
+  --max-length-crop --decoders 2
 main_port=$port main_pid=$pid
+check "main: two decoding threads" grep -q "2 decoding threads" "$work/main.log"
 
 # ---- where it listens: 127.0.0.1 by default, and a port in use is an error naming it ----
 python3 - "$main_port" <<'EOF' >"$work/listen.log" 2>&1

@@ -1,9 +1,10 @@
 #pragma once
-// The one thread that owns the StepModel (and so the GPU): it takes batches from the scheduler back to back, runs
-// beam search or sampling on each, and hands every sentence's n-best list to its request. The model was planned for
-// the largest batch the scheduler may form (--mini-batch sentences x --beam-size hypotheses, --max-length tokens),
-// so serving allocates nothing on the device. A batch that fails (an lseq::Error, a device error) answers its
-// sentences with the error, is logged, and the thread goes on. It ends when the scheduler is closed and empty.
+// A thread that owns a StepModel (lsserve runs --decoders of them, each with its own backend and stream): it takes
+// batches from the scheduler back to back, runs beam search or sampling on each, and hands every sentence's n-best
+// list to its request. The model was planned for the largest batch the scheduler may form (--mini-batch sentences x
+// --beam-size hypotheses, --max-length tokens), so serving allocates nothing on the device. A batch that fails (an
+// lseq::Error, a device error) answers its sentences with the error, is logged, and the thread goes on. It ends
+// when the scheduler is closed and empty.
 #include <thread>
 
 #include "core/search/step_model.h"
