@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cli/backend_select.h"
 #include "core/cli/model_loader.h"
 #include "core/serve/decode_worker.h"
 #include "core/serve/scheduler.h"
@@ -72,8 +73,7 @@ int run_serve(const Options& options) {
   // scheduler forms is larger, so serving allocates nothing on the device. One per decoding thread, each on its
   // own backend (stream): at half load on an H100 one thread was busy all the time with small batches, and a
   // batch holding one long sentence (70 ms instead of 9) held up everything that came meanwhile.
-  int decoders = static_cast<int>(options.get_int("decoders"));
-  if (decoders == 0) decoders = options.get_bool("cpu") ? 1 : 2;
+  const int decoders = decoder_count(options);
   std::vector<std::unique_ptr<StepModel>> models;
   for (int i = 0; i < decoders; ++i) models.push_back(load_step_model(files, options));
 

@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <optional>
+#include <vector>
 
 #include "core/cli/app_io.h"
+#include "core/cli/backend_select.h"
 #include "core/cli/model_loader.h"
 #include "core/search/translator.h"
 #include "data/input_line_reader.h"
@@ -53,7 +55,13 @@ int run_translate(const Options& options) {
   const std::optional<data::Vocab>& source_vocab = vocabs.source;
   const std::optional<data::Vocab>& target_vocab = vocabs.target;
   const ModelVocabSizes& sizes = vocabs.sizes;
-  std::unique_ptr<StepModel> model = load_step_model(files, options);
+  // --decoders copies of the model, each on its own backend (stream), searching batches side by side.
+  std::vector<std::unique_ptr<StepModel>> models;
+  std::vector<StepModel*> decoders;
+  for (int i = 0; i < decoder_count(options); ++i) {
+    models.push_back(load_step_model(files, options));
+    decoders.push_back(models.back().get());
+  }
 
   data::TranslationInputOptions input_opts = input_options(options);
   input_opts.vocab_size = sizes.source;  // ids given with --no-spm-encode are checked line by line
@@ -69,7 +77,7 @@ int run_translate(const Options& options) {
   const auto begin = std::chrono::steady_clock::now();
   const double load_seconds = std::chrono::duration<double>(begin - load_begin).count();
   const double progress_seconds = options.get_bool("quiet-translation") ? 0.0 : 10.0;
-  const TranslationTotals totals = translate_all(*model, input, detokenize, settings, out.get(), progress_seconds);
+  const TranslationTotals totals = translate_all(decoders, input, detokenize, settings, out.get(), progress_seconds);
   out.close();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   const double per_second = seconds > 0 ? 1.0 / seconds : 0.0;

@@ -36,6 +36,12 @@ std::unique_ptr<kernels::Backend> select_backend(const Options& options, const B
   return backend;
 }
 
+int decoder_count(const Options& options) {
+  const int asked = static_cast<int>(options.get_int("decoders"));
+  if (asked > 0) return asked;
+  return !options.get_bool("cpu") && kernels::cuda_backend_available() ? 2 : 1;
+}
+
 kernels::DType precision_dtype(const Options& options) {
   const std::string precision = compute_precision(options);
   if (precision == "fp32") return kernels::DType::f32;

@@ -24,5 +24,8 @@ std::string compute_precision(const Options& options);
 
 // The compute dtype --precision names (the options normalise it to fp32, bf16 or fp16).
 kernels::DType precision_dtype(const Options& options);
+// lstranslate's and lsserve's decoding threads: --decoders, or by default 2 on a GPU (one's host work overlaps the
+// other's steps) and 1 on the CPU (where each already uses --cpu-threads).
+int decoder_count(const Options& options);
 
 }  // namespace lseq

@@ -784,10 +784,10 @@ std::vector<OptionSpec> build_registry() {
             "Threads serving connections, one connection each (a kept-alive one until it idles 5 s); more clients "
             "wait for a thread")
             .in(1, 4096),
-        Opt("decoders", T::integer, G::serving, kServe, def("0"),
-            "Decoding threads, each with its own copy of the model and its own stream: a batch with a long sentence "
-            "no longer holds up the batches behind it, and one thread's host work overlaps another's steps; 0: 2 "
-            "on a GPU, 1 on the CPU")
+        Opt("decoders", T::integer, G::translation, kTranslate | kServe, def("0"),
+            "Decoding threads, each with its own copy of the model and its own stream: one thread's host work "
+            "overlaps another's steps, and a batch with a long sentence no longer holds up the batches behind it; "
+            "0: 2 on a GPU, 1 on the CPU")
             .in(0, 16),
         Opt("max-wait-ms", T::floating, G::serving, kServe, def("20"),
             "Fuller batches may go first while a sentence waits up to this long; then its batch is next (the decoder "

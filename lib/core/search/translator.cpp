@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +12,7 @@
 
 #include "core/search/nbest_format.h"
 #include "data/ordered_output.h"
+#include "util/error.h"
 
 namespace lseq {
 
@@ -115,6 +117,13 @@ constexpr size_t kSearchedAhead = 128;  // hand-overs waiting for the writer (ab
 
 TranslationTotals translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
                                 const TranslateSettings& settings, std::ostream& out, double progress_seconds) {
+  return translate_all(std::vector<StepModel*>{&model}, input, detokenize, settings, out, progress_seconds);
+}
+
+TranslationTotals translate_all(const std::vector<StepModel*>& models, data::TranslationInput& input,
+                                const Detokenizer& detokenize, const TranslateSettings& settings, std::ostream& out,
+                                double progress_seconds) {
+  if (models.empty()) fail("internal error: translate_all needs at least one decoder");
   using Clock = std::chrono::steady_clock;
   const Clock::time_point begin = Clock::now();
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
@@ -170,11 +179,48 @@ TranslationTotals translate_all(StepModel& model, data::TranslationInput& input,
       }
     });
 
+    std::mutex wait_mutex;  // output_wait_seconds, from every decoding thread
     auto hand_over = [&](SearchedLines s) {  // false: the writer failed
       const Clock::time_point t = Clock::now();
       const bool ok = searched.push(std::move(s));
-      output_wait_seconds += seconds_since(t);
+      const double waited = seconds_since(t);
+      std::lock_guard<std::mutex> lock(wait_mutex);
+      output_wait_seconds += waited;
       return ok;
+    };
+    // A window's batches, each to the next free decoder; false once the writer failed. An error stops the other
+    // decoders after their current batch and is rethrown: the one of the earliest batch, as the serial loop meets.
+    auto search_window = [&](std::vector<data::Batch>& batches) {
+      std::atomic<size_t> next{0};
+      std::atomic<bool> go_on{true};
+      std::vector<std::exception_ptr> errors(batches.size());
+      auto decode = [&](StepModel& model) {
+        for (size_t b; go_on && (b = next++) < batches.size();) {
+          try {
+            data::Batch& batch = batches[b];
+            std::vector<NBestList> lists =
+                settings.sample ? sample(model, batch, settings.sampling) : beam_search(model, batch, settings.beam);
+            if (!hand_over({std::move(batch.line_ids), std::move(lists)})) go_on = false;
+          } catch (...) {
+            errors[b] = std::current_exception();
+            go_on = false;
+          }
+        }
+      };
+      std::vector<std::thread> helpers;
+      try {
+        for (size_t m = 1; m < models.size() && m < batches.size(); ++m)
+          helpers.emplace_back(decode, std::ref(*models[m]));
+      } catch (...) {  // no thread to be had: the ones started finish their batch and stop
+        go_on = false;
+        for (std::thread& helper : helpers) helper.join();
+        throw;
+      }
+      decode(*models[0]);
+      for (std::thread& helper : helpers) helper.join();
+      for (const std::exception_ptr& error : errors)
+        if (error) std::rethrow_exception(error);
+      return go_on.load();
     };
     data::InputWindow window;
     for (bool writing = true; writing;) {
@@ -184,13 +230,10 @@ TranslationTotals translate_all(StepModel& model, data::TranslationInput& input,
       if (!got) break;
       const size_t empty = window.empty_lines.size();
       writing = hand_over({std::move(window.empty_lines), std::vector<NBestList>(empty)});
-      for (size_t b = 0; writing && b < window.batches.size(); ++b) {
-        data::Batch& batch = window.batches[b];
+      if (writing) {
         const Clock::time_point start = Clock::now();
-        std::vector<NBestList> lists =
-            settings.sample ? sample(model, batch, settings.sampling) : beam_search(model, batch, settings.beam);
+        writing = search_window(window.batches);
         search_seconds += seconds_since(start);
-        writing = hand_over({std::move(batch.line_ids), std::move(lists)});
       }
       writing = writing && hand_over({{}, {}, window.end_line});
     }

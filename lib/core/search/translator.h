@@ -37,8 +37,9 @@ struct TranslationTotals {
   // Outputs whose text held line breaks (a byte-level BPE can decode to '\n'), written with spaces instead so that
   // each input line keeps one output line.
   int64_t line_breaks_replaced = 0;
-  // Where the calling thread (the searches) spent its time: searching, waiting for the reader thread's next input
-  // window, and waiting for room in the writer thread's queue.
+  // Where the calling thread (the searches) spent its time: searching (the wall clock of each window's searches, on
+  // all decoders), waiting for the reader thread's next input window; and the decoders' waits for room in the
+  // writer thread's queue (summed over decoders, part of the searching).
   double search_seconds = 0, input_wait_seconds = 0, output_wait_seconds = 0;
 };
 
@@ -51,5 +52,12 @@ struct TranslationTotals {
 // after the other: an exception in any thread stops the others and is rethrown here once all have ended.
 TranslationTotals translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
                                 const TranslateSettings& settings, std::ostream& out, double progress_seconds = 0);
+// The same with several decoders (copies of one model, lstranslate's --decoders): a window's batches go to whichever
+// decoder is free, models[0] on the calling thread and each other one on a thread of its own, so that one decoder's
+// steps run while another waits on the host. The output is the same as with one decoder (each batch is decoded on
+// its own and lines are written in input order); search_seconds is the calling thread's wall clock in the searches.
+TranslationTotals translate_all(const std::vector<StepModel*>& models, data::TranslationInput& input,
+                                const Detokenizer& detokenize, const TranslateSettings& settings, std::ostream& out,
+                                double progress_seconds = 0);
 
 }  // namespace lseq

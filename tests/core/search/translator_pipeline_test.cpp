@@ -404,6 +404,110 @@ TEST(TranslatorPipeline, ReaderAndWriterRunBesideTheSearch) {
   EXPECT_EQ(lines, 5);
 }
 
+// translate_all over `count` decoders (lstranslate's --decoders); `on_start_of[m]` hooks decoder m's starts.
+struct DecodersOutcome {
+  std::string out, error;
+  TranslationTotals totals;
+  std::vector<std::set<std::thread::id>> threads;  // per decoder
+  std::vector<int> starts;                         // per decoder
+  std::thread::id caller;
+};
+
+DecodersOutcome run_decoders(const Case& c, const std::string& text, int count,
+                             const std::vector<std::function<void(int)>>& on_start_of = {}) {
+  testing::CapturedLog log;
+  DecodersOutcome r;
+  std::vector<std::unique_ptr<HookedModel>> models;
+  std::vector<StepModel*> decoders;
+  for (int m = 0; m < count; ++m) {
+    models.push_back(std::make_unique<HookedModel>());
+    if (static_cast<size_t>(m) < on_start_of.size()) models.back()->on_start = on_start_of[static_cast<size_t>(m)];
+    decoders.push_back(models.back().get());
+  }
+  Encoder encoder;
+  Decoder decoder;
+  decoder.line_breaks = c.line_breaks;
+  data::TextEncoder encode = [&](std::string_view t) { return encoder(t); };
+  Detokenizer detokenize;
+  if (!c.ids_output) detokenize = [&](const std::vector<int32_t>& ids) { return decoder(ids); };
+  std::istringstream in(text);
+  data::InputLineReader reader(in, "in");
+  data::TranslationInput input(reader, encode, c.input);
+  std::ostringstream out;
+  within_deadline([&] {
+    r.caller = std::this_thread::get_id();
+    try {
+      r.totals = translate_all(decoders, input, detokenize, c.settings, out);
+    } catch (const Error& e) {
+      r.error = e.what();
+    }
+  });
+  r.out = out.str();
+  for (const auto& model : models) {
+    r.threads.push_back(model->threads);
+    r.starts.push_back(model->starts);
+  }
+  return r;
+}
+
+// Several decoders give one decoder's output and totals (each batch is decoded on its own; sampling draws from the
+// lines' own streams); the first decoder runs on the calling thread, the others beside it, and all take batches.
+TEST(TranslatorPipeline, SeveralDecodersGiveTheOutputOfOne) {
+  const std::string text = make_input(300, 9);
+  int index = 0;
+  for (Case c : settings_cases()) {
+    for (const TranslationInputOptions& o : {small_windows(2, 4), small_windows(5, 20), small_windows(16, 100)}) {
+      c.input = o;
+      const DecodersOutcome one = run_decoders(c, text, 1);
+      ASSERT_TRUE(one.error.empty()) << one.error;
+      for (int count : {2, 3}) {
+        SCOPED_TRACE("case " + std::to_string(index) + ", mini-batch " + std::to_string(o.mini_batch) + ", " +
+                     std::to_string(count) + " decoders");
+        // Searches of a millisecond, so that every decoder's thread is up before the others have taken all batches.
+        const auto slow = [](int) { std::this_thread::sleep_for(1ms); };
+        const DecodersOutcome several = run_decoders(c, text, count, std::vector<std::function<void(int)>>(3, slow));
+        EXPECT_EQ(several.error, "");
+        EXPECT_EQ(several.out, one.out);
+        EXPECT_EQ(several.totals.lines, one.totals.lines);
+        EXPECT_EQ(several.totals.target_tokens, one.totals.target_tokens);
+        EXPECT_EQ(several.totals.line_breaks_replaced, one.totals.line_breaks_replaced);
+        int starts = 0;
+        for (int m = 0; m < count; ++m) {
+          starts += several.starts[static_cast<size_t>(m)];
+          const bool on_caller = several.threads[static_cast<size_t>(m)].count(several.caller) > 0;
+          if (m == 0) {
+            EXPECT_EQ(several.threads[0].size(), on_caller ? 1u : 0u) << "decoder 0 runs on the calling thread";
+          } else {
+            EXPECT_FALSE(on_caller) << "decoder " << m << " runs beside the calling thread";
+          }
+        }
+        EXPECT_EQ(starts, one.starts[0]) << "every batch searched once";
+        if (o.mini_batch == 2) {  // 38 windows of 4 batches: every decoder gets work
+          for (int m = 0; m < count; ++m) EXPECT_GT(several.starts[static_cast<size_t>(m)], 0) << "decoder " << m;
+        }
+      }
+    }
+    ++index;
+  }
+}
+
+// A decoder that fails stops the others and its error comes back; the call returns (within_deadline fails a hang).
+TEST(TranslatorPipeline, AFailingDecoderStopsTheOthers) {
+  const std::string text = make_input(300, 10);
+  Case c = settings_cases()[0];
+  c.input = small_windows(2, 8);
+  const auto fail_at = [](int at) {
+    return [at](int starts) {
+      std::this_thread::sleep_for(1ms);
+      if (starts == at) fail("decoder failed at its start {}", at);
+    };
+  };
+  const DecodersOutcome r = run_decoders(c, text, 3, {nullptr, fail_at(5), nullptr});
+  EXPECT_EQ(r.error, "decoder failed at its start 5");
+  const DecodersOutcome first = run_decoders(c, text, 2, {fail_at(3), nullptr});
+  EXPECT_EQ(first.error, "decoder failed at its start 3");
+}
+
 // An error in any thread comes back as the Error the serial loop throws (the first it would meet), with the same
 // output written before it, and the call returns: within_deadline fails a hang, run() a thread left running.
 TEST(TranslatorPipeline, AnErrorInAnyThreadIsTheSerialLoopsError) {
