@@ -74,8 +74,7 @@ int run_serve(const Options& options) {
   // own backend (stream): at half load on an H100 one thread was busy all the time with small batches, and a
   // batch holding one long sentence (70 ms instead of 9) held up everything that came meanwhile.
   const int decoders = decoder_count(options);
-  std::vector<std::unique_ptr<StepModel>> models;
-  for (int i = 0; i < decoders; ++i) models.push_back(load_step_model(files, options));
+  const std::vector<std::unique_ptr<StepModel>> models = load_step_models(files, options, decoders);
 
   serve::SchedulerOptions scheduling;
   scheduling.limits.max_sentences = static_cast<int>(options.get_int("mini-batch"));

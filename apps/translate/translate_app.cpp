@@ -56,12 +56,9 @@ int run_translate(const Options& options) {
   const std::optional<data::Vocab>& target_vocab = vocabs.target;
   const ModelVocabSizes& sizes = vocabs.sizes;
   // --decoders copies of the model, each on its own backend (stream), searching batches side by side.
-  std::vector<std::unique_ptr<StepModel>> models;
+  const std::vector<std::unique_ptr<StepModel>> models = load_step_models(files, options, decoder_count(options));
   std::vector<StepModel*> decoders;
-  for (int i = 0; i < decoder_count(options); ++i) {
-    models.push_back(load_step_model(files, options));
-    decoders.push_back(models.back().get());
-  }
+  for (const auto& model : models) decoders.push_back(model.get());
 
   data::TranslationInputOptions input_opts = input_options(options);
   input_opts.vocab_size = sizes.source;  // ids given with --no-spm-encode are checked line by line

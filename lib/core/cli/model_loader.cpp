@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <exception>
+#include <future>
 
 #include "core/checkpoint/checkpoint.h"
 #include "core/cli/backend_select.h"
@@ -161,6 +163,29 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
   spdlog::info("model {}: {} parameters; decoding up to {} sentences x {} hypotheses, {} source and {} target tokens",
                files.weights, parameters, sentences, beam, max_length + 1, max_tgt);
   return loaded;
+}
+
+std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count) {
+  if (count < 1) fail("internal error: load_step_models needs at least one copy, got {}", count);
+  std::vector<std::future<std::unique_ptr<StepModel>>> loads;
+  for (int i = 1; i < count; ++i)
+    loads.push_back(std::async(std::launch::async, [&files, &options] { return load_step_model(files, options); }));
+  std::vector<std::unique_ptr<StepModel>> models;
+  std::exception_ptr error;
+  try {
+    models.push_back(load_step_model(files, options));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  for (auto& load : loads) {
+    try {
+      models.push_back(load.get());
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return models;
 }
 
 }  // namespace lseq

@@ -2,6 +2,7 @@
 // The single point where a model directory becomes a StepModel on the backend the options choose.
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/checkpoint/model_files.h"
 #include "core/cli/options.h"
@@ -35,6 +36,10 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
 // language model's (--type lm) is a DecoderOnlyStepModel whose "sources" are prompts: lstranslate's continue them
 // (language_model_limits), lsscore's are empty and score each line as the continuation.
 std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options);
+// `count` such step models, each on a backend of its own (lstranslate's and lsserve's --decoders), loaded side by
+// side: a second copy then costs little more start-up time than the first. The first error is rethrown once all
+// loads have ended.
+std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count);
 
 // What lstranslate and lsscore do with a language model's lines (--max-length means new tokens to lstranslate):
 struct LanguageModelLimits {

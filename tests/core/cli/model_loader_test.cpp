@@ -1,6 +1,7 @@
 // load_step_model: a model directory's weights become the model's own step model, planned from the options.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.h"
@@ -10,6 +11,7 @@
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "util/error.h"
 
 namespace lseq {
 namespace {
@@ -56,6 +58,39 @@ TEST(ModelLoader, ReturnsTheModelsOwnStepModelWithItsTopK) {
   EXPECT_EQ(ids_a, ids_b);
   ASSERT_EQ(values_a.size(), values_b.size());
   for (std::size_t i = 0; i < values_a.size(); ++i) EXPECT_FLOAT_EQ(values_a[i], values_b[i]) << i;
+}
+
+// --decoders: copies loaded side by side, each its own object, all decoding alike; a load that fails is one error.
+TEST(ModelLoader, LoadsSeveralCopiesThatDecodeAlike) {
+  TempDir dir("loader-copies");
+  auto backend = kernels::make_cpu_backend(1);
+  const ModelConfig config = tiny_model();
+  EncoderDecoderModel model(config, *backend);
+  model.init_params(9);
+  std::vector<float> weights(model.num_params());
+  backend->copy_to_host(weights.data(), model.master(), weights.size() * sizeof(float));
+  save_weights(dir.path("model.safetensors"), model.param_store().table(), config, weights, 0);
+  auto run = run_parse(App::translate, {"-m", dir.path(""), "--cpu", "--cpu-threads", "1", "--mini-batch", "2",
+                                        "--beam-size", "3", "--max-length", "10"});
+  ASSERT_FALSE(run.parsed.exit_now) << run.err;
+  const auto copies = load_step_models(find_model_files(dir.path("")), run.parsed.options, 3);
+  ASSERT_EQ(copies.size(), 3u);
+  EXPECT_NE(copies[0].get(), copies[1].get());
+  const std::vector<int32_t> src = {5, 6, 7, 3, 8, 9, 3, 0}, lengths = {4, 3};
+  std::vector<std::vector<float>> values(3);
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    std::vector<float> eos;
+    std::vector<int32_t> ids;
+    copies[i]->start(src, lengths, 2, 4);
+    copies[i]->step_topk({2, 2}, 3, values[i], ids, eos);
+  }
+  EXPECT_EQ(values[1], values[0]);
+  EXPECT_EQ(values[2], values[0]);
+
+  // Weights that cannot be read: every load fails, and the caller gets one Error (no hang, no terminate).
+  const ModelFiles files = find_model_files(dir.path(""));
+  std::ofstream(dir.path("model.safetensors"), std::ios::trunc) << "not a safetensors file";
+  EXPECT_THROW(load_step_models(files, run.parsed.options, 3), Error);
 }
 
 }  // namespace
