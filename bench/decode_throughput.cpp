@@ -42,68 +42,6 @@ namespace {
 
 using namespace lseq;
 
-// Makes beam_search produce exactly `out_len` tokens per hypothesis: eos is impossible for the first out_len
-// steps; the step after them (where beam_search, at its length limit, reads only the eos entry) is answered here
-// without running the model, so the model does out_len steps per sentence, like the peer.
-class ForcedLengthDecoder : public StepModel {
- public:
-  ForcedLengthDecoder(StepModel& inner, int out_len) : inner_(inner), out_len_(out_len) {}
-  int vocab_size() const override { return inner_.vocab_size(); }
-  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
-             int src_len) override {
-    steps_ = 0;
-    const auto begin = std::chrono::steady_clock::now();
-    inner_.start(src, src_lengths, sentences, src_len);
-    start_seconds += seconds_since(begin);
-  }
-  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
-    const auto begin = std::chrono::steady_clock::now();
-    inner_.select(parents, sentence_of);
-    select_seconds += seconds_since(begin);
-  }
-  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
-    const std::size_t vocab = static_cast<std::size_t>(inner_.vocab_size());
-    if (steps_ < out_len_) {
-      inner_.step(tokens, log_probs);
-      for (std::size_t h = 0; h < tokens.size(); ++h)
-        log_probs[h * vocab + data::kEosId] = -std::numeric_limits<float>::infinity();
-    } else {
-      log_probs.resize(tokens.size() * vocab);
-      for (std::size_t h = 0; h < tokens.size(); ++h) log_probs[h * vocab + data::kEosId] = 0.0f;
-    }
-    ++steps_;
-  }
-  // What beam_search calls: the inner decoder's device top-k (words only, eos apart), eos made impossible the same
-  // way.
-  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
-                 std::vector<float>& eos_log_probs) override {
-    if (steps_ < out_len_) {
-      const auto begin = std::chrono::steady_clock::now();
-      inner_.step_topk(tokens, k, values, ids, eos_log_probs);
-      step_seconds += seconds_since(begin);
-      eos_log_probs.assign(tokens.size(), -std::numeric_limits<float>::infinity());
-    } else {
-      values.assign(tokens.size() * k, -std::numeric_limits<float>::infinity());
-      ids.assign(tokens.size() * k, -1);
-      eos_log_probs.assign(tokens.size(), 0.0f);
-    }
-    ++steps_;
-  }
-  int live() const override { return inner_.live(); }
-
-  // Where a batch's time goes: encoding the sources (start), the model's steps (upload, the step's ops, the wait
-  // for its top-k) and select (reordering); the rest is the search's own host work.
-  double start_seconds = 0, step_seconds = 0, select_seconds = 0;
-
- private:
-  static double seconds_since(std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  }
-  StepModel& inner_;
-  int out_len_;
-  int steps_ = 0;
-};
-
 // Forwards every call and times start, the steps and select (host wall clock; a step waits for its results).
 class TimedDecoder : public StepModel {
  public:
@@ -149,6 +87,51 @@ class TimedDecoder : public StepModel {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
   StepModel& inner_;
+};
+
+// Makes beam_search produce exactly `out_len` tokens per hypothesis: eos is impossible for the first out_len
+// steps; the step after them (where beam_search, at its length limit, reads only the eos entry) is answered here
+// without running the model, so the model does out_len steps per sentence, like the peer. Times what it forwards
+// (TimedDecoder): where a batch's time goes, encoding the sources (start), the model's steps (upload, the step's
+// ops, the wait for its top-k) and select (reordering); the rest is the search's own host work.
+class ForcedLengthDecoder : public TimedDecoder {
+ public:
+  ForcedLengthDecoder(StepModel& inner, int out_len) : TimedDecoder(inner), out_len_(out_len) {}
+  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override {
+    position_ = 0;
+    TimedDecoder::start(src, src_lengths, sentences, src_len);
+  }
+  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
+    const std::size_t vocab = static_cast<std::size_t>(vocab_size());
+    if (position_ < out_len_) {
+      TimedDecoder::step(tokens, log_probs);
+      for (std::size_t h = 0; h < tokens.size(); ++h)
+        log_probs[h * vocab + data::kEosId] = -std::numeric_limits<float>::infinity();
+    } else {
+      log_probs.resize(tokens.size() * vocab);
+      for (std::size_t h = 0; h < tokens.size(); ++h) log_probs[h * vocab + data::kEosId] = 0.0f;
+    }
+    ++position_;
+  }
+  // What beam_search calls: the inner decoder's device top-k (words only, eos apart), eos made impossible the same
+  // way.
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override {
+    if (position_ < out_len_) {
+      TimedDecoder::step_topk(tokens, k, values, ids, eos_log_probs);
+      eos_log_probs.assign(tokens.size(), -std::numeric_limits<float>::infinity());
+    } else {
+      values.assign(tokens.size() * k, -std::numeric_limits<float>::infinity());
+      ids.assign(tokens.size() * k, -1);
+      eos_log_probs.assign(tokens.size(), 0.0f);
+    }
+    ++position_;
+  }
+
+ private:
+  int out_len_;
+  int position_ = 0;  // steps since start
 };
 
 void print_status(const std::string& prefix, const char* status, const std::string& reason) {

@@ -27,6 +27,15 @@ ModelConfig tiny_model() {
   return c;
 }
 
+// A model directory holding `model`'s weights, and lstranslate's options over it (beam 3, 2 sentences a batch).
+testing::ParseRun save_and_parse(const TempDir& dir, kernels::Backend& backend, EncoderDecoderModel& model) {
+  std::vector<float> weights(model.num_params());
+  backend.copy_to_host(weights.data(), model.master(), weights.size() * sizeof(float));
+  save_weights(dir.path("model.safetensors"), model.param_store().table(), model.config(), weights, 0);
+  return run_parse(App::translate, {"-m", dir.path(""), "--cpu", "--cpu-threads", "1", "--mini-batch", "2",
+                                    "--beam-size", "3", "--max-length", "10"});
+}
+
 // The returned object is the EncoderDecoderStepModel itself, not a wrapper around it: a forwarding wrapper had
 // missed step_topk, which sent beam search through the host fallback (whole log-softmax rows to the host at every
 // step, the main reason lstranslate ran far slower than the decoding benchmark).
@@ -36,12 +45,7 @@ TEST(ModelLoader, ReturnsTheModelsOwnStepModelWithItsTopK) {
   const ModelConfig config = tiny_model();
   EncoderDecoderModel model(config, *backend);
   model.init_params(7);
-  std::vector<float> weights(model.num_params());
-  backend->copy_to_host(weights.data(), model.master(), weights.size() * sizeof(float));
-  save_weights(dir.path("model.safetensors"), model.param_store().table(), config, weights, 0);
-
-  auto run = run_parse(App::translate, {"-m", dir.path(""), "--cpu", "--cpu-threads", "1", "--mini-batch", "2",
-                                        "--beam-size", "3", "--max-length", "10"});
+  auto run = save_and_parse(dir, *backend, model);
   ASSERT_FALSE(run.parsed.exit_now) << run.err;
   std::unique_ptr<StepModel> loaded = load_step_model(find_model_files(dir.path("")), run.parsed.options);
   ASSERT_NE(dynamic_cast<EncoderDecoderStepModel*>(loaded.get()), nullptr);
@@ -67,11 +71,7 @@ TEST(ModelLoader, LoadsSeveralCopiesThatDecodeAlike) {
   const ModelConfig config = tiny_model();
   EncoderDecoderModel model(config, *backend);
   model.init_params(9);
-  std::vector<float> weights(model.num_params());
-  backend->copy_to_host(weights.data(), model.master(), weights.size() * sizeof(float));
-  save_weights(dir.path("model.safetensors"), model.param_store().table(), config, weights, 0);
-  auto run = run_parse(App::translate, {"-m", dir.path(""), "--cpu", "--cpu-threads", "1", "--mini-batch", "2",
-                                        "--beam-size", "3", "--max-length", "10"});
+  auto run = save_and_parse(dir, *backend, model);
   ASSERT_FALSE(run.parsed.exit_now) << run.err;
   const auto copies = load_step_models(find_model_files(dir.path("")), run.parsed.options, 3);
   ASSERT_EQ(copies.size(), 3u);
