@@ -56,7 +56,6 @@ class DecoderOnlyStepModel : public StepModel {
   // Recorded steps (on by default where the backend can record); off runs every step op by op.
   void use_graphs(bool on) { recorder_.use(on); }
   std::size_t recorded_graphs() const { return recorder_.graphs(); }
-  const StepRecorder& recorder() const { return recorder_; }
   // Prompt tokens run per prefill pass (a long prefill runs in pieces of this many tokens; tests lower it).
   void set_prefill_chunk(int rows);
   std::size_t state_bytes() const { return state_->capacity(); }
