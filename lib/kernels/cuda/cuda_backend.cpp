@@ -30,6 +30,7 @@ CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_t
     LSEQ_CUDA_CHECK(cudaMallocHost(&staging, kDownloadBytes));
     download_staging_ = static_cast<char*>(staging);
     for (cudaEvent_t& done : upload_done_) LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    warm_up_matmuls();
   } catch (...) {
     release_resources();  // a constructor that throws runs no destructor
     throw;
@@ -42,7 +43,7 @@ void CudaBackend::release_resources() noexcept {
   // No throwing here: a failing GPU at shutdown must not turn into std::terminate.
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
-  release_epilogue_plans();
+  release_matmul_plans();
   if (cublas_lt_) cublasLtDestroy(cublas_lt_);
   if (cublas_) cublasDestroy(cublas_);
   if (cublas_workspace_) cudaFree(cublas_workspace_);

@@ -172,18 +172,38 @@ class CudaBackend : public Backend {
                                  float* dparam_beta, const Dropout* drop, void* d_o, float* dparam_bias,
                                  const char* op);
 
-  // The cuBLASLt matmul of linear_bias_forward (gemm_epilogue_cuda.cpp) per (dt, rows, k, n, pointer alignment,
-  // relu): descriptor, layouts and the heuristic's algorithm, made at the shape's first call.
-  struct EpiloguePlan {
+  // cuBLASLt matmuls (matmul_plans_cuda.cpp): the column-major product out (n x m) = op(first) (n x k)
+  // op(second) (k x m), which is a row-major product with its operands swapped. A plan (descriptor, layouts,
+  // algorithm) per shape and alignment; the algorithm chosen once per class of row counts m.
+  enum class MatmulEpilogue { none, bias, relu_bias };
+  struct MatmulKey {
+    DType ab = DType::f32, c_type = DType::f32;
+    bool trans_first = false, trans_second = false;
+    int m = 0, n = 0, k = 0, ld_first = 0, ld_second = 0, ld_out = 0;
+    int align = 1;  // bytes every operand's pointer and rows are aligned to
+    MatmulEpilogue epilogue = MatmulEpilogue::none;
+    auto tied() const {
+      return std::tie(ab, c_type, trans_first, trans_second, m, n, k, ld_first, ld_second, ld_out, align, epilogue);
+    }
+    bool operator<(const MatmulKey& other) const { return tied() < other.tied(); }
+  };
+  struct MatmulPlan {
     cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
     cublasLtMatmulAlgo_t algo{};
     void release() noexcept;  // destroys what was made, leaves an empty plan
   };
-  using EpilogueKey = std::tuple<DType, int, int, int, int, bool>;
-  static constexpr std::size_t kMaxEpiloguePlans = 4096;  // then all are dropped and made again as shapes recur
-  EpiloguePlan& epilogue_plan(const EpilogueKey& key, const void* bias);
-  void release_epilogue_plans() noexcept;
+  static constexpr std::size_t kMaxMatmulPlans = 4096;  // then all are dropped and made again as shapes recur
+  const MatmulPlan& matmul_plan(const MatmulKey& key, const void* bias);
+  MatmulPlan describe_matmul(const MatmulKey& key, const void* bias) const;
+  bool heuristic_algo(const MatmulKey& key, const MatmulPlan& plan, cublasLtMatmulAlgo_t& algo) const;
+  [[noreturn]] void fail_matmul(const MatmulKey& key, const char* call, cublasStatus_t status) const;
+  void run_matmul(const MatmulPlan& plan, float alpha, const void* first, const void* second, float beta, void* out);
+  void single_gemm(const GemmArgs& g);  // gemm() of one product, through a plan
+  void release_matmul_plans() noexcept;
+  // Pays cuBLASLt's one-time set-up at construction, where a program loading a model overlaps it with reading
+  // the weights, rather than at the first product.
+  void warm_up_matmuls();
 
   int device_ = 0;
   int sm_count_ = 1;  // the GPU's multiprocessors, for kernels whose best shape depends on how many rows fill it
@@ -192,7 +212,8 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublas_lt_ = nullptr;  // shares cublas_workspace_ (same stream: stream-ordered)
-  std::map<EpilogueKey, EpiloguePlan> epilogue_plans_;
+  std::map<MatmulKey, MatmulPlan> matmul_plans_;
+  std::map<MatmulKey, cublasLtMatmulAlgo_t> class_algos_;  // keyed by the class's row count
   void* cublas_workspace_ = nullptr;
   void* scratch_ = nullptr;
   char* upload_staging_ = nullptr;  // pinned, kUploadSlots x kUploadSlotBytes

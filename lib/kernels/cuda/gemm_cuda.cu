@@ -1,6 +1,7 @@
 // GEMM of the CUDA backend through cuBLAS: row-major C = alpha op(A) op(B) + beta C is the column-major product
 // C^T = op(B)^T op(A)^T, so A and B swap places. fp32 accumulation always (CUBLAS_COMPUTE_32F; TF32 only when the
-// backend was made with allow_tf32). Strided batches map to cublasGemmStridedBatchedEx; an index_b batch builds
+// backend was made with allow_tf32). A single product runs through a cuBLASLt plan (matmul_plans_cuda.cpp: one
+// algorithm per class of row counts); strided batches map to cublasGemmStridedBatchedEx; an index_b batch builds
 // the pointer arrays on the device (no host round-trip) and calls cublasGemmBatchedEx.
 #include <algorithm>
 
@@ -65,6 +66,10 @@ void CudaBackend::gemm(const GemmArgs& g) {
   const cublasComputeType_t compute =
       allow_tf32_ && g.ab == DType::f32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const float alpha = g.alpha, beta = g.beta;
+  if (!g.index_b && g.batch == 1) {
+    single_gemm(g);
+    return;
+  }
   if (!g.index_b) {
     check_cublas(cublasGemmStridedBatchedEx(cublas_, op_first, op_second, g.n, g.m, g.k, &alpha, g.b, ab, g.ldb,
                                             g.stride_b, g.a, ab, g.lda, g.stride_a, &beta, g.c, ct, g.ldc, g.stride_c,
