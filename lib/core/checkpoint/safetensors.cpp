@@ -125,7 +125,7 @@ struct SafetensorsFile::Mapping {
   }
 };
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
+SafetensorsFile SafetensorsFile::open(const std::string& path, bool read_all) {
   auto corrupt = [&path](const std::string& what) {
     fail("checkpoint '{}' is corrupt or truncated: {}; write it again or load another checkpoint", path, shown(what));
   };
@@ -141,7 +141,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   auto mapping = std::make_shared<Mapping>();
   mapping->size = static_cast<std::size_t>(st.st_size);
   if (mapping->size > 0) {
-    void* p = ::mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    // MAP_POPULATE reads the whole file in at once rather than a page fault at a time as tensors are touched, so
+    // that a loader can have it read on another thread (model_loader.cpp).
+    void* p = ::mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE | (read_all ? MAP_POPULATE : 0), fd, 0);
     if (p == MAP_FAILED) {
       const int e = errno;
       ::close(fd);

@@ -44,7 +44,9 @@ class SafetensorsFile {
  public:
   // Throws lseq::Error "checkpoint '<path>' is corrupt or truncated: <what>; ..." (one line) for any defect, or
   // "cannot read checkpoint '<path>': <OS error>" when it cannot be opened.
-  static SafetensorsFile open(const std::string& path);
+  // read_all: read the whole file in now (for a caller about to read every tensor) rather than page by page as
+  // tensors are touched (for one that only wants the header, like the model config).
+  static SafetensorsFile open(const std::string& path, bool read_all = false);
 
   const std::string& path() const { return path_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

@@ -10,11 +10,18 @@
 
 namespace lseq {
 
+class SafetensorsFile;
+
 void save_weights(const std::string& path, const ParamTable& table, const ModelConfig& config,
                   const std::vector<float>& flat, int64_t updates);
 // Fills flat (sized to the table) from a weights file. The file's tensors must be exactly the table's, in its shapes,
 // with finite values; otherwise lseq::Error naming the file and the first offending tensor.
 void load_weights(const std::string& path, const ParamTable& table, std::vector<float>& flat);
+// The same from a file already open (and so read in: SafetensorsFile::open maps it populated), which a loader may
+// open beside other start-up work.
+void load_weights(const SafetensorsFile& file, const ParamTable& table, std::vector<float>& flat);
+// The table's tensors as views into the file (valid while it is open), checked as load_weights checks them.
+std::vector<HostTensor> weight_tensors(const SafetensorsFile& file, const ParamTable& table);
 // The model config stored in a weights file.
 ModelConfig read_model_config(const std::string& weights_path);
 

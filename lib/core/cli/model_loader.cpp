@@ -5,10 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <future>
 
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/safetensors.h"
 #include "core/cli/backend_select.h"
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
@@ -123,15 +125,37 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
 }
 
 std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options) {
+  // Where a load's time goes, at debug level (the whole is in lstranslate's and lsscore's summary line).
+  auto last = std::chrono::steady_clock::now();
+  auto lap = [&last] {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last).count();
+    last = now;
+    return seconds;
+  };
   const ModelConfig config = read_model_config(files.weights);
+  // The weights file is read in while the backend starts (on a GPU: the CUDA context and cuBLASLt's first-use
+  // set-up, ~0.3 s), and its tensors go to the device from where they lie: on an H100, reading transformer-base's
+  // 193 MB into one flat host copy took 0.19 s after the backend; checking and placing them now 0.03 + 0.04 s.
+  std::future<SafetensorsFile> weights_file =
+      std::async(std::launch::async, [&files] { return SafetensorsFile::open(files.weights, true); });
   LoadedParts parts;
   parts.backend = select_backend(options);
+  const double backend_seconds = lap();
   // The checkpoint's fp32 weights run in the --precision asked for now, whatever the training precision was; only
   // the weights the layers read are kept on the device (no gradients, no fp32 master in 16 bits).
   parts.model = make_model(config, *parts.backend, precision_dtype(options), ParamUse::inference);
-  std::vector<float> weights;
-  load_weights(files.weights, parts.model->param_store().table(), weights);
-  parts.model->load_params(weights);
+  const double model_seconds = lap();
+  const SafetensorsFile file = weights_file.get();
+  const std::vector<HostTensor> tensors = weight_tensors(file, parts.model->param_store().table());
+  const double read_seconds = lap();
+  parts.model->load_params(tensors);  // straight from the mapped file
+  const double upload_seconds = lap();
+  auto log_load = [&] {
+    spdlog::debug("loading {}: backend {:.3f} s, model {:.3f} s, checking weights {:.3f} s, placing them {:.3f} s, "
+                  "planning decoding {:.3f} s",
+                  files.weights, backend_seconds, model_seconds, read_seconds, upload_seconds, lap());
+  };
   const std::size_t parameters = parts.model->num_weights();
 
   // The largest batch: --mini-batch sentences (or, with only --mini-batch-words, that many one-word sentences),
@@ -150,6 +174,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
     const int max_steps = (translating ? lm.new_tokens : lm.scored_tokens) + 1;
     auto loaded = std::make_unique<LoadedLmStepModel>(std::move(parts), sentences * beam, max_prompt, max_steps,
                                                       sentences);
+    log_load();
     spdlog::info("language model {}: {} parameters; decoding up to {} prompts x {} hypotheses, prompts of {} and {} "
                  "{} tokens",
                  files.weights, parameters, sentences, beam, max_prompt - 1, max_steps - 1,
@@ -160,6 +185,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
                                   : max_length + 1;
   auto loaded =
       std::make_unique<LoadedStepModel>(std::move(parts), sentences * beam, max_length + 1, max_tgt, sentences);
+  log_load();
   spdlog::info("model {}: {} parameters; decoding up to {} sentences x {} hypotheses, {} source and {} target tokens",
                files.weights, parameters, sentences, beam, max_length + 1, max_tgt);
   return loaded;

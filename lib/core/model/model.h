@@ -48,6 +48,7 @@ class Model {
   std::vector<float> initial_params(uint64_t seed) const { return store_->initial_values(seed); }
   // Master weights from host values (the ParamTable layout), working copy refreshed: loading a checkpoint.
   void load_params(const std::vector<float>& host) { store_->upload(host); }
+  void load_params(const std::vector<HostTensor>& tensors) { store_->upload(tensors); }
   void zero_grads() { store_->zero_grads(); }
 
   // --recompute-ffn: training steps keep no feed-forward hidden activations and recompute them in backward (less

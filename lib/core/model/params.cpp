@@ -120,6 +120,28 @@ void ParamStore::upload(const std::vector<float>& host) {
   refresh_working();
 }
 
+void ParamStore::upload(const std::vector<HostTensor>& tensors) {
+  for (const HostTensor& t : tensors) {
+    if (t.offset + t.count > table_.size())
+      fail("internal error: a tensor of {} values at {} outside a flat buffer of {}", t.count, t.offset, table_.size());
+  }
+  // fp32 values land in the master (zeroed at construction), or in a zeroed staging buffer cast to the 16-bit
+  // working copy.
+  float* target = master_;
+  if (target == nullptr) {
+    target = static_cast<float*>(backend_.allocate(table_.size() * sizeof(float)));
+    backend_.fill(kernels::DType::f32, target, table_.size(), 0.0f);
+  }
+  for (const HostTensor& t : tensors) backend_.copy_to_device(target + t.offset, t.values, t.count * sizeof(float));
+  if (target == master_) {
+    refresh_working();
+    return;
+  }
+  backend_.cast(kernels::DType::f32, target, working_dt_, working_, table_.size());
+  backend_.synchronize();
+  backend_.release(target);
+}
+
 void ParamStore::zero_grads() {
   if (own_grads_) backend_.fill(kernels::DType::f32, own_grads_, table_.size(), 0.0f);
   if (step_sum_) {

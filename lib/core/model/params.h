@@ -37,6 +37,13 @@ constexpr std::size_t kParamAlignment = 64;  // elements (256 bytes of fp32)
 
 enum class ParamUse { training, inference };
 
+// A tensor's fp32 values where they lie on the host (a mapped weights file), and its place in the flat buffers.
+struct HostTensor {
+  std::size_t offset = 0;  // elements, as ParamInfo::offset
+  const float* values = nullptr;
+  std::size_t count = 0;
+};
+
 // Copies host fp32 values to dst (device, type dt): directly in fp32, else through a temporary fp32 buffer and the
 // backend's cast (set-up only: it allocates).
 void upload_as(kernels::Backend& backend, const std::vector<float>& host, kernels::DType dt, void* dst);
@@ -99,6 +106,9 @@ class ParamStore {
   void release_master();
   // The master from host values (ParamTable layout, size() floats), working copy refreshed (loading weights).
   void upload(const std::vector<float>& host);
+  // The same from each tensor where it lies (no flat host copy: loading a model directory); the tensors not given
+  // are zeros.
+  void upload(const std::vector<HostTensor>& tensors);
   // working = cast(master); a no-op in fp32 (and without a master). Call after writing the master other than
   // through the optimizer.
   void refresh_working();

@@ -370,6 +370,44 @@ TEST(ModelInference, NoGradientsSameLossAndTrainingIsRefused) {
   EXPECT_THROW(loaded.forward_backward(batch, 1, 1, 1.0f, ws), Error);
 }
 
+// lstranslate loads each tensor from where it lies in the mapped weights file, not from one flat host copy: the same
+// weights, with the alignment gaps between tensors zero.
+TEST(ModelInference, LoadingTensorByTensorPlacesWhatTheFlatLoadPlaces) {
+  auto backend = kernels::make_cpu_backend(1);
+  const ModelConfig config = tiny_config(NormPlacement::pre, TiedEmbeddings::none);
+  EncoderDecoderModel trained(config, *backend);
+  test::randomize_params(*backend, trained.param_store(), 21, 0.5);
+  std::vector<float> params(trained.num_params());
+  backend->copy_to_host(params.data(), trained.master(), params.size() * sizeof(float));
+  const ParamTable& table = trained.param_store().table();
+  std::vector<bool> in_tensor(params.size(), false);
+  for (const ParamInfo& p : table.list())
+    std::fill_n(in_tensor.begin() + static_cast<std::ptrdiff_t>(p.offset), p.count, true);
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (!in_tensor[i]) params[i] = 7.0f;  // what a flat copy would carry in the gaps, and the tensors do not
+  // Each tensor in a buffer of its own, given in reverse order; the flat reference has zeros in the gaps.
+  std::vector<std::vector<float>> pieces;
+  std::vector<HostTensor> tensors;
+  std::vector<float> flat(params.size(), 0.0f);
+  for (auto p = table.list().rbegin(); p != table.list().rend(); ++p) {
+    const auto first = params.begin() + static_cast<std::ptrdiff_t>(p->offset);
+    pieces.emplace_back(first, first + static_cast<std::ptrdiff_t>(p->count));
+    std::copy(first, first + static_cast<std::ptrdiff_t>(p->count), flat.begin() + static_cast<std::ptrdiff_t>(p->offset));
+  }
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const ParamInfo& p = table.list()[table.list().size() - 1 - i];
+    tensors.push_back({p.offset, pieces[i].data(), p.count});
+  }
+  ASSERT_NE(flat, params) << "the test needs gaps whose values the flat copy leaves out";
+  EncoderDecoderModel by_tensor(config, *backend, kernels::DType::f32, ParamUse::inference);
+  by_tensor.load_params(tensors);
+  std::vector<float> placed(params.size());
+  backend->copy_to_host(placed.data(), by_tensor.master(), placed.size() * sizeof(float));
+  EXPECT_EQ(placed, flat);
+  EncoderDecoderModel out_of_range(config, *backend, kernels::DType::f32, ParamUse::inference);
+  EXPECT_THROW(out_of_range.load_params(std::vector<HostTensor>{{params.size() - 1, params.data(), 2}}), Error);
+}
+
 TEST(ModelWorkspace, PlannedOnceCoversEveryBatchUpToTheLimits) {
   auto backend = kernels::make_cpu_backend(1);
   const ModelConfig config = tiny_config(NormPlacement::pre, TiedEmbeddings::none, 0.1f);

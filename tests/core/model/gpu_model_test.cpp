@@ -291,16 +291,26 @@ TEST(GpuModel, InferenceModelDecodesLikeTheTrainingModel) {
     inference.load_params(cpu.params);
     EXPECT_EQ(inference.grads(), nullptr);
     EXPECT_EQ(inference.master() == nullptr, dt != DType::f32);
+    // lstranslate's load: tensor by tensor from where they lie on the host.
+    EncoderDecoderModel by_tensor(small_config(), *training.backend, dt, ParamUse::inference);
+    std::vector<HostTensor> tensors;
+    for (const ParamInfo& p : by_tensor.param_store().table().list())
+      tensors.push_back({p.offset, cpu.params.data() + p.offset, p.count});
+    by_tensor.load_params(tensors);
     EncoderDecoderStepModel want(*training.model, b.size, b.src_len, kSteps + 1);
     EncoderDecoderStepModel got(inference, b.size, b.src_len, kSteps + 1);
+    EncoderDecoderStepModel got_by_tensor(by_tensor, b.size, b.src_len, kSteps + 1);
     want.start(b.src, b.src_lengths, b.size, b.src_len);
     got.start(b.src, b.src_lengths, b.size, b.src_len);
+    got_by_tensor.start(b.src, b.src_lengths, b.size, b.src_len);
     std::vector<int32_t> tokens(b.size, data::kBosId);
-    std::vector<float> lp_want, lp_got;
+    std::vector<float> lp_want, lp_got, lp_by_tensor;
     for (int t = 0; t < kSteps; ++t) {
       want.step(tokens, lp_want);
       got.step(tokens, lp_got);
+      got_by_tensor.step(tokens, lp_by_tensor);
       ASSERT_EQ(lp_got, lp_want) << "step " << t;
+      ASSERT_EQ(lp_by_tensor, lp_want) << "step " << t;
       for (int s = 0; s < b.size; ++s) {  // feed each row's most likely token
         const auto row = lp_want.begin() + static_cast<std::ptrdiff_t>(s) * want.vocab_size();
         tokens[s] = static_cast<int32_t>(std::max_element(row, row + want.vocab_size()) - row);
