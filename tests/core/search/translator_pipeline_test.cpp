@@ -502,9 +502,12 @@ TEST(TranslatorPipeline, AFailingDecoderStopsTheOthers) {
       if (starts == at) fail("decoder failed at its start {}", at);
     };
   };
-  const DecodersOutcome r = run_decoders(c, text, 3, {nullptr, fail_at(5), nullptr});
-  EXPECT_EQ(r.error, "decoder failed at its start 5");
-  const DecodersOutcome first = run_decoders(c, text, 2, {fail_at(3), nullptr});
+  // The others are slower, so that the failing decoder surely gets its batches (a busy machine once left it fewer
+  // than 5 of the 150 when all slept alike).
+  const auto slow = [](int) { std::this_thread::sleep_for(5ms); };
+  const DecodersOutcome r = run_decoders(c, text, 3, {slow, fail_at(3), slow});
+  EXPECT_EQ(r.error, "decoder failed at its start 3");
+  const DecodersOutcome first = run_decoders(c, text, 2, {fail_at(3), slow});
   EXPECT_EQ(first.error, "decoder failed at its start 3");
 }
 
