@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <optional>
 
 #include "core/cli/app_io.h"
@@ -16,6 +17,7 @@
 namespace lseq {
 
 int run_score(const Options& options) {
+  const auto load_begin = std::chrono::steady_clock::now();
   const std::vector<std::string> sets = options.get_strings("train-sets");
   const bool n_best = options.get_bool("n-best");
   const ModelFiles files = find_model_files(options.get_string("model"));
@@ -54,6 +56,7 @@ int run_score(const Options& options) {
 
   data::InputLineReader source(std::vector<std::string>{sets[0]}, "--train-sets");
   OutputStream out(options.get_string("output"));
+  const auto begin = std::chrono::steady_clock::now();
   ScoreTotals totals;
   if (language_model) {
     totals = score_lines(*model, source, encode_target, settings, out.get());
@@ -64,6 +67,14 @@ int run_score(const Options& options) {
   }
   if (settings.summary) out.get() << format_summary(totals) << '\n';
   out.close();
+  const auto end = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(end - begin).count();
+  const double per_second = seconds > 0 ? 1.0 / seconds : 0.0;
+  // As lstranslate's summary line (bench/ parses it): target tokens count each scored line's eos.
+  spdlog::info("Scored {} lines ({} target tokens) in {:.2f} s: {:.1f} lines/s, {:.0f} target tokens/s; model load "
+               "{:.2f} s",
+               totals.lines, totals.target_tokens, seconds, totals.lines * per_second,
+               totals.target_tokens * per_second, std::chrono::duration<double>(begin - load_begin).count());
   if (totals.scored < totals.lines)
     spdlog::warn("{} of {} lines were not scored (see the warnings above)", totals.lines - totals.scored, totals.lines);
   return 0;

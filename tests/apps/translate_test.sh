@@ -108,6 +108,12 @@ check "lseval refuses files of different lengths in one line" test "$(grep -c '^
 summary_tokens=$(sed -n 's/.*Translated 30 lines (\([0-9]*\) target tokens) in .* target tokens\/s; model load .*/\1/p' \
   "$work/summary.err")
 check "lstranslate's summary line counts the target tokens it wrote" test "${summary_tokens:-x}" = "$(wc -w <"$work/ids.out")"
+# lsscore's summary line counts the target tokens it scored: each target's ids and its eos.
+"$lsscore" -m "$work/model" --no-spm-encode -t "$work/ids.src" "$work/best.ids" >/dev/null 2>"$work/score-summary.err"
+summary_tokens=$(sed -n 's/.*Scored 30 lines (\([0-9]*\) target tokens) in .* target tokens\/s; model load .*/\1/p' \
+  "$work/score-summary.err")
+check "lsscore's summary line counts the target tokens it scored" \
+  test "${summary_tokens:-x}" = "$(($(wc -w <"$work/best.ids") + $(wc -l <"$work/best.ids")))"
 
 # Errors on input end the program with exactly one "error:" line naming the file and the option, and a non-zero
 # exit; before the readers were told apart (two classes named data::LineReader) these crashed with a double free.

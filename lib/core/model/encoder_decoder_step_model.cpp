@@ -1,6 +1,7 @@
 #include "core/model/encoder_decoder_step_model.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <utility>
 
@@ -340,6 +341,36 @@ void EncoderDecoderStepModel::step_topk(const std::vector<int32_t>& tokens, int 
     std::memcpy(values.data(), topk_staging_.data(), n * sizeof(float));
     std::memcpy(ids.data(), topk_staging_.data() + computed, n * sizeof(int32_t));
     std::memcpy(eos_log_probs.data(), topk_staging_.data() + 2 * computed, live_ * sizeof(float));
+  }
+  ++t_;
+}
+
+void EncoderDecoderStepModel::step_scores(const std::vector<int32_t>& tokens, const std::vector<int32_t>& next,
+                                          std::vector<float>& log_probs) {
+  if (next.size() != tokens.size())
+    fail("internal error: step_scores() got {} next tokens for {} hypotheses", next.size(), tokens.size());
+  if (elems(max_hyps_, vocab_) > static_cast<std::size_t>(INT32_MAX))
+    return StepModel::step_scores(tokens, next, log_probs);  // offsets past 32 bits: pick on the host
+  // Each (row, next id) as an offset into the log-prob rows.
+  staging_.clear();
+  for (std::size_t h = 0; h < next.size(); ++h) {
+    if (next[h] < 0 || next[h] >= vocab_)
+      fail("target id {} is outside the model's vocabulary of {} entries", next[h], vocab_);
+    staging_.push_back(static_cast<int32_t>(elems(static_cast<int>(h), vocab_) + static_cast<std::size_t>(next[h])));
+  }
+  begin_step(tokens);
+  log_probs.resize(live_);
+  if (live_ > 0) {
+    // The step's log-softmax rows as step() computes them (the same recording), then one value per row gathered
+    // on the device: copying whole rows to the host (4 MB a step at 128 x 4 rows of 8k) was what teacher forcing
+    // spent its time on.
+    const int rows = bucket(live_, max_hyps_);
+    run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, rows, vocab_, dev_log_probs_); });
+    auto* dev_offsets = reinterpret_cast<int32_t*>(dev_topk_);
+    float* dev_values = dev_topk_ + max_hyps_;
+    backend_.copy_to_device(dev_offsets, staging_.data(), staging_.size() * sizeof(int32_t));
+    backend_.gather_rows(kernels::DType::f32, dev_log_probs_, 1, dev_offsets, live_, 1, dev_values, 1, nullptr);
+    backend_.copy_to_host(log_probs.data(), dev_values, log_probs.size() * sizeof(float));
   }
   ++t_;
 }

@@ -49,6 +49,9 @@ class EncoderDecoderStepModel : public StepModel {
   // kernels::kMaxTopK falls back to step() and the host.
   void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
                  std::vector<float>& eos_log_probs) override;
+  // The given next tokens' log-probabilities gathered on the device: only live values return to the host.
+  void step_scores(const std::vector<int32_t>& tokens, const std::vector<int32_t>& next,
+                   std::vector<float>& log_probs) override;
   int live() const override { return live_; }
 
   int steps() const { return t_; }  // tokens fed since start (the position of the next one)

@@ -18,22 +18,25 @@ std::vector<std::vector<float>> forced_word_log_probs(StepModel& model, const da
 
   std::vector<int32_t> live(sentences), next_live, parents;
   for (int s = 0; s < sentences; ++s) live[s] = s;
-  std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens;
+  std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens, expected;
   std::vector<float> log_probs;
   for (int t = 0; !live.empty(); ++t) {
-    model.step(tokens, log_probs);
+    expected.clear();
+    for (const int s : live) {
+      const int32_t id = batch.tgt_out[static_cast<size_t>(s) * batch.tgt_len + t];
+      if (id < 0 || id >= vocab) fail("target id {} is outside the model's vocabulary of {} entries", id, vocab);
+      expected.push_back(id);
+    }
+    model.step_scores(tokens, expected, log_probs);
     next_live.clear();
     next_tokens.clear();
     parents.clear();
     for (size_t h = 0; h < live.size(); ++h) {
       const int s = live[h];
-      const int32_t expected = batch.tgt_out[static_cast<size_t>(s) * batch.tgt_len + t];
-      if (expected < 0 || expected >= vocab)
-        fail("target id {} is outside the model's vocabulary of {} entries", expected, vocab);
-      result[s].push_back(log_probs[h * static_cast<size_t>(vocab) + expected]);
+      result[s].push_back(log_probs[h]);
       if (t + 1 < batch.tgt_lengths[s]) {
         next_live.push_back(s);
-        next_tokens.push_back(expected);
+        next_tokens.push_back(expected[h]);
         parents.push_back(static_cast<int32_t>(h));
       }
     }

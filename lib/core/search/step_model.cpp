@@ -27,4 +27,18 @@ void StepModel::step_topk(const std::vector<int32_t>& tokens, int k, std::vector
   }
 }
 
+void StepModel::step_scores(const std::vector<int32_t>& tokens, const std::vector<int32_t>& next,
+                            std::vector<float>& log_probs) {
+  if (next.size() != tokens.size())
+    fail("internal error: step_scores() got {} next tokens for {} hypotheses", next.size(), tokens.size());
+  step(tokens, topk_scratch_);
+  const std::size_t vocab = static_cast<std::size_t>(vocab_size());
+  log_probs.resize(next.size());
+  for (std::size_t h = 0; h < next.size(); ++h) {
+    if (next[h] < 0 || static_cast<std::size_t>(next[h]) >= vocab)
+      fail("target id {} is outside the model's vocabulary of {} entries", next[h], vocab);
+    log_probs[h] = topk_scratch_[h * vocab + static_cast<std::size_t>(next[h])];
+  }
+}
+
 }  // namespace lseq

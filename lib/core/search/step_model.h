@@ -38,10 +38,16 @@ class StepModel {
   virtual void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values,
                          std::vector<int32_t>& ids, std::vector<float>& eos_log_probs);
 
+  // Teacher forcing's step (lsscore): like step(), but returns per live hypothesis h only the log-probability of
+  // the given next token, log_probs[h] = log p(next[h]). The default runs step() and picks on the host; the
+  // EncoderDecoderModel picks on the device and copies back only these values (the same numbers step() gives).
+  virtual void step_scores(const std::vector<int32_t>& tokens, const std::vector<int32_t>& next,
+                           std::vector<float>& log_probs);
+
   virtual int live() const = 0;  // live hypotheses
 
  private:
-  std::vector<float> topk_scratch_;  // the default step_topk's full distribution
+  std::vector<float> topk_scratch_;  // the default step_topk's and step_scores' full distribution
 };
 
 }  // namespace lseq
