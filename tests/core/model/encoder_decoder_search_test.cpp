@@ -14,6 +14,7 @@
 #include "data/vocab.h"
 #include "kernels/workspace.h"
 #include "model_test_util.h"
+#include "whole_rows_decoder.h"
 #include "util/error.h"
 
 namespace lseq {
@@ -120,27 +121,6 @@ TEST(TransformerSearch, ForcedScoringEqualsTheTeacherForcedLoss) {
   }
 }
 
-// The same decoder with only step(): StepModel's own step_scores picks from the whole rows on the host.
-class WholeRowsDecoder : public StepModel {
- public:
-  explicit WholeRowsDecoder(StepModel& inner) : inner_(inner) {}
-  int vocab_size() const override { return inner_.vocab_size(); }
-  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
-             int src_len) override {
-    inner_.start(src, src_lengths, sentences, src_len);
-  }
-  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
-    inner_.select(parents, sentence_of);
-  }
-  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
-    inner_.step(tokens, log_probs);
-  }
-  int live() const override { return inner_.live(); }
-
- private:
-  StepModel& inner_;
-};
-
 // lsscore's step gathers each next token's log-probability on the device: the very values of the whole rows.
 TEST(TransformerSearch, GatheredForcedScoresAreTheWholeRowsValues) {
   auto backend = kernels::make_cpu_backend(2);
@@ -150,7 +130,7 @@ TEST(TransformerSearch, GatheredForcedScoresAreTheWholeRowsValues) {
   const data::Batch batch = test::random_batch(rng, 6, 1, 11, 12);
   EncoderDecoderStepModel gathering(model, batch.size, batch.src_len, batch.tgt_len);
   EncoderDecoderStepModel inner(model, batch.size, batch.src_len, batch.tgt_len);
-  WholeRowsDecoder whole_rows(inner);
+  test::WholeRowsDecoder whole_rows(inner);
   const auto got = forced_word_log_probs(gathering, batch);
   const auto want = forced_word_log_probs(whole_rows, batch);
   ASSERT_EQ(got.size(), want.size());

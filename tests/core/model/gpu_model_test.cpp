@@ -17,6 +17,7 @@
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
 #include "core/search/beam_search.h"
+#include "core/search/forced_scoring.h"
 #include "core/search/search_types.h"
 #include "core/train/loss_scaler.h"
 #include "core/train/optimizer.h"
@@ -26,6 +27,7 @@
 #include "model_test_util.h"
 #include "packed_source_check.h"
 #include "step_gradients_check.h"
+#include "whole_rows_decoder.h"
 
 namespace lseq {
 namespace {
@@ -315,6 +317,27 @@ TEST(GpuModel, InferenceModelDecodesLikeTheTrainingModel) {
         const auto row = lp_want.begin() + static_cast<std::ptrdiff_t>(s) * want.vocab_size();
         tokens[s] = static_cast<int32_t>(std::max_element(row, row + want.vocab_size()) - row);
       }
+    }
+  }
+}
+
+// lsscore's step on the GPU: the next tokens' log-probabilities gathered on the device are the whole rows' values.
+TEST(GpuModel, GatheredForcedScoresAreTheWholeRowsValues) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(23, 0.3);
+  std::mt19937_64 rng(8);
+  const data::Batch batch = test::random_batch(rng, 7, 1, 13, 40);
+  for (DType dt : {DType::f32, on_cuda() ? DType::bf16 : DType::f32}) {
+    SCOPED_TRACE(kernels::dtype_name(dt));
+    OnGpu gpu(cpu.params, dt);
+    EncoderDecoderStepModel gathering(*gpu.model, batch.size, batch.src_len, batch.tgt_len);
+    EncoderDecoderStepModel inner(*gpu.model, batch.size, batch.src_len, batch.tgt_len);
+    test::WholeRowsDecoder whole_rows(inner);
+    const auto got = forced_word_log_probs(gathering, batch);
+    const auto want = forced_word_log_probs(whole_rows, batch);
+    for (int s = 0; s < batch.size; ++s) {
+      ASSERT_EQ(got[s].size(), static_cast<std::size_t>(batch.tgt_lengths[s])) << "sentence " << s;
+      EXPECT_EQ(got[s], want[s]) << "sentence " << s;
     }
   }
 }
