@@ -14,8 +14,11 @@
 #  4. Hugging Face generate (bench/hf_translate.py) on the same weights converted to MarianMT
 #     (tools/marian/lseq_to_marianmt.py), the same sentences, beam, length normalisation, maximum length and
 #     precision, when the converter is there.
-# Prints a table last: per case lstranslate's target tokens/s (whole program and translation alone), the kernel
-# benchmark's, Hugging Face's, and the ratios.
+#  5. lsscore on the test pairs (SCORE_BATCHES, default 128 pairs a batch): the whole program's wall clock and its
+#     summary line, beside Hugging Face's forward pass over the same pairs (bench/hf_score.py), and how far the two
+#     programs' per-pair scores lie apart.
+# Prints tables last: per case lstranslate's target tokens/s (whole program and translation alone), the kernel
+# benchmark's, Hugging Face's, and the ratios; then lsscore's.
 #
 #   bash bench/run-translate-bench.sh                      # BUILD=build-gpu OUT=/tmp/lseq-translate-bench
 #   MODEL=/tmp/model CASES="4:32 4:128 1:128" TRAIN_UPDATES=3000 bash bench/run-translate-bench.sh
@@ -39,7 +42,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   { [ -f "$build/build.ninja" ] ||
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DLSEQ_CUDA=ON; } \
     >"$out/build.log" 2>&1 &&
-    cmake --build "$build" --target lstrain lstranslate bench_decode_throughput -j "${JOBS:-16}" >>"$out/build.log" 2>&1 ||
+    cmake --build "$build" --target lstrain lstranslate lsscore bench_decode_throughput -j "${JOBS:-16}" >>"$out/build.log" 2>&1 ||
     { echo "build FAILED (see $out/build.log)"; tail -n 20 "$out/build.log"; exit 1; }
 fi
 
@@ -116,6 +119,38 @@ else
   echo "tools/marian/lseq_to_marianmt.py not found: no Hugging Face figures"
 fi
 
+# ---- 5. lsscore on the test pairs, beside Hugging Face's forward pass on the same weights ----
+for batch in ${SCORE_BATCHES:-128}; do
+  name="score-batch${batch}"
+  t0=$(date +%s.%N)
+  "$bin/score/lsscore" -m "$model" -t "$test_src" "$data/test.en" -o "$out/$name.scores" --precision "$precision" \
+    --mini-batch "$batch" --maxi-batch 100 2>"$out/$name.log"
+  rc=$?
+  wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+  # "Scored 2000 lines (30124 target tokens) in 0.21 s: 9523.8 lines/s, 143448 target tokens/s; model load 0.45 s"
+  summary=$(grep -E "Scored .* target tokens/s" "$out/$name.log" | tail -n 1)
+  tokens=$(sed -n 's/.*(\([0-9]*\) target tokens).*/\1/p' <<<"$summary")
+  load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
+  score_s=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
+  echo "RESULT bench=score impl=lsscore case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.scores") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} score_s=${score_s:-nan}" |
+    tee -a "$results"
+  if [ -d "$out/marianmt" ]; then
+    python3 bench/hf_score.py --model "$out/marianmt" --source "$test_src" --target "$data/test.en" \
+      --output "$out/$name.hf" --batch "$batch" --precision "$precision" --case "$name" 2>"$out/hf-$name.log" |
+      tee -a "$results"
+    # Both score the same weights: the per-pair scores should agree to bf16's precision.
+    [ -f "$out/$name.hf" ] && python3 - "$out/$name.scores" "$out/$name.hf" "$name" <<'PY' | tee -a "$results"
+import statistics, sys
+ours = [float(x) for x in open(sys.argv[1])]
+theirs = [float(x) for x in open(sys.argv[2])]
+diffs = sorted(abs(a - b) for a, b in zip(ours, theirs))
+if len(ours) == len(theirs) and diffs:
+    print(f"RESULT bench=score impl=agreement case={sys.argv[3]} pairs={len(diffs)} "
+          f"median_abs_diff={statistics.median(diffs):.4f} p99_abs_diff={diffs[int(0.99 * (len(diffs) - 1))]:.4f}")
+PY
+  fi
+done
+
 echo
 python3 - "$results" <<'PY'
 import sys
@@ -126,6 +161,8 @@ for line in open(sys.argv[1]):
 print(f"{'case':18} {'lstranslate wall':>17} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
       f"{'kernel/lstr':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'search only':>11}")
 for case, r in rows.items():
+    if "lstranslate" not in r:
+        continue
     t = r.get("lstranslate", {})
     tokens = float(t.get("tokens", 0) or 0)
     def rate(seconds):
@@ -141,4 +178,19 @@ for case, r in rows.items():
     base = r.get("lstranslate-base", {})
     print(f"{case:18} {wall:17.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {wall / hf:8.2f} "
           f"{rate(base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5} {free:11.0f}")
+scores = {case: r for case, r in rows.items() if "lsscore" in r}
+if scores:
+    print(f"\n{'case':18} {'lsscore wall':>13} {'score only':>11} {'HF forward':>11} {'wall/HF':>8} "
+          f"{'median |diff|':>14} {'p99 |diff|':>11}")
+for case, r in scores.items():
+    t, hf, agree = r["lsscore"], r.get("hf-forward", {}), r.get("agreement", {})
+    tokens = float(t.get("tokens", 0) or 0)
+    def rate(seconds):
+        try:
+            return tokens / float(seconds)
+        except (TypeError, ValueError, ZeroDivisionError):
+            return float("nan")
+    wall, hf_rate = rate(t.get("wall_s")), float(hf.get("tgt_tok_s", "nan"))
+    print(f"{case:18} {wall:13.0f} {rate(t.get('score_s')):11.0f} {hf_rate:11.0f} {wall / hf_rate:8.2f} "
+          f"{agree.get('median_abs_diff', '-'):>14} {agree.get('p99_abs_diff', '-'):>11}")
 PY
