@@ -12,6 +12,8 @@ Output: one RESULT line (the C++ benchmarks' key=value format) and the scores in
 import argparse
 import time
 
+import hf_marian
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -27,21 +29,9 @@ def main():
     head = f"RESULT bench=score impl=hf-forward case={args.case} batch={args.batch}"
     try:
         import torch
-        from transformers import MarianMTModel, MarianTokenizer
         from transformers.models.marian.modeling_marian import shift_tokens_right
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.precision]
-        t0 = time.time()
-        tokenizer = MarianTokenizer.from_pretrained(args.model)
-        model = MarianMTModel.from_pretrained(args.model, torch_dtype=dtype).to(args.device).eval()
-        load_s = time.time() - t0
-
-        def read(path):
-            lines = open(path, encoding="utf-8").read().split("\n")
-            if lines and lines[-1] == "":
-                lines.pop()
-            return lines
-
-        sources, targets = read(args.source), read(args.target)
+        tokenizer, model, load_s = hf_marian.load(args.model, args.precision, args.device)
+        sources, targets = hf_marian.read_lines(args.source), hf_marian.read_lines(args.target)
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} source and {len(targets)} target lines")
         order = sorted(range(len(targets)), key=lambda i: len(targets[i].split()))
@@ -79,8 +69,7 @@ def main():
         print(f"{head} lines={len(targets)} tokens={tokens} score_s={seconds:.3f} load_s={load_s:.2f} "
               f"tgt_tok_s={tokens / seconds:.0f} status=ok", flush=True)
     except Exception as e:  # a failed peer is reported, not fatal to the benchmark
-        reason = str(e).replace(" ", "_").replace("=", ":").replace("\n", "_")[:300]
-        print(f"{head} status=failed reason={reason}", flush=True)
+        print(hf_marian.failed(head, e), flush=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ Output: one RESULT line (the C++ benchmarks' key=value format) and the translati
 import argparse
 import time
 
+import hf_marian
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -28,15 +30,8 @@ def main():
     head = f"RESULT bench=translate impl=hf-generate case={args.case} beam={args.beam} batch={args.batch}"
     try:
         import torch
-        from transformers import MarianMTModel, MarianTokenizer
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.precision]
-        t0 = time.time()
-        tokenizer = MarianTokenizer.from_pretrained(args.model)
-        model = MarianMTModel.from_pretrained(args.model, torch_dtype=dtype).cuda().eval()
-        load_s = time.time() - t0
-        lines = open(args.input, encoding="utf-8").read().split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
+        tokenizer, model, load_s = hf_marian.load(args.model, args.precision)
+        lines = hf_marian.read_lines(args.input)
         order = sorted(range(len(lines)), key=lambda i: len(lines[i].split()))
         batches = [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
         special = {model.config.pad_token_id, model.config.eos_token_id}
@@ -67,8 +62,7 @@ def main():
         print(f"{head} lines={len(lines)} tokens={tokens} translate_s={seconds:.3f} load_s={load_s:.2f} "
               f"tgt_tok_s={tokens / seconds:.0f} status=ok", flush=True)
     except Exception as e:  # a failed peer is reported, not fatal to the benchmark
-        reason = str(e).replace(" ", "_").replace("=", ":").replace("\n", "_")[:300]
-        print(f"{head} status=failed reason={reason}", flush=True)
+        print(hf_marian.failed(head, e), flush=True)
 
 
 if __name__ == "__main__":

@@ -62,32 +62,41 @@ lines=$(wc -l <"$test_src")
 
 results=$out/results.txt
 : >"$results"
+
+# run_program LOG COMMAND...: runs the program with its stderr to LOG and sets rc, wall (seconds, process start to
+# exit) and, from its summary line ("Translated|Scored 2000 lines (30124 target tokens) in 3.21 s: 623.1 lines/s,
+# 9384 target tokens/s; model load 1.05 s"), tokens, busy (the seconds after the load) and load.
+run_program() {
+  local log=$1 t0
+  shift
+  t0=$(date +%s.%N)
+  "$@" 2>"$log"
+  rc=$?
+  wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+  local summary
+  summary=$(grep -E "(Translated|Scored) .* target tokens/s" "$log" | tail -n 1)
+  tokens=$(sed -n 's/.*(\([0-9]*\) target tokens).*/\1/p' <<<"$summary")
+  load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
+  busy=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
+}
 for c in $cases; do
   beam=${c%%:*} batch=${c##*:}
   name="beam${beam}-batch${batch}"
   # ---- 2. lstranslate, whole program ----
-  t0=$(date +%s.%N)
-  "$bin/translate/lstranslate" -m "$model" -i "$test_src" -o "$out/$name.out" --precision "$precision" \
-    --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100 2>"$out/$name.log"
-  rc=$?
-  wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
-  summary=$(grep -E "target tokens/s" "$out/$name.log" | tail -n 1)
-  # "Translated 2000 lines (30124 target tokens) in 3.21 s: 623.1 lines/s, 9384 target tokens/s; model load 1.05 s"
-  tokens=$(sed -n 's/.*(\([0-9]*\) target tokens).*/\1/p' <<<"$summary")
-  load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
-  translate_s=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
-  echo "RESULT bench=translate impl=lstranslate case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.out") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} translate_s=${translate_s:-nan}" |
+  run_program "$out/$name.log" "$bin/translate/lstranslate" -m "$model" -i "$test_src" -o "$out/$name.out" \
+    --precision "$precision" --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100
+  echo "RESULT bench=translate impl=lstranslate case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.out") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} translate_s=${busy:-nan}" |
     tee -a "$results"
   # ---- 2b. an older lstranslate (BASE_LSTRANSLATE) on the same input: its wall clock, and whether it translates
   # the same (the speed-ups must not change a translation) ----
   if [ -n "${BASE_LSTRANSLATE:-}" ]; then
-    t0=$(date +%s.%N)
-    "$BASE_LSTRANSLATE" -m "$model" -i "$test_src" -o "$out/$name.base.out" --precision "$precision" \
-      --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100 2>"$out/$name.base.log"
-    base_wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+    new_tokens=$tokens
+    run_program "$out/$name.base.log" "$BASE_LSTRANSLATE" -m "$model" -i "$test_src" -o "$out/$name.base.out" \
+      --precision "$precision" --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100
     same=$(cmp -s "$out/$name.out" "$out/$name.base.out" && echo yes || echo "no:$(diff "$out/$name.out" \
       "$out/$name.base.out" | grep -c '^<')_lines_differ")
-    echo "RESULT bench=translate impl=lstranslate-base case=$name wall_s=$base_wall same_output=$same" | tee -a "$results"
+    echo "RESULT bench=translate impl=lstranslate-base case=$name wall_s=$wall same_output=$same" | tee -a "$results"
+    tokens=$new_tokens
   fi
   # ---- 3. the kernel-level benchmark at the same batch ----
   src_len=$(awk '{ n += NF } END { printf "%d", n / NR * 1.4 + 1 }' "$test_src")  # ~ SentencePiece tokens + eos
@@ -122,17 +131,9 @@ fi
 # ---- 5. lsscore on the test pairs, beside Hugging Face's forward pass on the same weights ----
 for batch in ${SCORE_BATCHES:-128}; do
   name="score-batch${batch}"
-  t0=$(date +%s.%N)
-  "$bin/score/lsscore" -m "$model" -t "$test_src" "$data/test.en" -o "$out/$name.scores" --precision "$precision" \
-    --mini-batch "$batch" --maxi-batch 100 2>"$out/$name.log"
-  rc=$?
-  wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
-  # "Scored 2000 lines (30124 target tokens) in 0.21 s: 9523.8 lines/s, 143448 target tokens/s; model load 0.45 s"
-  summary=$(grep -E "Scored .* target tokens/s" "$out/$name.log" | tail -n 1)
-  tokens=$(sed -n 's/.*(\([0-9]*\) target tokens).*/\1/p' <<<"$summary")
-  load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
-  score_s=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
-  echo "RESULT bench=score impl=lsscore case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.scores") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} score_s=${score_s:-nan}" |
+  run_program "$out/$name.log" "$bin/score/lsscore" -m "$model" -t "$test_src" "$data/test.en" -o "$out/$name.scores" \
+    --precision "$precision" --mini-batch "$batch" --maxi-batch 100
+  echo "RESULT bench=score impl=lsscore case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.scores") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} score_s=${busy:-nan}" |
     tee -a "$results"
   if [ -d "$out/marianmt" ]; then
     python3 bench/hf_score.py --model "$out/marianmt" --source "$test_src" --target "$data/test.en" \
