@@ -348,14 +348,20 @@ TEST(ModelStepGradients, SwitchingBackRestoresAnOwnAccumulatingBuffer) {
   EXPECT_GT(norm, 1e-3);
 }
 
+// Random weights for `model`, and its flat fp32 parameters (the master) on the host.
+std::vector<float> random_params(kernels::Backend& backend, EncoderDecoderModel& model, uint64_t seed, double noise) {
+  test::randomize_params(backend, model.param_store(), seed, noise);
+  std::vector<float> params(model.num_params());
+  backend.copy_to_host(params.data(), model.master(), params.size() * sizeof(float));
+  return params;
+}
+
 // A model loaded for inference (lstranslate, lsscore) has no gradients; in fp32 its master is what the layers read.
 TEST(ModelInference, NoGradientsSameLossAndTrainingIsRefused) {
   auto backend = kernels::make_cpu_backend(1);
   const ModelConfig config = tiny_config(NormPlacement::post, TiedEmbeddings::all);
   EncoderDecoderModel trained(config, *backend);
-  test::randomize_params(*backend, trained.param_store(), 12, 0.1);
-  std::vector<float> params(trained.num_params());
-  backend->copy_to_host(params.data(), trained.master(), params.size() * sizeof(float));
+  const std::vector<float> params = random_params(*backend, trained, 12, 0.1);
   EncoderDecoderModel loaded(config, *backend, kernels::DType::f32, ParamUse::inference);
   loaded.load_params(params);
   EXPECT_TRUE(trained.param_store().trainable());
@@ -376,9 +382,7 @@ TEST(ModelInference, LoadingTensorByTensorPlacesWhatTheFlatLoadPlaces) {
   auto backend = kernels::make_cpu_backend(1);
   const ModelConfig config = tiny_config(NormPlacement::pre, TiedEmbeddings::none);
   EncoderDecoderModel trained(config, *backend);
-  test::randomize_params(*backend, trained.param_store(), 21, 0.5);
-  std::vector<float> params(trained.num_params());
-  backend->copy_to_host(params.data(), trained.master(), params.size() * sizeof(float));
+  std::vector<float> params = random_params(*backend, trained, 21, 0.5);
   const ParamTable& table = trained.param_store().table();
   std::vector<bool> in_tensor(params.size(), false);
   for (const ParamInfo& p : table.list())
