@@ -155,6 +155,16 @@ done
 echo
 python3 - "$results" <<'PY'
 import sys
+
+
+def rate(tokens, seconds):
+    """Tokens per second, nan where a figure is missing."""
+    try:
+        return float(tokens) / float(seconds)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return float("nan")
+
+
 rows = {}
 for line in open(sys.argv[1]):
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
@@ -165,33 +175,22 @@ for case, r in rows.items():
     if "lstranslate" not in r:
         continue
     t = r.get("lstranslate", {})
-    tokens = float(t.get("tokens", 0) or 0)
-    def rate(seconds):
-        try:
-            return tokens / float(seconds)
-        except (TypeError, ValueError, ZeroDivisionError):
-            return float("nan")
-    wall = rate(t.get("wall_s"))
-    only = rate(t.get("translate_s"))
+    tokens = t.get("tokens")
+    wall = rate(tokens, t.get("wall_s"))
+    only = rate(tokens, t.get("translate_s"))
     kernel = float(r.get("lseq", {}).get("tgt_tok_s", "nan"))
     hf = float(r.get("hf-generate", {}).get("tgt_tok_s", "nan"))
     free = float(r.get("lseq-free", {}).get("tgt_tok_s", "nan"))
     base = r.get("lstranslate-base", {})
     print(f"{case:18} {wall:17.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {wall / hf:8.2f} "
-          f"{rate(base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5} {free:11.0f}")
+          f"{rate(tokens, base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5} {free:11.0f}")
 scores = {case: r for case, r in rows.items() if "lsscore" in r}
 if scores:
     print(f"\n{'case':18} {'lsscore wall':>13} {'score only':>11} {'HF forward':>11} {'wall/HF':>8} "
           f"{'median |diff|':>14} {'p99 |diff|':>11}")
 for case, r in scores.items():
     t, hf, agree = r["lsscore"], r.get("hf-forward", {}), r.get("agreement", {})
-    tokens = float(t.get("tokens", 0) or 0)
-    def rate(seconds):
-        try:
-            return tokens / float(seconds)
-        except (TypeError, ValueError, ZeroDivisionError):
-            return float("nan")
-    wall, hf_rate = rate(t.get("wall_s")), float(hf.get("tgt_tok_s", "nan"))
-    print(f"{case:18} {wall:13.0f} {rate(t.get('score_s')):11.0f} {hf_rate:11.0f} {wall / hf_rate:8.2f} "
+    wall, hf_rate = rate(t.get("tokens"), t.get("wall_s")), float(hf.get("tgt_tok_s", "nan"))
+    print(f"{case:18} {wall:13.0f} {rate(t.get('tokens'), t.get('score_s')):11.0f} {hf_rate:11.0f} {wall / hf_rate:8.2f} "
           f"{agree.get('median_abs_diff', '-'):>14} {agree.get('p99_abs_diff', '-'):>11}")
 PY
