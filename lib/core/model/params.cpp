@@ -125,13 +125,11 @@ void ParamStore::upload(const std::vector<HostTensor>& tensors) {
     if (t.offset + t.count > table_.size())
       fail("internal error: a tensor of {} values at {} outside a flat buffer of {}", t.count, t.offset, table_.size());
   }
-  // fp32 values land in the master (zeroed at construction), or in a zeroed staging buffer cast to the 16-bit
-  // working copy.
+  // fp32 values land in the master, or in a staging buffer cast to the 16-bit working copy; zeroed first, so that
+  // what no tensor covers is zero whatever the store held.
   float* target = master_;
-  if (target == nullptr) {
-    target = static_cast<float*>(backend_.allocate(table_.size() * sizeof(float)));
-    backend_.fill(kernels::DType::f32, target, table_.size(), 0.0f);
-  }
+  if (target == nullptr) target = static_cast<float*>(backend_.allocate(table_.size() * sizeof(float)));
+  backend_.fill(kernels::DType::f32, target, table_.size(), 0.0f);
   for (const HostTensor& t : tensors) backend_.copy_to_device(target + t.offset, t.values, t.count * sizeof(float));
   if (target == master_) {
     refresh_working();
