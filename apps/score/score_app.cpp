@@ -8,7 +8,9 @@
 #include <optional>
 
 #include "core/cli/app_io.h"
+#include "core/cli/backend_select.h"
 #include "core/cli/model_loader.h"
+#include "core/cli/process_end.h"
 #include "core/search/scorer.h"
 #include "data/input_line_reader.h"
 #include "data/vocab.h"
@@ -77,6 +79,7 @@ int run_score(const Options& options) {
                totals.target_tokens * per_second, std::chrono::duration<double>(begin - load_begin).count());
   if (totals.scored < totals.lines)
     spdlog::warn("{} of {} lines were not scored (see the warnings above)", totals.lines - totals.scored, totals.lines);
+  if (runs_on_gpu(options)) exit_without_teardown(0);  // everything is written: skip the GPU teardown
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "core/cli/app_io.h"
 #include "core/cli/backend_select.h"
 #include "core/cli/model_loader.h"
+#include "core/cli/process_end.h"
 #include "core/search/translator.h"
 #include "data/input_line_reader.h"
 #include "data/vocab.h"
@@ -88,6 +89,7 @@ int run_translate(const Options& options) {
     spdlog::warn("{} outputs held line breaks (the model's tokens decode to them); they were written as spaces, so "
                  "that every input line has one output line (--no-spm-decode writes the ids instead)",
                  totals.line_breaks_replaced);
+  if (runs_on_gpu(options)) exit_without_teardown(0);  // everything is written: skip the GPU teardown
   return 0;
 }
 
