@@ -24,8 +24,11 @@ std::string compute_precision(const Options& options);
 
 // The compute dtype --precision names (the options normalise it to fp32, bf16 or fp16).
 kernels::DType precision_dtype(const Options& options);
-// lstranslate's and lsserve's decoding threads: --decoders, or by default 2 on a GPU (one's host work overlaps the
-// other's steps) and 1 on the CPU (where each already uses --cpu-threads).
+// Whether the options put the work on a GPU: lseq was built with CUDA, a GPU is visible and --cpu is not given.
+bool runs_on_gpu(const Options& options);
+// lstranslate's and lsserve's decoding threads: --decoders, or by default 4 on a GPU (one's host work and its
+// batch's tail overlap the others' steps; at most the machine's cores, at least 2) and 1 on the CPU (where each
+// already uses --cpu-threads).
 int decoder_count(const Options& options);
 
 }  // namespace lseq

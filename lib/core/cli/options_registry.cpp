@@ -787,7 +787,7 @@ std::vector<OptionSpec> build_registry() {
         Opt("decoders", T::integer, G::translation, kTranslate | kServe, def("0"),
             "Decoding threads, each with its own copy of the model and its own stream: one thread's host work "
             "overlaps another's steps, and a batch with a long sentence no longer holds up the batches behind it; "
-            "0: 2 on a GPU, 1 on the CPU")
+            "0: 4 on a GPU (at most the machine's cores), 1 on the CPU")
             .in(0, 16),
         Opt("max-wait-ms", T::floating, G::serving, kServe, def("20"),
             "Fuller batches may go first while a sentence waits up to this long; then its batch is next (the decoder "
