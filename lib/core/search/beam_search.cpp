@@ -101,7 +101,7 @@ Hypothesis trace_back(const std::vector<TraceNode>& trace, const FinishedHypothe
 }  // namespace
 
 std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, const BeamSearchOptions& options,
-                                   const TokenSink& sink) {
+                                   const TokenSink& sink, const SentenceSink& done) {
   if (options.beam_size < 1) fail("--beam-size must be at least 1 (it is {})", options.beam_size);
   const int sentences = batch.size;
   std::vector<NBestList> results(sentences);
@@ -126,6 +126,13 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
   std::vector<float> values, eos_log_probs;
   std::vector<int32_t> ids;
   TopCandidates top;
+  // A sentence is finished at the step that leaves it no live hypothesis: its n-best list is final then.
+  auto finish = [&](int s) {
+    for (const auto& f : finished[s]) results[s].push_back(trace_back(trace, f, options));
+    std::stable_sort(results[s].begin(), results[s].end(),
+                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+    if (done) done(s, results[s]);
+  };
 
   while (!live.empty()) {
     model.step_topk(tokens, k, values, ids, eos_log_probs);
@@ -160,6 +167,7 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
           top.offer(word, base + v);
         }
       }
+      const size_t live_before = next_live.size();
       for (const Candidate& c : top.sorted()) {
         const size_t h = begin + static_cast<size_t>(c.index / vocab);
         const int32_t v = static_cast<int32_t>(c.index % vocab);
@@ -179,6 +187,7 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
           next_tokens.push_back(v);
         }
       }
+      if (next_live.size() == live_before) finish(s);
       begin = end;
     }
     if (next_live.empty()) break;
@@ -187,12 +196,7 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
     tokens.swap(next_tokens);
   }
 
-  for (int s = 0; s < sentences; ++s) {
-    for (const auto& f : finished[s]) results[s].push_back(trace_back(trace, f, options));
-    std::stable_sort(results[s].begin(), results[s].end(),
-                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
-  }
-  return results;
+  return results;  // every sentence was finished at its last step
 }
 
 }  // namespace lseq

@@ -31,8 +31,9 @@ struct BeamSearchOptions {
 
 // Decodes the sentences of `batch` (src, src_lengths, size, src_len are used). Returns one n-best list per
 // sentence, best first, with at most beam_size hypotheses (fewer only if the model allows fewer outputs). At beam
-// size 1 `sink` (when set) is told each token as it is chosen.
+// size 1 `sink` (when set) is told each token as it is chosen; `done` (when set) each sentence's list at the step
+// the sentence finishes.
 std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, const BeamSearchOptions& options,
-                                   const TokenSink& sink = {});
+                                   const TokenSink& sink = {}, const SentenceSink& done = {});
 
 }  // namespace lseq

@@ -205,7 +205,7 @@ SamplingOptions parse_output_sampling(const std::vector<std::string>& words, Sam
 }
 
 std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options,
-                              const TokenSink& sink) {
+                              const TokenSink& sink, const SentenceSink& done) {
   if (!(options.temperature > 0)) fail("--output-sampling: the temperature must be > 0");
   const int sentences = batch.size;
   std::vector<NBestList> results(sentences);
@@ -236,6 +236,14 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
   std::vector<RowScratch> scratch(static_cast<size_t>(threads));
   std::vector<int32_t> chosen;
   std::vector<float> chosen_log_prob;
+  // A sentence is finished at the step that draws its eos: its list is final then.
+  auto finish = [&](int s) {
+    Hypothesis& h = hyps[s];
+    for (float lp : h.word_log_probs) h.log_prob += lp;
+    h.score = final_score(h.log_prob, static_cast<int>(h.tokens.size()), options.normalize, options.word_penalty);
+    results[s].push_back(std::move(h));
+    if (done) done(s, results[s]);
+  };
 
   while (!live.empty()) {
     if (draws.by_step_topk) {
@@ -273,7 +281,10 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
       const int32_t token = chosen[h];
       hyp.word_log_probs.push_back(chosen_log_prob[h]);
       if (sink) sink(s, token);
-      if (token == eos) continue;
+      if (token == eos) {
+        finish(s);
+        continue;
+      }
       hyp.tokens.push_back(token);
       next_live.push_back(s);
       next_tokens.push_back(token);
@@ -285,13 +296,7 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
     tokens.swap(next_tokens);
   }
 
-  for (int s = 0; s < sentences; ++s) {
-    Hypothesis& h = hyps[s];
-    for (float lp : h.word_log_probs) h.log_prob += lp;
-    h.score = final_score(h.log_prob, static_cast<int>(h.tokens.size()), options.normalize, options.word_penalty);
-    results[s].push_back(std::move(h));
-  }
-  return results;
+  return results;  // every sentence drew its eos (it is forced at the length limit)
 }
 
 }  // namespace lseq

@@ -47,8 +47,8 @@ SamplingOptions parse_output_sampling(const std::vector<std::string>& words, Sam
 
 // Samples one hypothesis per sentence of `batch` (src, src_lengths, size, src_len, line_ids are used; when
 // line_ids is empty, sentence i uses stream i). The token never comes from pad, bos or unk. `sink` (when set) is
-// told each token as it is drawn.
+// told each token as it is drawn, `done` (when set) each sentence's list at the step its eos is drawn.
 std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options,
-                              const TokenSink& sink = {});
+                              const TokenSink& sink = {}, const SentenceSink& done = {});
 
 }  // namespace lseq

@@ -25,6 +25,11 @@ using NBestList = std::vector<Hypothesis>;  // best first
 // lsserve streams a language model's continuations through it.
 using TokenSink = std::function<void(int sentence, int32_t token)>;
 
+// Told each sentence's n-best list as soon as the sentence is finished, while the rest of its batch goes on (a batch
+// runs until its longest output ends): lsserve answers a request whose sentences are all done without waiting for
+// the batch's other sentences. Each sentence exactly once, with the list the search then returns for it.
+using SentenceSink = std::function<void(int sentence, const NBestList& list)>;
+
 // Marian's length normalisation and word penalty: the penalty is subtracted once per output token (eos not
 // counted), then the sum is divided by length^normalize where the length counts eos. normalize 0: plain sum.
 double final_score(double log_prob, int tokens, double normalize, double word_penalty);

@@ -126,6 +126,38 @@ TEST(BeamSearch, BatchDecodesLikeEachSentenceAlone) {
   }
 }
 
+// The sentence sink hears each sentence once, at the step its last hypothesis ends (eos after t tokens is chosen at
+// step t + 1), with the list the search returns: short sentences are handed over while long ones go on.
+TEST(BeamSearch, EachSentenceIsHandedOverAtTheStepItFinishes) {
+  const int vocab = 30;
+  const auto sources = random_sources(9, vocab, 1, 12, 8);
+  BeamSearchOptions o;
+  o.beam_size = 3;
+  o.normalize = 1.0;
+  ToyStepModel model(vocab, 17, -1.0);
+  std::vector<int> heard_at(sources.size(), 0);
+  std::vector<NBestList> heard(sources.size());
+  const SentenceSink done = [&](int sentence, const NBestList& list) {
+    EXPECT_EQ(heard_at.at(static_cast<size_t>(sentence)), 0) << "sentence " << sentence << " handed over twice";
+    heard_at[static_cast<size_t>(sentence)] = model.steps;
+    heard[static_cast<size_t>(sentence)] = list;
+  };
+  const auto lists = beam_search(model, data::make_source_batch(sources, {}), o, {}, done);
+  bool some_before_the_end = false;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_EQ(static_cast<int>(lists[i].size()), o.beam_size);
+    size_t longest = 0;
+    for (size_t k = 0; k < lists[i].size(); ++k) {
+      EXPECT_EQ(heard[i][k].tokens, lists[i][k].tokens) << "sentence " << i << " rank " << k;
+      EXPECT_EQ(heard[i][k].score, lists[i][k].score);
+      longest = std::max(longest, lists[i][k].tokens.size());
+    }
+    EXPECT_EQ(heard_at[i], static_cast<int>(longest) + 1) << "sentence " << i;
+    some_before_the_end = some_before_the_end || heard_at[i] < model.steps;
+  }
+  EXPECT_TRUE(some_before_the_end);
+}
+
 TEST(BeamSearch, NBestListsAreSortedCompleteAndConsistent) {
   const int vocab = 40;
   auto sources = random_sources(8, vocab, 1, 10, 9);

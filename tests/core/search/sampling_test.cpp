@@ -70,6 +70,31 @@ TEST(Sampling, TheTokenSinkHearsEveryOutputTokenThenEos) {
   for (size_t i = 0; i < sources.size(); ++i) EXPECT_EQ(heard[i], with_eos(lists[i][0].tokens)) << i;
 }
 
+// The sentence sink hears each sentence once, at the step that draws its eos (after t tokens: step t + 1), with
+// the list sample() returns.
+TEST(Sampling, EachSentenceIsHandedOverAtTheStepItDrawsEos) {
+  const auto sources = random_sources(12, 30, 1, 8, 6);
+  SamplingOptions o;
+  ToyStepModel model(30, 5, -1.0);
+  std::vector<int> heard_at(sources.size(), 0);
+  std::vector<NBestList> heard(sources.size());
+  const SentenceSink done = [&](int sentence, const NBestList& list) {
+    EXPECT_EQ(heard_at.at(static_cast<size_t>(sentence)), 0) << "sentence " << sentence << " handed over twice";
+    heard_at[static_cast<size_t>(sentence)] = model.steps;
+    heard[static_cast<size_t>(sentence)] = list;
+  };
+  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(12)), o, {}, done);
+  bool some_before_the_end = false;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_EQ(heard[i].size(), 1u);
+    EXPECT_EQ(heard[i][0].tokens, lists[i][0].tokens) << i;
+    EXPECT_EQ(heard[i][0].score, lists[i][0].score) << i;
+    EXPECT_EQ(heard_at[i], static_cast<int>(lists[i][0].tokens.size()) + 1) << i;
+    some_before_the_end = some_before_the_end || heard_at[i] < model.steps;
+  }
+  EXPECT_TRUE(some_before_the_end);
+}
+
 TEST(Sampling, OutputOfALineDoesNotDependOnItsBatch) {
   auto sources = random_sources(10, 30, 2, 8, 2);
   SamplingOptions o = parse_output_sampling({"topk", "5", "0.8"});

@@ -132,5 +132,51 @@ TEST(DecodeWorker, AFailedBatchAnswersItsSentencesWithTheErrorAndGoesOn) {
   EXPECT_FALSE(entries[0].list.empty());
 }
 
+// Watches one request at every step of the search: whether all its sentences were answered by then.
+class WatchingModel : public testing::ToyStepModel {
+ public:
+  explicit WatchingModel(std::shared_ptr<PendingRequest> watched)
+      : ToyStepModel(kVocab, 7, /*eos_bias=*/-40.0), watched_(std::move(watched)) {}
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override {
+    answered_at_step.push_back(watched_->progress().all_done);
+    ToyStepModel::step_topk(tokens, k, values, ids, eos_log_probs);
+  }
+  std::vector<bool> answered_at_step;
+
+ private:
+  std::shared_ptr<PendingRequest> watched_;
+};
+
+// A request whose one-word sentence shares a batch with a 30-word one is answered at the step its sentence ends (the
+// outputs run to their length limits: 3 and 90 tokens), not when the batch does.
+TEST(DecodeWorker, ARequestIsAnsweredWhenItsSentencesEndNotWhenItsBatchDoes) {
+  SchedulerOptions options;
+  Scheduler scheduler(options);
+  ServeMetrics metrics(64);
+  auto short_request = std::make_shared<PendingRequest>(1, TranslateSettings{}, Clock::now());
+  auto long_request = std::make_shared<PendingRequest>(1, TranslateSettings{}, Clock::now());
+  std::vector<int32_t> long_sentence(30, 5);
+  ASSERT_EQ(scheduler.submit(short_request, {{0, {6}}}), Scheduler::Admission::accepted);
+  ASSERT_EQ(scheduler.submit(long_request, {{0, long_sentence}}), Scheduler::Admission::accepted);
+  ScheduledBatch batch;
+  ASSERT_TRUE(scheduler.take(Clock::now(), batch));
+  ASSERT_EQ(batch.batch.size, 2) << "the test needs both sentences in one batch";
+  WatchingModel model(short_request);
+  DecodeWorker worker(model, scheduler, metrics);
+  worker.decode(batch);
+  const std::vector<bool>& answered = model.answered_at_step;
+  ASSERT_EQ(answered.size(), 91u);  // 90 tokens, then eos
+  // Answered after the short output's eos (step 4) and before the steps of the long one that follow.
+  EXPECT_FALSE(answered[3]);
+  EXPECT_TRUE(answered[4]);
+  EXPECT_TRUE(answered.back());
+  EXPECT_TRUE(long_request->progress().all_done);
+  const auto entries = short_request->take();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_TRUE(entries[0].error.empty());
+  EXPECT_EQ(entries[0].list.front().tokens.size(), 3u);
+}
+
 }  // namespace
 }  // namespace lseq::serve
