@@ -11,6 +11,8 @@
 #  3. bench_decode_throughput on the same model directory at the same batch and beam: with sources and outputs
 #     forced to the test set's mean lengths (every hypothesis the same length, the kernel-level figure per target
 #     token), and on the test file's own lines (--input: the same search as lstranslate's, timed alone).
+#     A long input too (LONG_LINES, default 50,000 lines of the training source; beam 4 x 128): steps 2 and 3 once the
+#     fixed start-up cost is spread over many batches.
 #  4. Hugging Face generate (bench/hf_translate.py) on the same weights converted to MarianMT
 #     (tools/marian/lseq_to_marianmt.py), the same sentences, beam, length normalisation, maximum length and
 #     precision, when the converter is there.
@@ -18,7 +20,8 @@
 #     summary line, beside Hugging Face's forward pass over the same pairs (bench/hf_score.py), and how far the two
 #     programs' per-pair scores lie apart.
 # Prints tables last: per case lstranslate's target tokens/s (whole program and translation alone), the kernel
-# benchmark's, Hugging Face's, and the ratios; then lsscore's.
+# benchmark's, Hugging Face's, and the ratios (kernel/lstr: per target token against the translation alone,
+# kernel/wall: against the whole program); then lsscore's.
 #
 #   bash bench/run-translate-bench.sh                      # BUILD=build-gpu OUT=/tmp/lseq-translate-bench
 #   MODEL=/tmp/model CASES="4:32 4:128 1:128" TRAIN_UPDATES=3000 bash bench/run-translate-bench.sh
@@ -79,11 +82,12 @@ run_program() {
   load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
   busy=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
 }
-for c in $cases; do
-  beam=${c%%:*} batch=${c##*:}
-  name="beam${beam}-batch${batch}"
+# translate_case NAME INPUT BEAM BATCH: steps 2 and 3 for one case.
+translate_case() {
+  local name=$1 input=$2 beam=$3 batch=$4 lines
+  lines=$(wc -l <"$input")
   # ---- 2. lstranslate, whole program ----
-  run_program "$out/$name.log" "$bin/translate/lstranslate" -m "$model" -i "$test_src" -o "$out/$name.out" \
+  run_program "$out/$name.log" "$bin/translate/lstranslate" -m "$model" -i "$input" -o "$out/$name.out" \
     --precision "$precision" --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100
   echo "RESULT bench=translate impl=lstranslate case=$name rc=$rc lines=$lines out_lines=$(wc -l <"$out/$name.out") tokens=${tokens:-0} wall_s=$wall load_s=${load:-nan} translate_s=${busy:-nan}" |
     tee -a "$results"
@@ -91,7 +95,7 @@ for c in $cases; do
   # the same (the speed-ups must not change a translation) ----
   if [ -n "${BASE_LSTRANSLATE:-}" ]; then
     new_tokens=$tokens
-    run_program "$out/$name.base.log" "$BASE_LSTRANSLATE" -m "$model" -i "$test_src" -o "$out/$name.base.out" \
+    run_program "$out/$name.base.log" "$BASE_LSTRANSLATE" -m "$model" -i "$input" -o "$out/$name.base.out" \
       --precision "$precision" --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100
     same=$(cmp -s "$out/$name.out" "$out/$name.base.out" && echo yes || echo "no:$(diff "$out/$name.out" \
       "$out/$name.base.out" | grep -c '^<')_lines_differ")
@@ -99,7 +103,7 @@ for c in $cases; do
     tokens=$new_tokens
   fi
   # ---- 3. the kernel-level benchmark at the same batch ----
-  src_len=$(awk '{ n += NF } END { printf "%d", n / NR * 1.4 + 1 }' "$test_src")  # ~ SentencePiece tokens + eos
+  src_len=$(awk '{ n += NF } END { printf "%d", n / NR * 1.4 + 1 }' "$input")  # ~ SentencePiece tokens + eos
   out_len=$(awk -v t="${tokens:-0}" -v l="$lines" 'BEGIN { printf "%d", (t > 0 ? t / l : 20) }')
   "$build/bench/bench_decode_throughput" --model "$model" --precision "$precision" --batch-sizes "$batch" \
     --beams "$beam" --src-len "$src_len" --out-len "$out_len" --batches-per-case 10 2>"$out/$name.kernel.log" |
@@ -107,10 +111,23 @@ for c in $cases; do
   # ... and the same search on the same lines (--input: batched as lstranslate batches them, free decoding), timed
   # alone: what the program adds around the search (reading, SentencePiece, batching, output).
   "$build/bench/bench_decode_throughput" --model "$model" --precision "$precision" --batch-sizes "$batch" \
-    --beams "$beam" --normalize "$normalize" --input "$test_src" 2>"$out/$name.kernel-free.log" |
+    --beams "$beam" --normalize "$normalize" --input "$input" 2>"$out/$name.kernel-free.log" |
     grep '^RESULT' | sed "s/^RESULT bench=decode impl=lseq/RESULT bench=decode case=$name impl=lseq-free/" |
     tee -a "$results"
+}
+for c in $cases; do
+  beam=${c%%:*} batch=${c##*:}
+  translate_case "beam${beam}-batch${batch}" "$test_src" "$beam" "$batch"
 done
+# ---- 3b. a long input: the first LONG_LINES lines of the training source (default 50000; 0: none), beam 4 x 128,
+# where the fixed start-up cost is spread over many batches: per target token, the program against the kernel-level
+# figures. (The model has seen these sentences; only the speed matters here. No Hugging Face run: it would take
+# minutes.) ----
+long_lines=${LONG_LINES:-50000}
+if [ "$long_lines" -gt 0 ]; then
+  head -n "$long_lines" "$data/train.de" >"$out/long.de"
+  translate_case "long$((long_lines / 1000))k-beam4-batch128" "$out/long.de" 4 128
+fi
 
 # ---- 4. Hugging Face generate on the same weights ----
 if [ -f tools/marian/lseq_to_marianmt.py ]; then
@@ -169,8 +186,8 @@ rows = {}
 for line in open(sys.argv[1]):
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     rows.setdefault(f.get("case"), {})[f.get("impl", f.get("bench"))] = f
-print(f"{'case':18} {'lstranslate wall':>17} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
-      f"{'kernel/lstr':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'search only':>11}")
+print(f"{'case':22} {'lstranslate wall':>16} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
+      f"{'kernel/lstr':>11} {'kernel/wall':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'search only':>11}")
 for case, r in rows.items():
     if "lstranslate" not in r:
         continue
@@ -182,7 +199,8 @@ for case, r in rows.items():
     hf = float(r.get("hf-generate", {}).get("tgt_tok_s", "nan"))
     free = float(r.get("lseq-free", {}).get("tgt_tok_s", "nan"))
     base = r.get("lstranslate-base", {})
-    print(f"{case:18} {wall:17.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {wall / hf:8.2f} "
+    print(f"{case:22} {wall:16.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {kernel / wall:11.2f} "
+          f"{wall / hf:8.2f} "
           f"{rate(tokens, base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5} {free:11.0f}")
 scores = {case: r for case, r in rows.items() if "lsscore" in r}
 if scores:
