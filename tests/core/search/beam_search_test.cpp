@@ -135,25 +135,19 @@ TEST(BeamSearch, EachSentenceIsHandedOverAtTheStepItFinishes) {
   o.beam_size = 3;
   o.normalize = 1.0;
   ToyStepModel model(vocab, 17, -1.0);
-  std::vector<int> heard_at(sources.size(), 0);
-  std::vector<NBestList> heard(sources.size());
-  const SentenceSink done = [&](int sentence, const NBestList& list) {
-    EXPECT_EQ(heard_at.at(static_cast<size_t>(sentence)), 0) << "sentence " << sentence << " handed over twice";
-    heard_at[static_cast<size_t>(sentence)] = model.steps;
-    heard[static_cast<size_t>(sentence)] = list;
-  };
-  const auto lists = beam_search(model, data::make_source_batch(sources, {}), o, {}, done);
+  testing::HeardSentences heard(sources.size());
+  const auto lists = beam_search(model, data::make_source_batch(sources, {}), o, {}, heard.sink(model));
   bool some_before_the_end = false;
   for (size_t i = 0; i < sources.size(); ++i) {
     ASSERT_EQ(static_cast<int>(lists[i].size()), o.beam_size);
     size_t longest = 0;
     for (size_t k = 0; k < lists[i].size(); ++k) {
-      EXPECT_EQ(heard[i][k].tokens, lists[i][k].tokens) << "sentence " << i << " rank " << k;
-      EXPECT_EQ(heard[i][k].score, lists[i][k].score);
+      EXPECT_EQ(heard.lists[i][k].tokens, lists[i][k].tokens) << "sentence " << i << " rank " << k;
+      EXPECT_EQ(heard.lists[i][k].score, lists[i][k].score);
       longest = std::max(longest, lists[i][k].tokens.size());
     }
-    EXPECT_EQ(heard_at[i], static_cast<int>(longest) + 1) << "sentence " << i;
-    some_before_the_end = some_before_the_end || heard_at[i] < model.steps;
+    EXPECT_EQ(heard.at_step[i], static_cast<int>(longest) + 1) << "sentence " << i;
+    some_before_the_end = some_before_the_end || heard.at_step[i] < model.steps;
   }
   EXPECT_TRUE(some_before_the_end);
 }

@@ -76,21 +76,15 @@ TEST(Sampling, EachSentenceIsHandedOverAtTheStepItDrawsEos) {
   const auto sources = random_sources(12, 30, 1, 8, 6);
   SamplingOptions o;
   ToyStepModel model(30, 5, -1.0);
-  std::vector<int> heard_at(sources.size(), 0);
-  std::vector<NBestList> heard(sources.size());
-  const SentenceSink done = [&](int sentence, const NBestList& list) {
-    EXPECT_EQ(heard_at.at(static_cast<size_t>(sentence)), 0) << "sentence " << sentence << " handed over twice";
-    heard_at[static_cast<size_t>(sentence)] = model.steps;
-    heard[static_cast<size_t>(sentence)] = list;
-  };
-  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(12)), o, {}, done);
+  testing::HeardSentences heard(sources.size());
+  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(12)), o, {}, heard.sink(model));
   bool some_before_the_end = false;
   for (size_t i = 0; i < sources.size(); ++i) {
-    ASSERT_EQ(heard[i].size(), 1u);
-    EXPECT_EQ(heard[i][0].tokens, lists[i][0].tokens) << i;
-    EXPECT_EQ(heard[i][0].score, lists[i][0].score) << i;
-    EXPECT_EQ(heard_at[i], static_cast<int>(lists[i][0].tokens.size()) + 1) << i;
-    some_before_the_end = some_before_the_end || heard_at[i] < model.steps;
+    ASSERT_EQ(heard.lists[i].size(), 1u);
+    EXPECT_EQ(heard.lists[i][0].tokens, lists[i][0].tokens) << i;
+    EXPECT_EQ(heard.lists[i][0].score, lists[i][0].score) << i;
+    EXPECT_EQ(heard.at_step[i], static_cast<int>(lists[i][0].tokens.size()) + 1) << i;
+    some_before_the_end = some_before_the_end || heard.at_step[i] < model.steps;
   }
   EXPECT_TRUE(some_before_the_end);
 }

@@ -1,6 +1,8 @@
 #pragma once
 // Helpers for the search tests: random source sentences, an independent greedy decoder and an exhaustive search
-// over the toy model (toy_step_model.h).
+// over the toy model (toy_step_model.h), and a recorder of what a SentenceSink hears.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -26,6 +28,21 @@ inline std::vector<std::vector<int32_t>> random_sources(int count, int vocab, in
   }
   return out;
 }
+
+// What a SentenceSink hears: each sentence's list and the model's step count when it came (0: not heard); a
+// sentence heard twice fails the test.
+struct HeardSentences {
+  explicit HeardSentences(size_t sentences) : at_step(sentences, 0), lists(sentences) {}
+  SentenceSink sink(const ToyStepModel& model) {
+    return [this, &model](int sentence, const NBestList& list) {
+      EXPECT_EQ(at_step.at(static_cast<size_t>(sentence)), 0) << "sentence " << sentence << " handed over twice";
+      at_step[static_cast<size_t>(sentence)] = model.steps;
+      lists[static_cast<size_t>(sentence)] = list;
+    };
+  }
+  std::vector<int> at_step;
+  std::vector<NBestList> lists;
+};
 
 inline std::vector<int32_t> with_eos(std::vector<int32_t> ids) {
   ids.push_back(kEos);
