@@ -73,8 +73,8 @@ int run_serve(const Options& options) {
   // scheduler forms is larger, so serving allocates nothing on the device. One per decoding thread, each on its
   // own backend (stream): at half load on an H100 one thread was busy all the time with small batches, and a
   // batch holding one long sentence (70 ms instead of 9) held up everything that came meanwhile.
-  const int decoders = decoder_count(options);
-  const std::vector<std::unique_ptr<StepModel>> models = load_step_models(files, options, decoders);
+  const std::vector<std::unique_ptr<StepModel>> models = load_decoders(files, options);
+  const int decoders = static_cast<int>(models.size());
 
   serve::SchedulerOptions scheduling;
   scheduling.limits.max_sentences = static_cast<int>(options.get_int("mini-batch"));

@@ -57,7 +57,7 @@ int run_translate(const Options& options) {
   const std::optional<data::Vocab>& target_vocab = vocabs.target;
   const ModelVocabSizes& sizes = vocabs.sizes;
   // --decoders copies of the model, each on its own backend (stream), searching batches side by side.
-  const std::vector<std::unique_ptr<StepModel>> models = load_step_models(files, options, decoder_count(options));
+  const std::vector<std::unique_ptr<StepModel>> models = load_decoders(files, options);
   std::vector<StepModel*> decoders;
   for (const auto& model : models) decoders.push_back(model.get());
 

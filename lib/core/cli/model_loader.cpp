@@ -191,27 +191,45 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
   return loaded;
 }
 
-std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count) {
-  if (count < 1) fail("internal error: load_step_models needs at least one copy, got {}", count);
+std::vector<std::unique_ptr<StepModel>> load_copies(int count, bool all_required,
+                                                    const std::function<std::unique_ptr<StepModel>()>& load_one) {
+  if (count < 1) fail("internal error: loading needs at least one copy, got {}", count);
   std::vector<std::future<std::unique_ptr<StepModel>>> loads;
-  for (int i = 1; i < count; ++i)
-    loads.push_back(std::async(std::launch::async, [&files, &options] { return load_step_model(files, options); }));
+  for (int i = 1; i < count; ++i) loads.push_back(std::async(std::launch::async, load_one));
   std::vector<std::unique_ptr<StepModel>> models;
   std::exception_ptr error;
-  try {
-    models.push_back(load_step_model(files, options));
-  } catch (...) {
-    error = std::current_exception();
-  }
-  for (auto& load : loads) {
+  std::string first_failure;
+  auto collect = [&](const std::function<std::unique_ptr<StepModel>()>& get) {
     try {
-      models.push_back(load.get());
+      models.push_back(get());
+    } catch (const std::exception& e) {
+      if (!error) {
+        error = std::current_exception();
+        first_failure = e.what();
+      }
     } catch (...) {
-      if (!error) error = std::current_exception();
+      if (!error) {
+        error = std::current_exception();
+        first_failure = "unknown error";
+      }
     }
-  }
-  if (error) std::rethrow_exception(error);
+  };
+  collect(load_one);  // the first copy on the calling thread
+  for (auto& load : loads) collect([&load] { return load.get(); });
+  if (error && (all_required || models.empty())) std::rethrow_exception(error);
+  if (error)
+    spdlog::warn("{} of {} decoders loaded; decoding with {} ({}); --decoders sets the count", models.size(), count,
+                 models.size(), first_failure);
   return models;
+}
+
+std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count) {
+  return load_copies(count, true, [&files, &options] { return load_step_model(files, options); });
+}
+
+std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options) {
+  const bool asked = options.get_int("decoders") > 0;
+  return load_copies(decoder_count(options), asked, [&files, &options] { return load_step_model(files, options); });
 }
 
 }  // namespace lseq

@@ -1,5 +1,6 @@
 #pragma once
 // The single point where a model directory becomes a StepModel on the backend the options choose.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -40,6 +41,18 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
 // side: a second copy then costs little more start-up time than the first. The first error is rethrown once all
 // loads have ended.
 std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count);
+
+// lstranslate's and lsserve's decoders: decoder_count(options) step models, loaded as load_step_models loads them.
+// When --decoders is not given, a copy that fails to load (a GPU with room for two copies, not the default four) is
+// left out with a warning naming the error, as long as one loaded; a count given with --decoders loads in full or
+// not at all.
+std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options);
+
+// How those two load: `count` calls of load_one, side by side on as many threads. all_required: the first error is
+// rethrown once every load has ended. Otherwise the copies that loaded are returned, with a warning for those that
+// did not, and the first error is rethrown only when none loaded.
+std::vector<std::unique_ptr<StepModel>> load_copies(int count, bool all_required,
+                                                    const std::function<std::unique_ptr<StepModel>()>& load_one);
 
 // What lstranslate and lsscore do with a language model's lines (--max-length means new tokens to lstranslate):
 struct LanguageModelLimits {

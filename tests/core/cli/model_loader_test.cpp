@@ -1,7 +1,9 @@
 // load_step_model: a model directory's weights become the model's own step model, planned from the options.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.h"
@@ -91,6 +93,36 @@ TEST(ModelLoader, LoadsSeveralCopiesThatDecodeAlike) {
   const ModelFiles files = find_model_files(dir.path(""));
   std::ofstream(dir.path("model.safetensors"), std::ios::trunc) << "not a safetensors file";
   EXPECT_THROW(load_step_models(files, run.parsed.options, 3), Error);
+}
+
+// The default --decoders count may not fit a smaller GPU: copies that fail are left out while one loaded, unless the
+// count was asked for; when none loads, the first error reaches the caller.
+TEST(ModelLoader, CopiesThatFailAreLeftOutOnlyWhenAllowed) {
+  TempDir dir("loader-copies-fail");
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(tiny_model(), *backend);
+  model.init_params(4);
+  auto run = save_and_parse(dir, *backend, model);
+  ASSERT_FALSE(run.parsed.exit_now) << run.err;
+  const ModelFiles files = find_model_files(dir.path(""));
+  // Of four loads (on four threads), the second and third to start fail as a full GPU would.
+  std::atomic<int> started{0};
+  auto two_of_four_fail = [&] {
+    const int n = ++started;
+    if (n == 2 || n == 3) fail("cannot allocate 1024 bytes on the test's GPU (out of memory)");
+    return load_step_model(files, run.parsed.options);
+  };
+  EXPECT_EQ(load_copies(4, false, two_of_four_fail).size(), 2u);
+  started = 0;
+  try {
+    load_copies(4, true, two_of_four_fail);
+    ADD_FAILURE() << "a count that was asked for loaded in part";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_copies(3, false, [] () -> std::unique_ptr<StepModel> { fail("no room at all"); }), Error);
+  // The programs' loader: one copy by default on the CPU, --decoders copies when asked.
+  EXPECT_EQ(load_decoders(files, run.parsed.options).size(), 1u);
 }
 
 }  // namespace

@@ -11,8 +11,6 @@
 #include <sstream>
 #include <string>
 
-#include "core/cli/backend_select.h"
-#include "core/cli/options.h"
 #include "core/cli/process_end.h"
 
 namespace lseq {
@@ -46,28 +44,6 @@ TEST(ProcessEnd, FlushesLogsAndStdioThenExitsWithTheCode) {
   EXPECT_NE(read_file(log).find("the summary line"), std::string::npos);
   EXPECT_EQ(read_file(table), "a line written through stdio\n");
   fs::remove_all(dir);
-}
-
-Options parse_translate(std::vector<const char*> argv) {
-  std::ostringstream out, err;
-  argv.insert(argv.begin(), "lstranslate");
-  ParsedOptions parsed = parse_options(App::translate, static_cast<int>(argv.size()), argv.data(), out, err);
-  EXPECT_FALSE(parsed.exit_now) << err.str();
-  return parsed.options;
-}
-
-// --decoders: what is asked for; by default 1 on the CPU and, on a GPU, 2 to 4 (the machine's cores).
-TEST(DecoderCount, DefaultsByWhereTheWorkRuns) {
-  EXPECT_EQ(decoder_count(parse_translate({"-m", "model", "--decoders", "3"})), 3);
-  EXPECT_EQ(decoder_count(parse_translate({"-m", "model", "--cpu"})), 1);
-  EXPECT_FALSE(runs_on_gpu(parse_translate({"-m", "model", "--cpu"})));
-  const Options defaults = parse_translate({"-m", "model"});
-  if (runs_on_gpu(defaults)) {
-    EXPECT_GE(decoder_count(defaults), 2);
-    EXPECT_LE(decoder_count(defaults), 4);
-  } else {
-    EXPECT_EQ(decoder_count(defaults), 1);
-  }
 }
 
 }  // namespace
