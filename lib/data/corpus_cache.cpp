@@ -577,7 +577,8 @@ std::shared_ptr<const EncodedCorpus> EncodedCorpus::open_or_build(const CorpusOp
     fs::path target = candidates[0];
     if (!options.cache_dir.empty()) {
       std::error_code ec;
-      fs::create_directories(options.cache_dir, ec);
+      if (fs::create_directories(options.cache_dir, ec))
+        spdlog::info("created the cache directory '{}' (--cache-dir)", options.cache_dir);
       if (!directory_writable(options.cache_dir))
         fail("{}the cache directory '{}' is not writable; give a writable one",
              unusable.empty() ? "" : unusable + " and cannot be rebuilt: ", options.cache_dir);

@@ -203,8 +203,12 @@ TEST(CorpusCache, CacheDirectoryAndInMemoryCorpora) {
   TempDir cache;
   auto o = corpus.options();
   o.cache_dir = cache.file("sub");
-  auto c = EncodedCorpus::open_or_build(o, joint2());
-  EXPECT_EQ(fs::path(c->cache_path()).parent_path().string(), o.cache_dir);
+  {
+    CapturedLog log;  // a directory the user named but that did not exist is created, and the log says so
+    auto c = EncodedCorpus::open_or_build(o, joint2());
+    EXPECT_EQ(fs::path(c->cache_path()).parent_path().string(), o.cache_dir);
+    EXPECT_NE(log.text().find("created the cache directory '" + o.cache_dir + "'"), std::string::npos) << log.text();
+  }
   EXPECT_TRUE(EncodedCorpus::open_or_build(o, joint2())->from_cache());
 
   auto memory = corpus.options();
