@@ -10,11 +10,11 @@
 #include "core/cli/app_io.h"
 #include "core/cli/backend_select.h"
 #include "core/cli/model_loader.h"
-#include "core/cli/process_end.h"
 #include "core/search/scorer.h"
 #include "data/input_line_reader.h"
 #include "data/vocab.h"
 #include "util/error.h"
+#include "util/process_end.h"
 
 namespace lseq {
 

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/cli/process_end.h"
+#include "util/process_end.h"
 
 namespace lseq {
 namespace {

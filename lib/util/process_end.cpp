@@ -1,4 +1,4 @@
-#include "core/cli/process_end.h"
+#include "util/process_end.h"
 
 #include <spdlog/spdlog.h>
 
