@@ -117,6 +117,9 @@ class Backend {
     (void)ops;
     return nullptr;
   }
+  // Whether record() returns recordings (the decoders then pad steps to shapes that repeat; where it cannot,
+  // padding would only add work).
+  virtual bool can_record() const { return false; }
 
   // ---- elementwise ----
   virtual void fill(DType dt, void* x, std::size_t n, float value) = 0;

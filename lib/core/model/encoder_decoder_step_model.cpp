@@ -27,10 +27,6 @@ std::size_t step_input_count(int max_hyps, int heads, int rows = -1) {
   return 2 * elems(max_hyps) + 1 + 2 * elems(rows < 0 ? max_hyps : rows, heads);
 }
 
-// The rows a step computes and the source length an encoding runs at (step_sharing.h): the extra rows and positions
-// are computed and ignored, rows never read each other's state (docs/decoding.md).
-int bucket(int n, int limit) { return step_rows(n, limit); }
-
 }  // namespace
 
 EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len,
@@ -141,7 +137,7 @@ void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents,
   // [n] parents | [n*heads] sentence slices | [n] source lengths.
   // Rows from n up to the step's bucket are computed and ignored: they read sentence_of[0]'s memory.
   const int n = static_cast<int>(sentence_of.size());
-  const int rows = bucket(n, max_hyps_);
+  const int rows = recorder_.rows(n, max_hyps_);
   const int slices = rows * heads_;
   auto sentence = [&](int j) { return sentence_of[j < n ? j : 0]; };
   staging_.clear();
@@ -189,8 +185,8 @@ void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::
   // Sources padded to the bucketed length (masked like any padding), and the batch to the bucketed sentence count
   // (sentences of one eos each, encoded and never read), so that encodings of batches whose longest sentence or
   // size differs a little share their recordings.
-  const int padded_len = bucket(src_len, max_src_);
-  const int padded_sentences = bucket(sentences, max_sent_);
+  const int padded_len = recorder_.rows(src_len, max_src_);
+  const int padded_sentences = recorder_.rows(sentences, max_sent_);
   staging_.assign(elems(padded_sentences, padded_len), data::kPadId);
   for (int s = 0; s < sentences; ++s)
     std::copy_n(src.begin() + elems(s, src_len), src_len, staging_.begin() + elems(s, padded_len));
@@ -274,7 +270,7 @@ void EncoderDecoderStepModel::begin_step(const std::vector<int32_t>& tokens) {
   if (live_ == 0) return;
   // Laid out as dev_step_ (see the header); every row is at position t_. The rows past live_ (up to the bucket)
   // feed eos and append to cache rows no live hypothesis reads.
-  const int rows = bucket(live_, max_hyps_);
+  const int rows = recorder_.rows(live_, max_hyps_);
   int32_t* in = step_staging_.data();
   std::copy(tokens.begin(), tokens.end(), in);
   std::fill(in + live_, in + rows, data::kEosId);
@@ -291,7 +287,7 @@ void EncoderDecoderStepModel::begin_step(const std::vector<int32_t>& tokens) {
 }
 
 void EncoderDecoderStepModel::run_step_ops(int k, const std::function<void(const void* logits)>& finish) {
-  const int rows = bucket(live_, max_hyps_);
+  const int rows = recorder_.rows(live_, max_hyps_);
   const auto ops = [&] {
     scratch_->reset();
     StepMemory memory(scratch_.get());
@@ -308,7 +304,7 @@ void EncoderDecoderStepModel::step(const std::vector<int32_t>& tokens, std::vect
   begin_step(tokens);
   log_probs.resize(elems(live_, vocab_));
   if (live_ > 0) {
-    const int rows = bucket(live_, max_hyps_);
+    const int rows = recorder_.rows(live_, max_hyps_);
     run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, rows, vocab_, dev_log_probs_); });
     backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
   }
@@ -327,7 +323,7 @@ void EncoderDecoderStepModel::step_topk(const std::vector<int32_t>& tokens, int 
   if (live_ > 0) {
     // Packed for this step's rows and k, so that one copy (one synchronisation) brings everything back; the first
     // live_ rows of each part are the live hypotheses'.
-    const int rows = bucket(live_, max_hyps_);
+    const int rows = recorder_.rows(live_, max_hyps_);
     const std::size_t computed = elems(rows, k);
     float* dev_values = dev_topk_;
     int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + computed);
@@ -364,7 +360,7 @@ void EncoderDecoderStepModel::step_scores(const std::vector<int32_t>& tokens, co
     // The step's log-softmax rows as step() computes them (the same recording), then one value per row gathered
     // on the device: copying whole rows to the host (4 MB a step at 128 x 4 rows of 8k) was what teacher forcing
     // spent its time on.
-    const int rows = bucket(live_, max_hyps_);
+    const int rows = recorder_.rows(live_, max_hyps_);
     run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, rows, vocab_, dev_log_probs_); });
     auto* dev_offsets = reinterpret_cast<int32_t*>(dev_topk_);
     float* dev_values = dev_topk_ + max_hyps_;

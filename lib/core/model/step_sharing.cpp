@@ -17,6 +17,10 @@ int step_rows(int n, int limit) {
   return std::min(limit, (n + step - 1) / step * step);
 }
 
+int StepRecorder::rows(int live, int limit) const {
+  return backend_.can_record() ? step_rows(live, limit) : std::min(live, limit);
+}
+
 void StepRecorder::run(const Shape& shape, bool record, const std::function<void()>& ops) {
   if (on_) {
     auto it = graphs_.find(shape);

@@ -39,6 +39,11 @@ class StepRecorder {
   // Whether `shape` was seen before (start()'s encodings, recorded from a shape's second batch on); remembers it.
   bool seen_before(const Shape& shape);
 
+  // The rows a step computes for `live` hypotheses (or the length an encoding runs at): step_rows on a backend that
+  // records; exactly `live` on one that cannot (the CPU), where padded rows would only add work. Whether recording
+  // is used (use()) does not change it, so that recorded and op-by-op steps compute the same shapes.
+  int rows(int live, int limit) const;
+
   void use(bool on) { on_ = on; }
   std::size_t graphs() const { return graphs_.size(); }
   // Recordings made so far (a shape dropped and recorded again counts again) and the host seconds they took.

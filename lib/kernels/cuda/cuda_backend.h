@@ -51,6 +51,7 @@ class CudaBackend : public Backend {
 
   // A CUDA graph captured from the backend's stream (graph_cuda.cpp).
   std::unique_ptr<OpGraph> record(const std::function<void()>& ops) override;
+  bool can_record() const override { return true; }
 
   void fill(DType dt, void* x, std::size_t n, float value) override;
   void add(DType dt, const void* a, const void* b, std::size_t n, void* y) override;

@@ -105,8 +105,20 @@ class CountingRecorder : public kernels::CpuBackend {
     ops();
     return std::make_unique<Graph>(replays);
   }
+  bool can_record() const override { return true; }
   int replays = 0;
 };
+
+// Steps are padded to shapes that repeat only where they can be recorded: on the CPU padded rows are pure work.
+TEST(StepRecording, StepsArePaddedOnlyOnABackendThatRecords) {
+  CountingRecorder recording;
+  kernels::CpuBackend cpu(1);
+  EXPECT_EQ(StepRecorder(recording).rows(3, 64), step_rows(3, 64));
+  EXPECT_EQ(StepRecorder(recording).rows(3, 64), 8);
+  EXPECT_EQ(StepRecorder(recording).rows(70, 72), 72);
+  EXPECT_EQ(StepRecorder(cpu).rows(3, 64), 3);
+  EXPECT_EQ(StepRecorder(cpu).rows(70, 64), 64);
+}
 
 TEST(StepRecording, StepsOfBatchesOfAnotherSizeReplayTheSameRecording) {
   // A server's batches come in every size: a step's ops must depend on its bucketed rows and k only, or each size

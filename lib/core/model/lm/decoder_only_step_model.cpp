@@ -250,7 +250,7 @@ void DecoderOnlyStepModel::begin_step(const std::vector<int32_t>& tokens) {
   if (live_ == 0) return;
   // Laid out as dev_step_ (see the header). At the first step each row feeds its prompt's last token (search
   // passes bos). Rows past live_ (up to the bucket) feed eos at position 0 and see only their own new key.
-  const int rows = step_rows(live_, max_hyps_);
+  const int rows = recorder_.rows(live_, max_hyps_);
   int32_t* in = step_staging_.data();
   int32_t* positions = in + max_hyps_;
   int32_t* lengths = in + 2 * max_hyps_;
@@ -276,7 +276,7 @@ void DecoderOnlyStepModel::begin_step(const std::vector<int32_t>& tokens) {
 }
 
 void DecoderOnlyStepModel::run_step_ops(int k, const std::function<void(const void* logits)>& finish) {
-  const int rows = step_rows(live_, max_hyps_);
+  const int rows = recorder_.rows(live_, max_hyps_);
   const auto ops = [&] {
     scratch_->reset();
     StepMemory memory(scratch_.get());
@@ -291,7 +291,7 @@ void DecoderOnlyStepModel::step(const std::vector<int32_t>& tokens, std::vector<
   begin_step(tokens);
   log_probs.resize(elems(live_, vocab_));
   if (live_ > 0) {
-    const int rows = step_rows(live_, max_hyps_);
+    const int rows = recorder_.rows(live_, max_hyps_);
     run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, rows, vocab_, dev_log_probs_); });
     backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
   }
@@ -308,7 +308,7 @@ void DecoderOnlyStepModel::step_topk(const std::vector<int32_t>& tokens, int k, 
   ids.resize(n);
   eos_log_probs.resize(live_);
   if (live_ > 0) {
-    const int rows = step_rows(live_, max_hyps_);
+    const int rows = recorder_.rows(live_, max_hyps_);
     const std::size_t computed = elems(rows, k);
     float* dev_values = dev_topk_;
     int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + computed);
