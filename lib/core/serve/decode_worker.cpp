@@ -34,7 +34,6 @@ void DecodeWorker::decode(ScheduledBatch& scheduled) {
   report.source_tokens = batch.src_tokens();
   report.padded_tokens = static_cast<int64_t>(batch.size) * batch.src_len;
   report.queue_seconds = std::chrono::duration<double>(begin - scheduled.oldest_arrival).count();
-  std::vector<NBestList> lists;
   std::string failure;
   std::vector<char> answered(static_cast<size_t>(batch.size), 0);
   try {
@@ -52,8 +51,11 @@ void DecodeWorker::decode(ScheduledBatch& scheduled) {
                                                              NBestList(list));
       answered[static_cast<size_t>(i)] = 1;
     };
-    lists = scheduled.settings.sample ? sample(model_, batch, scheduled.settings.sampling, sink, done)
-                                      : beam_search(model_, batch, scheduled.settings.beam, sink, done);
+    // The lists the search returns were handed over one by one through `done`.
+    if (scheduled.settings.sample)
+      sample(model_, batch, scheduled.settings.sampling, sink, done);
+    else
+      beam_search(model_, batch, scheduled.settings.beam, sink, done);
   } catch (const std::exception& e) {
     failure = e.what();
   }
