@@ -344,7 +344,7 @@ class Backend {
   // (fp32) and ids[r*k + i] (int32). On equal values the lower id comes first and NaN comes after every number
   // (kernels/topk_order.h: the same on every backend). A row with fewer than k such ids fills the rest with value
   // -inf and id -1. eos_log_prob[r] = log p of eos_id (0 <= eos_id < cols; eos may also be among the k if
-  // eos_id >= first_allowed_id). 1 <= k <= kMaxTopK (32).
+  // eos_id >= first_allowed_id). 1 <= k <= kMaxTopK (128).
   virtual void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id,
                                 int eos_id, float* values, int32_t* ids, float* eos_log_prob) = 0;
 

@@ -8,7 +8,7 @@
 
 namespace lseq::kernels {
 
-constexpr int kMaxTopK = 32;                 // the largest k topk_log_softmax accepts
+constexpr int kMaxTopK = 128;                // the largest k topk_log_softmax accepts (top-k sampling's 50, 100)
 constexpr int32_t kNoTopKId = 0x7fffffff;    // id of a slot not filled (reported as id -1, value -inf)
 
 LSEQ_HOST_DEVICE bool topk_better(float va, int32_t ia, float vb, int32_t ib) {

@@ -40,6 +40,11 @@ const std::vector<TopKShape> kShapes = {
     {3, 64, 8, 60, 63},        // fewer allowed ids than k, two warps
     {4, 2048, 32, 2000, 5},    // 48 allowed ids for k = 32
     {7, 32000, 32, 0, 31999},  // the largest k over a full row, every id allowed
+    // k above 32 (top-k sampling): the general kernel alone, with its longer per-thread lists
+    {3, 50257, 50, 4, 3},       // GPT-2's vocabulary, Hugging Face's default top-k
+    {2, 32000, 128, 0, 31999},  // the largest k over a row the register-resident kernel would hold
+    {4, 200, 100, 4, 3},        // fewer elements per thread than k
+    {2, 60, 64, 4, 3},          // fewer allowed ids than k: filled with -inf / -1
 };
 
 struct TopKOut {
@@ -136,7 +141,8 @@ TEST_F(GpuKernels, TopKLogSoftmaxMatchesCpuOnContinuousLogits) {
 // about k long (uniform logits put dozens of bf16 ties at the top instead).
 TEST_F(GpuKernels, TopKLogSoftmaxMatchesCpuOnPeakedLogits) {
   uint64_t seed = 10800;
-  const std::vector<TopKShape> shapes = {{512, 32000, 8, 4, 3}, {128, 32000, 1, 4, 3}, {64, 32000, 32, 4, 3}};
+  const std::vector<TopKShape> shapes = {{512, 32000, 8, 4, 3}, {128, 32000, 1, 4, 3}, {64, 32000, 32, 4, 3},
+                                         {32, 50257, 50, 4, 3}, {16, 32000, 128, 4, 3}};
   for (DType dt : dtypes())
     for (const TopKShape& s : shapes) {
       std::mt19937_64 rng(++seed);

@@ -3,8 +3,9 @@
 // multiprocessor) stream it twice with small blocks (topk_log_softmax_streaming_kernel), fewer rows that fit
 // (cols <= 32768) read it once into the registers of a 1024-thread block (topk_log_softmax_resident_kernel). Others
 // take the general kernel: an online max/sum pass for the log-sum-exp, then every thread keeps the k best of its
-// strided slice (sorted, in local memory) and k block-wide rounds take the best head among the threads. Only
-// rows x (2k + 1) values are written.
+// strided slice (sorted, in local memory) and k block-wide rounds take the best head among the threads. The general
+// kernel alone takes k above 32 (top-k sampling's 50 or 100, up to kMaxTopK). Only rows x (2k + 1) values are
+// written.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device/cuda_common.cuh"
@@ -58,7 +59,8 @@ __device__ void block_best(float& v, int32_t& id, float* shared_v, int32_t* shar
   __syncthreads();
 }
 
-template <typename T>
+// Capacity: the per-thread list's size (k <= Capacity), so that k up to 32 keeps a short list in local memory.
+template <typename T, int Capacity>
 __global__ void topk_log_softmax_kernel(const T* logits, int cols, int k, int first_allowed_id, int eos_id,
                                         float* values, int32_t* ids, float* eos_log_prob) {
   __shared__ float shared[32];
@@ -67,8 +69,8 @@ __global__ void topk_log_softmax_kernel(const T* logits, int cols, int k, int fi
   const int64_t row = blockIdx.x;
   const T* x = logits + row * cols;
   const float lse = row_lse(x, cols, shared);
-  float top_v[kMaxTopK];
-  int32_t top_id[kMaxTopK];
+  float top_v[Capacity];
+  int32_t top_id[Capacity];
   for (int i = 0; i < k; ++i) top_v[i] = nan_f32(), top_id[i] = kNoTopKId;
   for (int v = first_allowed_id + threadIdx.x; v < cols; v += blockDim.x)
     topk_insert(top_v, top_id, k, to_f32(x[v]) - lse, v);
@@ -101,7 +103,7 @@ __global__ void topk_log_softmax_kernel(const T* logits, int cols, int k, int fi
 // cols <= kPacks * P * blockDim.x.
 constexpr int kResidentTopKThreads = 1024;
 constexpr int kTopKCandidates = 2048;  // the shared list of elements >= tau
-static_assert(kMaxTopK <= 32, "block_threshold takes one key a lane in each of k rounds");
+constexpr int kThresholdMaxK = 32;  // block_threshold takes one key a lane in each of k rounds
 
 template <typename T>
 constexpr int topk_resident_packs() {
@@ -209,7 +211,7 @@ struct ThresholdShared {
   float reduce[32];
   float best_v[32];
   int32_t best_id[32];
-  uint32_t warp_keys[32 * kMaxTopK];
+  uint32_t warp_keys[32 * kThresholdMaxK];
   float candidate_v[kTopKCandidates];
   int32_t candidate_id[kTopKCandidates];
   int candidate_count;
@@ -457,17 +459,22 @@ void CudaBackend::topk_log_softmax(DType dt, const void* logits, int rows, int c
     // wins (H100, bf16, 32000 columns, k 5: 512 rows 0.0385 -> 0.0281 ms; at 32 and 128 rows the resident kernel
     // takes 0.011 ms and the streaming one 0.017).
     const bool many_rows = rows >= 2 * sm_count_;
-    if (can_vectorize<T>(cols, x) && many_rows) {
+    const bool threshold = k <= kThresholdMaxK && can_vectorize<T>(cols, x);
+    if (threshold && many_rows) {
       topk_log_softmax_streaming_kernel<T><<<rows, kStreamingTopKThreads, 0, stream_>>>(
           x, cols, k, first_allowed_id, eos_id, values, ids, eos_log_prob);
-    } else if (can_vectorize<T>(cols, x) && threads <= kResidentTopKThreads) {
+    } else if (threshold && threads <= kResidentTopKThreads) {
       // Just enough threads for the row (multiple of 32, at least 64).
       const int block = static_cast<int>(std::max<int64_t>(64, (threads + 31) / 32 * 32));
       topk_log_softmax_resident_kernel<T><<<rows, block, 0, stream_>>>(x, cols, k, first_allowed_id, eos_id, values,
                                                                       ids, eos_log_prob);
+    } else if (k <= kThresholdMaxK) {
+      topk_log_softmax_kernel<T, kThresholdMaxK><<<rows, kTopKThreads, 0, stream_>>>(x, cols, k, first_allowed_id,
+                                                                                     eos_id, values, ids,
+                                                                                     eos_log_prob);
     } else {
-      topk_log_softmax_kernel<T><<<rows, kTopKThreads, 0, stream_>>>(x, cols, k, first_allowed_id, eos_id, values,
-                                                                     ids, eos_log_prob);
+      topk_log_softmax_kernel<T, kMaxTopK><<<rows, kTopKThreads, 0, stream_>>>(x, cols, k, first_allowed_id, eos_id,
+                                                                               values, ids, eos_log_prob);
     }
   });
   check_launch("topk_log_softmax");

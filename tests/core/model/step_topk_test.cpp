@@ -115,8 +115,9 @@ TEST(BeamSearchTopK, TransformerGivesTheFullDistributionsNBestLists) {
   test::randomize_params(*backend, model.param_store(), 97, 0.5);
   const auto sources = testing::random_sources(5, 40, 1, 7, 123);
   const data::Batch batch = data::make_source_batch(sources, line_ids(sources.size()));
-  // beam 33 is above kernels::kMaxTopK: the decoder falls back to step() and the host.
-  for (const BeamSearchOptions& o : option_grid({1, 2, 4, 33})) {
+  // beam 33 takes the top-k of k above 32; kMaxTopK + 1 is above the limit: the decoder falls back to step() and
+  // the host.
+  for (const BeamSearchOptions& o : option_grid({1, 2, 4, 33, kernels::kMaxTopK + 1})) {
     int steps = 0;
     for (int s = 0; s < batch.size; ++s)
       steps = std::max(steps, max_output_tokens(source_tokens_without_eos(batch, s), o.max_length_factor) + 1);

@@ -192,7 +192,7 @@ TEST(Sampling, TopKThroughStepTopKDrawsWhatWholeRowsDraw) {
     }
   };
   const auto sources = random_sources(30, 30, 2, 8, 4);
-  for (int k : {1, 3, 12, 30, 40}) {  // 30: more than the 27 candidates (ids 3-29)
+  for (int k : {1, 3, 12, 30, 40, kernels::kMaxTopK + 1}) {  // 30: more than the 27 candidates (ids 3-29)
     SCOPED_TRACE("k = " + std::to_string(k));
     SamplingOptions o = parse_output_sampling({"topk", std::to_string(k), "0.8"});
     o.seed = 11;
