@@ -4,12 +4,14 @@
 #   bash bench/run-lm-bench.sh        # BUILD=build-gpu OUT=/tmp/lseq-lm-bench SIZES="small medium" BATCHES="32 128"
 # For each size: a random GPT-2 made by transformers from its config (bench/hf_lm_generate.py make; nothing is
 # downloaded), converted by tools/gpt2/gpt2_to_lseq.py (all 1024 positions); 128 prompts of 16-128 random token
-# ids; NEW_TOKENS (256, the issue's) new tokens each, sampled top-k TOPK (32: lseq's GPU top-k takes
-# k <= 32; a larger k, top-p and full sampling read whole rows on the host, many times slower). lseq:
+# ids; NEW_TOKENS (256, the issue's) new tokens each, sampled top-k TOPK (32; lseq's GPU top-k takes
+# k <= 128, Hugging Face's default is 50; top-p and full sampling read whole rows on the host, many times slower). lseq:
 # lstranslate --no-spm-encode --no-spm-decode over the prompt file, wall time of the whole program and its own
 # "Translated ..." line (model load apart). HF: generate in batches, left-padded, with its KV cache and
 # min_new_tokens = max_new_tokens. Tokens/s counts the tokens generated (lseq may stop a prompt early at eos).
 # CPU=1 SIZES=tiny runs everything on the CPU with a tiny model (a dry run of the script, not a figure).
+# BASE_LSTRANSLATE=<another build's lstranslate> also runs it on the same model and prompts (impl=lstranslate-base):
+# a before/after on one machine.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build-gpu}
@@ -39,18 +41,29 @@ for size in $SIZES; do
   python3 "$root/bench/hf_lm_generate.py" make --size "$size" --out "$hf"
   python3 "$root/tools/gpt2/gpt2_to_lseq.py" "$hf" "$lseq" || continue
   for batch in $BATCHES; do
-    begin=$(date +%s%N)
-    "$lstranslate" -m "$lseq" "${device[@]}" --precision "$PRECISION" --no-spm-encode --no-spm-decode \
-      -i "$OUT/prompts.ids" -o "$OUT/lseq-$size-$batch.out" --max-length "$NEW_TOKENS" --mini-batch "$batch" \
-      --maxi-batch 100 --output-sampling topk "$TOPK" --seed 1 2>"$OUT/lseq-$size-$batch.log"
-    rc=$?
-    wall=$(awk -v a="$begin" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
-    tokens=$(wc -w <"$OUT/lseq-$size-$batch.out")
-    translate_s=$(sed -n 's/.*target tokens) in \([0-9.]*\) s.*/\1/p' "$OUT/lseq-$size-$batch.log")
-    echo "RESULT bench=lm-generate impl=lstranslate size=$size precision=$PRECISION batch=$batch top_k=$TOPK" \
-      "new_tokens=$NEW_TOKENS rc=$rc tokens=$tokens wall_s=$wall translate_s=${translate_s:-nan}" \
-      "tokens_per_s=$(awk -v t="$tokens" -v s="${translate_s:-$wall}" 'BEGIN { printf "%.1f", t / s }')" |
-      tee -a "$results"
+    for impl in lstranslate ${BASE_LSTRANSLATE:+lstranslate-base}; do
+      binary=$lstranslate
+      [ "$impl" = lstranslate-base ] && binary=$BASE_LSTRANSLATE
+      name="$impl-$size-$batch"
+      begin=$(date +%s%N)
+      "$binary" -m "$lseq" "${device[@]}" --precision "$PRECISION" --no-spm-encode --no-spm-decode \
+        -i "$OUT/prompts.ids" -o "$OUT/$name.out" --max-length "$NEW_TOKENS" --mini-batch "$batch" \
+        --maxi-batch 100 --output-sampling topk "$TOPK" --seed 1 2>"$OUT/$name.log"
+      rc=$?
+      wall=$(awk -v a="$begin" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+      tokens=$(wc -w <"$OUT/$name.out")
+      translate_s=$(sed -n 's/.*target tokens) in \([0-9.]*\) s.*/\1/p' "$OUT/$name.log")
+      echo "RESULT bench=lm-generate impl=$impl size=$size precision=$PRECISION batch=$batch top_k=$TOPK" \
+        "new_tokens=$NEW_TOKENS rc=$rc tokens=$tokens wall_s=$wall translate_s=${translate_s:-nan}" \
+        "tokens_per_s=$(awk -v t="$tokens" -v s="${translate_s:-$wall}" 'BEGIN { printf "%.1f", t / s }')" |
+        tee -a "$results"
+    done
+    if [ -n "${BASE_LSTRANSLATE:-}" ]; then
+      same=no
+      cmp -s "$OUT/lstranslate-$size-$batch.out" "$OUT/lstranslate-base-$size-$batch.out" && same=yes
+      echo "RESULT bench=lm-generate impl=agreement size=$size batch=$batch top_k=$TOPK same_output=$same" |
+        tee -a "$results"
+    fi
     python3 "$root/bench/hf_lm_generate.py" generate --model "$hf" --prompts "$OUT/prompts.ids" --batch "$batch" \
       --new-tokens "$NEW_TOKENS" --top-k "$TOPK" --precision "$PRECISION" --label "$size" "${hf_device[@]}" \
       2>"$OUT/hf-$size-$batch.log" |
