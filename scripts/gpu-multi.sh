@@ -20,6 +20,8 @@
 #   INTERNODE_BUSBW_GBS=45 bash scripts/gpu-multi.sh # the bus bandwidth between machines the prediction assumes
 #   CTAS="4 8 16" bash scripts/gpu-multi.sh         # also transformer-big on 2 GPUs with NCCL_MAX_CTAS at each value
 #                                                   # (fewer SMs for NCCL's kernels while they overlap backward)
+#   SYNC_AB=1 bash scripts/gpu-multi.sh             # also both models on 2 GPUs by --sync-precision (WIRES) and
+#                                                   # --sync-bucket-mib (BUCKETS), beside the 1-GPU step
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -99,6 +101,33 @@ for ctas in ${CTAS:-}; do
     note "throughput big ctas=$ctas" "FAILED or timed out (see $out/bench-big-ctas$ctas.log)"
   fi
 done
+
+# The gradient exchange on 2 GPUs by wire type and bucket size, each model's 1-GPU step beside them (SYNC_AB=1; WIRES
+# and BUCKETS list --sync-precision and --sync-bucket-mib values: a bucket of 4096 MiB is the whole gradient,
+# exchanged after backward, nothing overlapped; SYNC_EXTRA adds bench options to every 2-GPU case).
+sync_case() {  # sync_case <name> <label> <bench arguments...>
+  local name=$1 label=$2
+  shift 2
+  if timeout "$(limit 75)" "$bench" --tokens 16384 --precision bf16 --warmup 4 --steps 32 --pool 16 "$@" \
+      >"$out/bench-$name.log" 2>&1; then
+    grep '^RESULT bench=train' "$out/bench-$name.log" | sed "s/^RESULT /RESULT $label /" | tee -a "$out/sync.txt"
+  else
+    note "throughput $name" "FAILED or timed out (see $out/bench-$name.log)"
+  fi
+}
+if [ "${SYNC_AB:-0}" = 1 ]; then
+  for model in base big; do
+    preset=(--preset "$root/configs/transformer-$model.yaml")
+    sync_case "sync-$model-1gpu" "bucket_mib=-" "${preset[@]}" --devices 0
+    for wire in ${WIRES:-fp32 bf16}; do
+      for mib in ${BUCKETS:-25 100 4096}; do
+        # shellcheck disable=SC2086
+        sync_case "sync-$model-$wire-$mib" "bucket_mib=$mib" "${preset[@]}" --devices 0 1 --sync-precision "$wire" \
+          --sync-bucket-mib "$mib" ${SYNC_EXTRA:-}
+      done
+    done
+  done
+fi
 
 # ---- 4. and 5. the loss curve and the torchrun way (lstrain, fp32, on the sample corpus) ----
 work=$out/work
@@ -219,6 +248,11 @@ if [ -s "$out/ctas.txt" ]; then
   echo
   echo "transformer-big, 2 GPUs, NCCL_MAX_CTAS (the one-GPU step above is the ratio's base):"
   sed -E 's/.*nccl_max_ctas=([0-9]+) .* tgt_tok_s=([0-9.]+) ms_step=([0-9.]+) comm_frac=([0-9.]+).*/  max CTAs \1: \2 tok\/s, \3 ms a step, comm \4/' "$out/ctas.txt"
+fi
+if [ -s "$out/sync.txt" ]; then
+  echo
+  echo "pool 16, 32 steps, by --sync-precision and --sync-bucket-mib (bucket_mib=-: the 1-GPU step):"
+  sed -E 's/^RESULT bucket_mib=([0-9-]+) .* model=([a-z-]+) .* ranks=([0-9]+) .* sync=([a-z0-9]+) .* tgt_tok_s=([0-9.]+) ms_step=([0-9.]+) comm_frac=([0-9.]+).*/  \2 ranks=\3 sync=\4 bucket_mib=\1: \5 tok\/s, \6 ms a step, comm \7/' "$out/sync.txt"
 fi
 echo
 for k in "${!status[@]}"; do echo "$k: ${status[$k]}"; done
