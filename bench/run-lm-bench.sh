@@ -4,11 +4,12 @@
 #   bash bench/run-lm-bench.sh        # BUILD=build-gpu OUT=/tmp/lseq-lm-bench SIZES="small medium" BATCHES="32 128"
 # For each size: a random GPT-2 made by transformers from its config (bench/hf_lm_generate.py make; nothing is
 # downloaded), converted by tools/gpt2/gpt2_to_lseq.py (all 1024 positions); 128 prompts of 16-128 random token
-# ids; NEW_TOKENS (256, the issue's) new tokens each, sampled top-k TOPK (32; lseq's GPU top-k takes
-# k <= 128, Hugging Face's default is 50; top-p and full sampling read whole rows on the host, many times slower). lseq:
+# ids; NEW_TOKENS (256, the issue's) new tokens each, sampled top-k TOPK (32; lseq's GPU top-k takes k <= 128,
+# Hugging Face's default is 50; top-p and full sampling read whole rows on the host, many times slower). lseq:
 # lstranslate --no-spm-encode --no-spm-decode over the prompt file, wall time of the whole program and its own
-# "Translated ..." line (model load apart). HF: generate in batches, left-padded, with its KV cache and
-# min_new_tokens = max_new_tokens. Tokens/s counts the tokens generated (lseq may stop a prompt early at eos).
+# "Translated ..." line (its target tokens/s, model load apart). HF: generate in batches, left-padded, with its KV
+# cache and min_new_tokens = max_new_tokens. Tokens/s counts the tokens generated (lseq may stop a prompt early at
+# eos).
 # CPU=1 SIZES=tiny runs everything on the CPU with a tiny model (a dry run of the script, not a figure).
 # BASE_LSTRANSLATE=<another build's lstranslate> also runs it on the same model and prompts (impl=lstranslate-base):
 # a before/after on one machine.
@@ -53,9 +54,12 @@ for size in $SIZES; do
       wall=$(awk -v a="$begin" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
       tokens=$(wc -w <"$OUT/$name.out")
       translate_s=$(sed -n 's/.*target tokens) in \([0-9.]*\) s.*/\1/p' "$OUT/$name.log")
+      # The summary's own rate (its clock, not the 0.01 s of its printed time); the words over the wall time without it.
+      rate=$(sed -n 's/.*, \([0-9.]*\) target tokens\/s.*/\1/p' "$OUT/$name.log")
+      [ -n "$rate" ] || rate=$(awk -v t="$tokens" -v s="$wall" 'BEGIN { printf "%.1f", t / s }')
       echo "RESULT bench=lm-generate impl=$impl size=$size precision=$PRECISION batch=$batch top_k=$TOPK" \
         "new_tokens=$NEW_TOKENS rc=$rc tokens=$tokens wall_s=$wall translate_s=${translate_s:-nan}" \
-        "tokens_per_s=$(awk -v t="$tokens" -v s="${translate_s:-$wall}" 'BEGIN { printf "%.1f", t / s }')" |
+        "tokens_per_s=$rate" |
         tee -a "$results"
     done
     if [ -n "${BASE_LSTRANSLATE:-}" ]; then
