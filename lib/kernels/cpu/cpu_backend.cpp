@@ -26,7 +26,7 @@ CpuBackend::CpuBackend(int threads) {
   if (threads < 0) fail("the CPU backend was asked for {} threads; give a positive count, or 0 for all cores", threads);
   threads_ = threads > 0 ? threads : cpu::hardware_threads();
   if (threads_ < 1) threads_ = 1;
-  openblas_set_num_threads(threads_);
+  openblas_set_num_threads(1);  // the pool splits the GEMMs (gemm_cpu.cpp): OpenBLAS's idle workers spin
 }
 
 std::string CpuBackend::name() const { return fmt::format("cpu ({} thread{})", threads_, threads_ == 1 ? "" : "s"); }

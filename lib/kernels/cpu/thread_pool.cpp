@@ -1,5 +1,7 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -9,6 +11,24 @@
 namespace lseq::kernels::cpu {
 
 namespace {
+
+// How long a worker, or a caller waiting for its job's other parts, checks for news before it sleeps: a decoding
+// step runs dozens of short jobs back to back (GEMMs of a few hundred rows), and a sleep and a wake-up between
+// each cost more than the job. Short enough that an idle pool gives the cores back almost at once.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Spins until ready() or kSpin has passed; true when ready() became true.
+template <typename F>
+bool spin_until(F&& ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
 
 class ThreadPool {
  public:
@@ -30,8 +50,10 @@ class ThreadPool {
       parts_ = parts;
       next_part_ = 1;  // part 0 is the caller's
       pending_ = parts - 1;
+      unfinished_.store(parts - 1, std::memory_order_relaxed);
       error_ = nullptr;
       ++generation_;
+      published_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
     try {
@@ -40,6 +62,7 @@ class ThreadPool {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();
     }
+    spin_until([&] { return unfinished_.load(std::memory_order_acquire) == 0; });
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return pending_ == 0; });
     body_ = nullptr;
@@ -55,7 +78,13 @@ class ThreadPool {
     uint64_t seen = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return stopping_ || (generation_ != seen && next_part_ < parts_); });
+      auto has_work = [&] { return stopping_ || (generation_ != seen && next_part_ < parts_); };
+      if (!has_work()) {
+        lock.unlock();
+        spin_until([&] { return published_.load(std::memory_order_acquire) != seen; });
+        lock.lock();
+      }
+      wake_.wait(lock, has_work);
       if (stopping_) return;
       seen = generation_;
       while (next_part_ < parts_) {
@@ -70,6 +99,7 @@ class ThreadPool {
           lock.unlock();
         }
         lock.lock();
+        unfinished_.fetch_sub(1, std::memory_order_release);
         if (--pending_ == 0) done_.notify_one();
       }
     }
@@ -82,6 +112,8 @@ class ThreadPool {
   const std::function<void(int)>* body_ = nullptr;
   int parts_ = 0, next_part_ = 0, pending_ = 0;
   uint64_t generation_ = 0;
+  std::atomic<uint64_t> published_{0};  // generation_, for workers that spin without the lock
+  std::atomic<int> unfinished_{0};      // pending_, for a caller that spins without the lock
   bool stopping_ = false;
   std::exception_ptr error_;
 };
