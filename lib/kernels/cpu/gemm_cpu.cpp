@@ -17,7 +17,7 @@ namespace lseq::kernels {
 namespace {
 
 constexpr int64_t kMinSplitWork = int64_t(1) << 18;  // multiply-adds below which a product runs on one thread
-constexpr int kMinSplitSide = 16;             // rows or columns a part gets at least
+constexpr int kMinSplitSide = 16;                     // rows or columns a part gets at least
 
 }  // namespace
 

@@ -17,13 +17,13 @@ namespace {
 // each cost more than the job. Short enough that an idle pool gives the cores back almost at once.
 constexpr auto kSpin = std::chrono::microseconds(50);
 
-// Spins until ready() or kSpin has passed; true when ready() became true.
+// Spins until ready() or kSpin has passed (the caller then waits on its condition variable either way).
 template <typename F>
-bool spin_until(F&& ready) {
+void spin_until(F&& ready) {
   const auto until = std::chrono::steady_clock::now() + kSpin;
   for (int i = 0;; ++i) {
-    if (ready()) return true;
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) return false;
+    if (ready()) return;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) return;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
