@@ -38,6 +38,7 @@ int run_translate(const Options& options) {
   }
   settings.n_best = options.get_bool("n-best");
   settings.word_scores = options.get_bool("word-scores");
+  settings.continuous = options.get_bool("continuous-batching");
   const std::vector<std::string> sampling = options.get_strings("output-sampling");
   if (!sampling.empty()) {
     SamplingOptions base;

@@ -95,6 +95,7 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     CachedSelfAttention self;
     self.rows = rows, self.max_len = st.max_len;
     self.lengths = st.self_lengths;
+    self.key_starts = st.key_starts;
     self.append_dst = st.append_dst;
     self.origin = st.origin;
     void* o = ctx.temp(count);
@@ -166,11 +167,25 @@ void Decoder::project_memory(const LayerContext& ctx, const void* states, int se
   }
 }
 
-const void* Decoder::step(const LayerContext& ctx, const int32_t* tokens, const void* position_row,
+void Decoder::project_memory_to_slots(const LayerContext& ctx, const void* states, int sentences, int src_len,
+                                      const int32_t* slot_slices, int memory_len,
+                                      const std::vector<DecoderLayerCache>& caches) const {
+  const int heads = config_.heads, hd = config_.head_dim();
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    TempScope scope(ctx.memory);
+    void* projected = ctx.temp(2 * static_cast<std::size_t>(sentences) * src_len * config_.dim_emb);
+    layers_[i].project_memory(ctx, states, sentences, src_len, sentences, src_len, projected);
+    ctx.backend.gather_rows(ctx.dt, projected, static_cast<int64_t>(src_len) * hd, nullptr, 2 * sentences * heads,
+                            src_len * hd, caches.at(i).cross_kv, static_cast<int64_t>(memory_len) * hd, slot_slices);
+  }
+}
+
+const void* Decoder::step(const LayerContext& ctx, const int32_t* tokens, const void* positions,
                           const DecoderStep& st, const std::vector<DecoderLayerCache>& caches) const {
   const std::size_t count = static_cast<std::size_t>(st.rows) * config_.dim_emb;
   void* emb = ctx.keep(count);
-  embedding_.forward(ctx, tokens, st.rows, 1, position_row, kernels::Dropout{}, emb);
+  // One sequence of rows tokens, each taking its own positions row: the same sums as a batch of rows at one position.
+  embedding_.forward(ctx, tokens, 1, st.rows, positions, kernels::Dropout{}, emb, st.positions);
   const void* h = emb;
   for (std::size_t i = 0; i < layers_.size(); ++i) h = layers_[i].step(ctx, h, st, caches.at(i));
   if (config_.norm == NormPlacement::post) return h;

@@ -22,8 +22,11 @@ struct DecoderMemory {
 };
 
 // One incremental decoding step (forward only, no dropout) of `rows` live hypotheses, shared by all layers. The
-// step's position t reaches the ops only through device arrays (self_lengths, append_dst), never as an argument,
-// so that the ops of a step can be recorded once and replayed at every position (Backend::record).
+// step's cache position t reaches the ops only through device arrays (self_lengths, append_dst), never as an
+// argument, so that the ops of a step can be recorded once and replayed at every position (Backend::record). Rows
+// of a continuous search (sentences admitted while others run) began at different cache positions: row r's
+// sentence wrote its bos at key_starts[r], and row r's token is at position positions[r] = t - key_starts[r] of
+// its output.
 struct DecoderStep {
   int rows = 0;                           // live hypotheses
   int max_len = 0;                        // positions a self-attention cache holds (its slices are max_len*hd apart)
@@ -31,6 +34,8 @@ struct DecoderStep {
   const int32_t* cross_slices = nullptr;  // [rows*heads] device: sentence_of[r]*heads + h, the (r, h) memory slice
   const int32_t* src_lengths = nullptr;   // [rows] device: source length of row r's sentence
   const int32_t* self_lengths = nullptr;  // [rows] device: t + 1, the positions self-attention covers
+  const int32_t* key_starts = nullptr;    // [rows] device: the first of them row r's sentence wrote (its bos)
+  const int32_t* positions = nullptr;     // [rows] device: each row's position in its output (its positions row)
   // [2*rows*heads] device: where the step's keys and values go in self_kv's [.][hd] rows (Backend::split_step_qkv):
   // slice i's key (p = 0) or value (p = 1) goes to cache row append_dst[p*rows*heads + i] = (2i + p)*max_len + t.
   const int32_t* append_dst = nullptr;
@@ -114,9 +119,17 @@ class Decoder {
   // Fills every layer's cross_kv from the encoder output [sentences*src_len, dim] (DecoderLayer::project_memory).
   void project_memory(const LayerContext& ctx, const void* states, int sentences, int src_len,
                       int memory_sentences, int memory_len, const std::vector<DecoderLayerCache>& caches) const;
-  // tokens [rows] (device) at the step's position t; position_row: row t of the positions table (device memory
-  // the caller fills). Returns the final decoder states [rows, dim] (kept), the input of the output layer.
-  const void* step(const LayerContext& ctx, const int32_t* tokens, const void* position_row, const DecoderStep& step,
+  // The same for sentences that join a running search: sentence b's keys and values go to the memory slot of
+  // sentence slot_slices[b*heads] / heads, wherever that is (slot_slices: [2*sentences*heads] device, entry
+  // (p*sentences + b)*heads + h = (p*memory_sentences + slot of b)*heads + h for keys p = 0 and values p = 1).
+  // Projected per layer into a temporary [2][sentences][heads][src_len][hd], then its src_len rows per slice
+  // scattered into place: the other slots, in use by running sentences, are not touched.
+  void project_memory_to_slots(const LayerContext& ctx, const void* states, int sentences, int src_len,
+                               const int32_t* slot_slices, int memory_len,
+                               const std::vector<DecoderLayerCache>& caches) const;
+  // tokens [rows] (device), each row at its position step.positions[r] of `positions` (the positions table).
+  // Returns the final decoder states [rows, dim] (kept), the input of the output layer.
+  const void* step(const LayerContext& ctx, const int32_t* tokens, const void* positions, const DecoderStep& step,
                    const std::vector<DecoderLayerCache>& caches) const;
 
  private:

@@ -22,9 +22,10 @@ std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
 }
 
 // int32 entries of the step inputs for up to `hyps` hypotheses, or of their used prefix for `rows` computed ones:
-// tokens and self-attention lengths at their max_hyps-based offsets, cache rows to append to, 2*rows*heads.
+// tokens, self-attention lengths, key starts and positions at their max_hyps-based offsets, cache rows to append
+// to, 2*rows*heads.
 std::size_t step_input_count(int max_hyps, int heads, int rows = -1) {
-  return 2 * elems(max_hyps) + 1 + 2 * elems(rows < 0 ? max_hyps : rows, heads);
+  return 4 * elems(max_hyps) + 2 * elems(rows < 0 ? max_hyps : rows, heads);
 }
 
 }  // namespace
@@ -60,17 +61,20 @@ EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& mode
 
   // Scratch: run start and step at their largest shapes over the planning backend, counting what they take.
   auto planning = kernels::make_planning_backend();
-  StepMemory start_plan(nullptr), step_plan(nullptr);
+  StepMemory start_plan(nullptr), admit_plan(nullptr), step_plan(nullptr);
   encode_sources(*planning, start_plan, max_sent_, max_src_);
+  encode_sources(*planning, admit_plan, max_sent_, max_src_, true);
   forward_step(*planning, step_plan, max_hyps_);
-  scratch_ = std::make_unique<kernels::Workspace>(backend_, std::max(start_plan.needed(), step_plan.needed()),
-                                                  "internal error: a decoding step outgrew its plan");
+  scratch_ = std::make_unique<kernels::Workspace>(
+      backend_, std::max({start_plan.needed(), admit_plan.needed(), step_plan.needed()}),
+      "internal error: a decoding step outgrew its plan");
 
-  staging_.reserve(std::max({elems(max_sent_, max_src_) + max_sent_, elems(max_hyps_, heads_ + 2)}));
+  staging_.reserve(std::max({elems(max_sent_, max_src_) + elems(max_sent_, 2 * heads_ + 1), elems(max_hyps_, heads_ + 2)}));
   step_staging_.assign(step_input_count(max_hyps_, heads_), 0);
   topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
-  src_lengths_.reserve(max_sent_);
   sentence_of_.reserve(max_hyps_);
+  slot_used_.assign(max_sent_, 0);
+  slots_.reserve(max_sent_);
 }
 
 EncoderDecoderStepModel::~EncoderDecoderStepModel() = default;
@@ -87,27 +91,32 @@ void EncoderDecoderStepModel::lay_out_state(Take&& take) {
     cache.cross_kv = take(2 * elems(max_sent_, max_src_, dim_) * f);
   }
   origins_.lay_out(take, max_hyps_, max_tgt_);
-  dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + max_sent_) * i32));
+  dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + elems(max_sent_, 2 * heads_ + 1)) * i32));
   dev_step_ = static_cast<int32_t*>(take(step_input_count(max_hyps_, heads_) * i32));
   if (dev_step_) {
     dev_tokens_ = dev_step_;
-    dev_position_ = dev_tokens_ + max_hyps_;
-    dev_self_lengths_ = dev_position_ + 1;
-    dev_append_dst_ = dev_self_lengths_ + max_hyps_;
+    dev_self_lengths_ = dev_tokens_ + max_hyps_;
+    dev_key_starts_ = dev_self_lengths_ + max_hyps_;
+    dev_positions_ = dev_key_starts_ + max_hyps_;
+    dev_append_dst_ = dev_positions_ + max_hyps_;
   }
-  step_position_ = take(elems(dim_) * f);
   dev_rows_ = static_cast<int32_t*>(take(elems(max_hyps_, heads_ + 2) * i32));
   dev_log_probs_ = static_cast<float*>(take(elems(max_hyps_, vocab_) * sizeof(float)));
   dev_topk_ = static_cast<float*>(take(elems(max_hyps_, 2 * kernels::kMaxTopK + 1) * sizeof(float)));
 }
 
 void EncoderDecoderStepModel::encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences,
-                                            int src_len) {
+                                            int src_len, bool to_slots) {
   const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   // The encoder output lives in the scratch only until the cross-attention keys/values are projected from it.
   void* encoded = ctx.keep(elems(sentences, src_len, dim_));
   const int32_t* lengths = dev_src_ + elems(sentences, src_len);
   model_.encoder().encode(ctx, dev_src_, lengths, sentences, src_len, positions_, encoded);
+  if (to_slots) {
+    model_.decoder().project_memory_to_slots(ctx, encoded, sentences, src_len, lengths + sentences, max_src_,
+                                             caches_);
+    return;
+  }
   // Slices max_src_ rows apart, values max_sent_ sentences after the keys, whatever this batch's size: the steps
   // then have one shape for every batch.
   model_.decoder().project_memory(ctx, encoded, sentences, src_len, max_sent_, max_src_, caches_);
@@ -121,11 +130,11 @@ const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, Ste
   st.cross_slices = dev_cross_slices_;
   st.src_lengths = dev_row_src_lengths_;
   st.self_lengths = dev_self_lengths_;
+  st.key_starts = dev_key_starts_;
+  st.positions = dev_positions_;
   st.append_dst = dev_append_dst_;
   st.origin = origins_.origin;
-  // Row t of the positions table, picked on the device by the uploaded position.
-  backend.gather_rows(dt_, positions_, dim_, dev_position_, 1, dim_, step_position_, dim_, nullptr);
-  const void* states = model_.decoder().step(ctx, dev_tokens_, step_position_, st, caches_);
+  const void* states = model_.decoder().step(ctx, dev_tokens_, positions_, st, caches_);
   OutputLayer::Saved out;
   model_.output_layer().forward(ctx, states, rows, out);
   return out.logits;
@@ -143,7 +152,7 @@ void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents,
   staging_.clear();
   for (int j = 0; j < rows; ++j) staging_.push_back(parents && j < n ? (*parents)[j] : j);
   for (int j = 0; j < rows; ++j)
-    for (int h = 0; h < heads_; ++h) staging_.push_back(sentence(j) * heads_ + h);
+    for (int h = 0; h < heads_; ++h) staging_.push_back(slot_of_[sentence(j)] * heads_ + h);
   for (int j = 0; j < rows; ++j) staging_.push_back(src_lengths_[sentence(j)]);
   backend_.copy_to_device(dev_rows_, staging_.data(), staging_.size() * sizeof(int32_t));
   dev_parents_ = dev_rows_;
@@ -151,8 +160,8 @@ void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents,
   dev_row_src_lengths_ = dev_rows_ + rows + elems(slices);
 }
 
-void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
-                                   int sentences, int src_len) {
+void EncoderDecoderStepModel::check_sources(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
+                                            int sentences, int src_len) const {
   if (sentences < 1 || src_len < 1) fail("internal error: start() needs sentences, got {} x {}", sentences, src_len);
   if (sentences > max_sent_) {
     fail(
@@ -182,6 +191,26 @@ void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::
            id, src_vocab_);
     }
   }
+}
+
+void EncoderDecoderStepModel::place_sentences(int first, const std::vector<int32_t>& src_lengths,
+                                              const std::vector<int32_t>& slots) {
+  src_lengths_.resize(first);
+  slot_of_.resize(first);
+  start_of_.resize(first);
+  for (std::size_t b = 0; b < slots.size(); ++b) {
+    src_lengths_.push_back(src_lengths[b]);
+    slot_of_.push_back(slots[b]);
+    start_of_.push_back(t_);
+    slot_used_[slots[b]] = 1;
+    sentence_of_.push_back(first + static_cast<int32_t>(b));
+  }
+  live_ = static_cast<int>(sentence_of_.size());
+}
+
+void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
+                                   int sentences, int src_len) {
+  check_sources(src, src_lengths, sentences, src_len);
   // Sources padded to the bucketed length (masked like any padding), and the batch to the bucketed sentence count
   // (sentences of one eos each, encoded and never read), so that encodings of batches whose longest sentence or
   // size differs a little share their recordings.
@@ -207,10 +236,46 @@ void EncoderDecoderStepModel::start(const std::vector<int32_t>& src, const std::
 
   started_ = true;
   t_ = 0;
-  src_lengths_.assign(src_lengths.begin(), src_lengths.end());
+  std::fill(slot_used_.begin(), slot_used_.end(), 0);
   sentence_of_.clear();
-  for (int s = 0; s < sentences; ++s) sentence_of_.push_back(s);
-  live_ = sentences;
+  slots_.clear();
+  for (int s = 0; s < sentences; ++s) slots_.push_back(s);
+  place_sentences(0, src_lengths, slots_);
+  upload_rows(nullptr, sentence_of_);
+}
+
+void EncoderDecoderStepModel::admit(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
+                                   int sentences, int src_len) {
+  if (!started_) fail("internal error: admit() before start()");
+  check_sources(src, src_lengths, sentences, src_len);
+  if (t_ >= max_tgt_) fail("internal error: admit() at step {}, past the {} the caches hold", t_, max_tgt_);
+  slots_.clear();
+  for (int slot = 0; slot < max_sent_ && static_cast<int>(slots_.size()) < sentences; ++slot)
+    if (!slot_used_[slot]) slots_.push_back(slot);
+  if (static_cast<int>(slots_.size()) < sentences) {
+    fail("internal error: admit() of {} sentences with {} of {} sentence places free", sentences, slots_.size(),
+         max_sent_);
+  }
+  // Sources padded to the bucketed length only: the scatter into slots covers exactly these sentences, so the
+  // recording is keyed by their count (admissions repeat a few counts).
+  const int padded_len = recorder_.rows(src_len, max_src_);
+  staging_.assign(elems(sentences, padded_len), data::kPadId);
+  for (int s = 0; s < sentences; ++s)
+    std::copy_n(src.begin() + elems(s, src_len), src_len, staging_.begin() + elems(s, padded_len));
+  staging_.insert(staging_.end(), src_lengths.begin(), src_lengths.end());
+  for (int p = 0; p < 2; ++p)
+    for (int s = 0; s < sentences; ++s)
+      for (int h = 0; h < heads_; ++h) staging_.push_back((p * max_sent_ + slots_[s]) * heads_ + h);
+  backend_.copy_to_device(dev_src_, staging_.data(), staging_.size() * sizeof(int32_t));
+  const StepShape shape{0, sentences, padded_len, -2};
+  recorder_.run(shape, recorder_.seen_before(shape), [&] {
+    scratch_->reset();
+    StepMemory memory(scratch_.get());
+    encode_sources(backend_, memory, sentences, padded_len, true);
+  });
+  // Their rows read their own slices from this position on: origin entries at and past the current position are
+  // every row's own (select() rewrites only earlier ones), and earlier ones lie before the rows' key starts.
+  place_sentences(static_cast<int>(slot_of_.size()), src_lengths, slots_);
   upload_rows(nullptr, sentence_of_);
 }
 
@@ -238,6 +303,9 @@ void EncoderDecoderStepModel::select(const std::vector<int32_t>& parents, const 
     }
   }
   upload_rows(&parents, sentence_of);
+  // Slots of sentences without live hypotheses are free for admit().
+  std::fill(slot_used_.begin(), slot_used_.end(), 0);
+  for (int32_t s : sentence_of) slot_used_[slot_of_[s]] = 1;
   if (t_ > 0 && n > 0 && !identity) {
     // Hypothesis j continues parents[j]: its history is where its parent's is, origin_new[j][p] =
     // origin[parents[j]][p] for p < t, one gather of int32 rows (4-byte elements: f32 copies them bit for bit)
@@ -268,18 +336,24 @@ void EncoderDecoderStepModel::begin_step(const std::vector<int32_t>& tokens) {
     if (id < 0 || id >= vocab_) fail("internal error: step() got token id {} outside the target vocabulary", id);
   }
   if (live_ == 0) return;
-  // Laid out as dev_step_ (see the header); every row is at position t_. The rows past live_ (up to the bucket)
-  // feed eos and append to cache rows no live hypothesis reads.
+  // Laid out as dev_step_ (see the header); every row appends at cache position t_, at its own position in its
+  // output. The rows past live_ (up to the bucket) feed eos and append to cache rows no live hypothesis reads.
   const int rows = recorder_.rows(live_, max_hyps_);
   int32_t* in = step_staging_.data();
   std::copy(tokens.begin(), tokens.end(), in);
   std::fill(in + live_, in + rows, data::kEosId);
-  in[max_hyps_] = t_;
-  std::fill_n(in + max_hyps_ + 1, rows, t_ + 1);
+  std::fill_n(in + max_hyps_, rows, t_ + 1);
+  int32_t* key_starts = in + 2 * max_hyps_;
+  int32_t* positions = in + 3 * max_hyps_;
+  for (int j = 0; j < rows; ++j) {
+    const int start = j < live_ ? start_of_[sentence_of_[j]] : 0;
+    key_starts[j] = start;
+    positions[j] = t_ - start;
+  }
   // Projected row q = p*slices + i (key p = 0 or value p = 1 of slice i) goes to cache row (2i + p)*T + t. (Two
   // loops rather than q / slices and q % slices: 8192 integer divisions a step at beam 4 x 128 took about 10 us of
   // host time on this project's 2-core box, time the GPU waits.)
-  int32_t* append_dst = in + 2 * max_hyps_ + 1;
+  int32_t* append_dst = in + 4 * max_hyps_;
   const int slices = rows * heads_;
   for (int p = 0; p < 2; ++p)
     for (int i = 0; i < slices; ++i) append_dst[p * slices + i] = (2 * i + p) * max_tgt_ + t_;

@@ -9,6 +9,11 @@
 // A step's ops get its position and tokens only through device memory at fixed addresses, so on a backend that can
 // record (CUDA graphs) the ops of a step shape (live hypotheses bucketed, and k) are recorded once and replayed at
 // every later step of that shape, in any batch: the host then issues one graph launch per step instead of ~60 ops.
+//
+// Continuous batching (admit): sentences join a running search into free sentence slots of the cross-attention
+// memory; their hypotheses write their keys and values from the current cache position on and attend from there
+// (DecoderStep::key_starts), so nothing already cached moves and every (row, position) of a self-attention cache is
+// still written once per search.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -53,6 +58,11 @@ class EncoderDecoderStepModel : public StepModel {
   void step_scores(const std::vector<int32_t>& tokens, const std::vector<int32_t>& next,
                    std::vector<float>& log_probs) override;
   int live() const override { return live_; }
+  bool can_admit() const override { return true; }
+  void admit(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override;
+  int max_sentences() const override { return max_sent_; }
+  int steps_left() const override { return started_ ? max_tgt_ - t_ : max_tgt_; }
 
   int steps() const { return t_; }  // tokens fed since start (the position of the next one)
   // Recorded steps (on by default; a backend that cannot record runs every step's ops as they are issued). Off
@@ -68,8 +78,13 @@ class EncoderDecoderStepModel : public StepModel {
   // Lays out the persistent state through take(bytes) (a counting pass returns nullptr, then the real one).
   template <typename Take>
   void lay_out_state(Take&& take);
-  // The encoder and the cross-attention projections of `sentences` x `src_len` sources already on the device.
-  void encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences, int src_len);
+  // The encoder and the cross-attention projections of `sentences` x `src_len` sources already on the device, into
+  // slots 0.. (start) or, with to_slots, where the uploaded slot slices say (admit).
+  void encode_sources(kernels::Backend& backend, StepMemory& memory, int sentences, int src_len,
+                      bool to_slots = false);
+  // Checks a start's or an admission's sources against the limits.
+  void check_sources(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+                     int src_len) const;
   // One step of `rows` hypotheses at the position in the step inputs: returns the logits [rows, vocab] (in the
   // step's scratch).
   const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows);
@@ -81,6 +96,8 @@ class EncoderDecoderStepModel : public StepModel {
   void run_step_ops(int k, const std::function<void(const void* logits)>& finish);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
+  // Sentences numbered from `first` begin at the current position in their slots (marked in use).
+  void place_sentences(int first, const std::vector<int32_t>& src_lengths, const std::vector<int32_t>& slots);
 
   const EncoderDecoderModel& model_;
   kernels::Backend& backend_;
@@ -93,15 +110,17 @@ class EncoderDecoderStepModel : public StepModel {
   void* positions_ = nullptr;                    // sinusoidal [max(max_src, max_tgt), dim]
   std::vector<DecoderLayerCache> caches_;        // per decoder layer
   OriginTables origins_;                         // [max_hyps][max_tgt] DecoderStep::origin, shared by all layers
-  int32_t* dev_src_ = nullptr;                   // source ids [sentences*src_len], then lengths [sentences]
-  // The step's inputs, one upload per step at fixed addresses: [max_hyps] tokens | [1] position t |
-  // [max_hyps] self-attention lengths t + 1 | [2*max_hyps*heads] cache rows to append to (DecoderStep::append_dst).
+  // Source ids [sentences*src_len], then lengths [sentences], then (admit) the slot slices [2*sentences*heads]
+  int32_t* dev_src_ = nullptr;
+  // The step's inputs, one upload per step at fixed addresses: [max_hyps] tokens | [max_hyps] self-attention
+  // lengths t + 1 | [max_hyps] key starts | [max_hyps] positions | [2*max_hyps*heads] cache rows to append to
+  // (DecoderStep).
   int32_t* dev_step_ = nullptr;
   int32_t* dev_tokens_ = nullptr;
-  int32_t* dev_position_ = nullptr;
   int32_t* dev_self_lengths_ = nullptr;
+  int32_t* dev_key_starts_ = nullptr;
+  int32_t* dev_positions_ = nullptr;
   int32_t* dev_append_dst_ = nullptr;
-  void* step_position_ = nullptr;                // [dim] row t of positions_, gathered by the step itself
   int32_t* dev_rows_ = nullptr;                  // per-hypothesis indices, see upload_rows
   const int32_t* dev_parents_ = nullptr;         // [live] select's parents: the origin table's gather index
   const int32_t* dev_cross_slices_ = nullptr;    // [live*heads] sentence slices of the cross-attention memory
@@ -119,7 +138,11 @@ class EncoderDecoderStepModel : public StepModel {
 
   bool started_ = false;
   int live_ = 0, t_ = 0;
-  std::vector<int32_t> src_lengths_, sentence_of_;
+  std::vector<int32_t> sentence_of_;  // per live hypothesis: its sentence's number
+  // Per sentence number of this search: source length, memory slot, the position its bos was written at.
+  std::vector<int32_t> src_lengths_, slot_of_, start_of_;
+  std::vector<char> slot_used_;  // [max_sent]
+  std::vector<int32_t> slots_;   // admit's slots (reserved)
 };
 
 // An EncoderDecoderStepModel with these limits (tests and benchmarks; the programs load theirs with

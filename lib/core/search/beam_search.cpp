@@ -98,105 +98,208 @@ Hypothesis trace_back(const std::vector<TraceNode>& trace, const FinishedHypothe
   return h;
 }
 
+// One search over a StepModel: its sentences (numbered in the order they joined, as StepModel::start and admit
+// number them) and live hypotheses, advanced one step at a time. beam_search runs one batch through it;
+// beam_search_continuous adds sentences while others still run.
+class Search {
+ public:
+  Search(StepModel& model, const BeamSearchOptions& options, const TokenSink& sink, const SentenceSink& done)
+      : model_(model), options_(options), sink_(sink), done_(done), k_(options.beam_size) {
+    if (options.beam_size < 1) fail("--beam-size must be at least 1 (it is {})", options.beam_size);
+  }
+
+  // The sentences of `batch` join with only bos decoded: through StepModel::start when nothing is live (a new
+  // search: sentence numbers start again at 0), else through StepModel::admit. Returns the number of the first.
+  int join(const data::Batch& batch) {
+    const bool fresh = live_.empty();
+    if (fresh) {
+      model_.start(batch.src, batch.src_lengths, batch.size, batch.src_len);
+      finished_.clear();
+      limit_.clear();
+      trace_.clear();
+      tokens_.clear();
+    } else {
+      model_.admit(batch.src, batch.src_lengths, batch.size, batch.src_len);
+    }
+    const int first = static_cast<int>(limit_.size());
+    for (int s = 0; s < batch.size; ++s) {
+      limit_.push_back(output_limit(source_tokens_without_eos(batch, s), options_.max_length_factor,
+                                    options_.max_new_tokens, options_.max_context));
+      finished_.emplace_back();
+      live_.push_back({first + s, -1, 0.0, 0.0, 0});
+      tokens_.push_back(data::kBosId);
+    }
+    return first;
+  }
+
+  bool running() const { return !live_.empty(); }
+  int live_sentences() const { return live_sentences_; }
+
+  // Every live hypothesis advances one token; a sentence left without live hypotheses is finished (done_).
+  void step() {
+    model_.step_topk(tokens_, k_, values_, ids_, eos_log_probs_);
+    next_live_.clear();
+    next_tokens_.clear();
+    parents_.clear();
+    sentence_of_.clear();
+    live_sentences_ = 0;
+    // Live hypotheses are grouped by sentence, and all of one sentence have the same length.
+    for (size_t begin = 0; begin < live_.size();) {
+      const int s = live_[begin].sentence;
+      size_t end = begin;
+      while (end < live_.size() && live_[end].sentence == s) ++end;
+      advance_sentence(s, begin, end);
+      begin = end;
+    }
+    if (!next_live_.empty() && !keeps_all(parents_, static_cast<int>(live_.size())))
+      model_.select(parents_, sentence_of_);
+    live_.swap(next_live_);
+    tokens_.swap(next_tokens_);
+  }
+
+ private:
+  // Sentence s's live hypotheses live_[begin, end): keeps its best candidates (see beam_search's header).
+  void advance_sentence(int s, size_t begin, size_t end) {
+    const int vocab = model_.vocab_size();
+    const int32_t eos = data::kEosId;
+    const int k = k_;
+    top_.reset(options_.beam_size - static_cast<int>(finished_[s].size()));
+    const bool force_eos = live_[begin].tokens >= limit_[s];
+    for (size_t h = begin; h < end; ++h) {
+      const int64_t base = static_cast<int64_t>(h - begin) * vocab;
+      const double ranking = live_[h].ranking;
+      // eos has no word penalty; ids below eos (pad, unk, bos) are never produced.
+      top_.offer(ranking + eos_log_probs_[h], base + eos);
+      if (force_eos) continue;
+      // The sentence keeps at most width <= beam_size candidates, so at most that many words of one hypothesis;
+      // they all pay the same word penalty, so they are that hypothesis' best words by log-prob with lower ids
+      // first on ties: the first `width` of step_topk's k = beam_size, in step_topk's (and better()'s) order.
+      // They come by decreasing log-prob, so their rankings do not increase: once one ranks below everything
+      // kept, so do the rest.
+      const double word_ranking = ranking - options_.word_penalty;
+      for (int i = 0; i < k; ++i) {
+        const int32_t v = ids_[h * k + i];
+        if (v < 0) break;  // fewer words than k
+        const double word = word_ranking + values_[h * k + i];
+        if (top_.closed_at(word)) break;
+        top_.offer(word, base + v);
+      }
+    }
+    const size_t live_before = next_live_.size();
+    const bool streaming = sink_ && options_.beam_size == 1;  // a beam of one: each chosen token is final
+    for (const Candidate& c : top_.sorted()) {
+      const size_t h = begin + static_cast<size_t>(c.index / vocab);
+      const int32_t v = static_cast<int32_t>(c.index % vocab);
+      float lp = eos_log_probs_[h];
+      if (v != eos)
+        for (int i = 0; i < k; ++i)
+          if (ids_[h * k + i] == v) lp = values_[h * k + i];
+      trace_.push_back({live_[h].node, v, lp});
+      if (streaming) sink_(s, v);
+      const int32_t node = static_cast<int32_t>(trace_.size() - 1);
+      if (v == eos) {
+        finished_[s].push_back({node, live_[h].log_prob + lp, live_[h].tokens});
+      } else {
+        next_live_.push_back({s, node, c.ranking, live_[h].log_prob + lp, live_[h].tokens + 1});
+        parents_.push_back(static_cast<int32_t>(h));
+        sentence_of_.push_back(s);
+        next_tokens_.push_back(v);
+      }
+    }
+    if (next_live_.size() == live_before) {
+      finish(s);
+    } else {
+      ++live_sentences_;
+    }
+  }
+
+  // A sentence is finished at the step that leaves it no live hypothesis: its n-best list is final then.
+  void finish(int s) {
+    NBestList list;
+    for (const auto& f : finished_[s]) list.push_back(trace_back(trace_, f, options_));
+    std::stable_sort(list.begin(), list.end(),
+                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+    finished_[s].clear();
+    finished_[s].shrink_to_fit();
+    done_(s, list);
+  }
+
+  StepModel& model_;
+  const BeamSearchOptions& options_;
+  const TokenSink sink_;
+  const SentenceSink done_;
+  // Per hypothesis the best beam_size words suffice (see step_topk's use above), eos coming separately.
+  const int k_;
+  int live_sentences_ = 0;
+
+  std::vector<TraceNode> trace_;
+  std::vector<std::vector<FinishedHypothesis>> finished_;  // per sentence
+  std::vector<int> limit_;                                 // per sentence: output_limit()
+  std::vector<LiveHypothesis> live_, next_live_;
+  std::vector<int32_t> tokens_, next_tokens_, parents_, sentence_of_;
+  std::vector<float> values_, eos_log_probs_;
+  std::vector<int32_t> ids_;
+  TopCandidates top_;
+};
+
 }  // namespace
 
 std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, const BeamSearchOptions& options,
                                    const TokenSink& sink, const SentenceSink& done) {
   if (options.beam_size < 1) fail("--beam-size must be at least 1 (it is {})", options.beam_size);
-  const int sentences = batch.size;
-  std::vector<NBestList> results(sentences);
-  if (sentences == 0) return results;
-  model.start(batch.src, batch.src_lengths, sentences, batch.src_len);
-  const int vocab = model.vocab_size();
-  const int32_t eos = data::kEosId;
-  const bool streaming = sink && options.beam_size == 1;  // a beam of one: each chosen token is final
-
-  std::vector<int> limit(sentences);
-  for (int s = 0; s < sentences; ++s)
-    limit[s] = output_limit(source_tokens_without_eos(batch, s), options.max_length_factor, options.max_new_tokens,
-                            options.max_context);
-
-  std::vector<TraceNode> trace;
-  std::vector<std::vector<FinishedHypothesis>> finished(sentences);
-  std::vector<LiveHypothesis> live, next_live;
-  for (int s = 0; s < sentences; ++s) live.push_back({s, -1, 0.0, 0.0, 0});
-  std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens, parents, sentence_of;
-  // Per hypothesis the best beam_size words suffice (see step_topk's use below), eos coming separately.
-  const int k = options.beam_size;
-  std::vector<float> values, eos_log_probs;
-  std::vector<int32_t> ids;
-  TopCandidates top;
-  // A sentence is finished at the step that leaves it no live hypothesis: its n-best list is final then.
-  auto finish = [&](int s) {
-    for (const auto& f : finished[s]) results[s].push_back(trace_back(trace, f, options));
-    std::stable_sort(results[s].begin(), results[s].end(),
-                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+  std::vector<NBestList> results(batch.size);
+  if (batch.size == 0) return results;
+  const SentenceSink keep = [&](int s, const NBestList& list) {
+    results[s] = list;
     if (done) done(s, results[s]);
   };
-
-  while (!live.empty()) {
-    model.step_topk(tokens, k, values, ids, eos_log_probs);
-    next_live.clear();
-    next_tokens.clear();
-    parents.clear();
-    sentence_of.clear();
-    // Live hypotheses are grouped by sentence, and all of one sentence have the same length.
-    for (size_t begin = 0; begin < live.size();) {
-      const int s = live[begin].sentence;
-      size_t end = begin;
-      while (end < live.size() && live[end].sentence == s) ++end;
-      top.reset(options.beam_size - static_cast<int>(finished[s].size()));
-      const bool force_eos = live[begin].tokens >= limit[s];
-      for (size_t h = begin; h < end; ++h) {
-        const int64_t base = static_cast<int64_t>(h - begin) * vocab;
-        const double ranking = live[h].ranking;
-        // eos has no word penalty; ids below eos (pad, unk, bos) are never produced.
-        top.offer(ranking + eos_log_probs[h], base + eos);
-        if (force_eos) continue;
-        // The sentence keeps at most width <= beam_size candidates, so at most that many words of one hypothesis;
-        // they all pay the same word penalty, so they are that hypothesis' best words by log-prob with lower ids
-        // first on ties: the first `width` of step_topk's k = beam_size, in step_topk's (and better()'s) order.
-        // They come by decreasing log-prob, so their rankings do not increase: once one ranks below everything
-        // kept, so do the rest.
-        const double word_ranking = ranking - options.word_penalty;
-        for (int i = 0; i < k; ++i) {
-          const int32_t v = ids[h * k + i];
-          if (v < 0) break;  // fewer words than k
-          const double word = word_ranking + values[h * k + i];
-          if (top.closed_at(word)) break;
-          top.offer(word, base + v);
-        }
-      }
-      const size_t live_before = next_live.size();
-      for (const Candidate& c : top.sorted()) {
-        const size_t h = begin + static_cast<size_t>(c.index / vocab);
-        const int32_t v = static_cast<int32_t>(c.index % vocab);
-        float lp = eos_log_probs[h];
-        if (v != eos)
-          for (int i = 0; i < k; ++i)
-            if (ids[h * k + i] == v) lp = values[h * k + i];
-        trace.push_back({live[h].node, v, lp});
-        if (streaming) sink(s, v);
-        const int32_t node = static_cast<int32_t>(trace.size() - 1);
-        if (v == eos) {
-          finished[s].push_back({node, live[h].log_prob + lp, live[h].tokens});
-        } else {
-          next_live.push_back({s, node, c.ranking, live[h].log_prob + lp, live[h].tokens + 1});
-          parents.push_back(static_cast<int32_t>(h));
-          sentence_of.push_back(s);
-          next_tokens.push_back(v);
-        }
-      }
-      if (next_live.size() == live_before) finish(s);
-      begin = end;
-    }
-    if (next_live.empty()) break;
-    if (!keeps_all(parents, static_cast<int>(live.size()))) model.select(parents, sentence_of);
-    live.swap(next_live);
-    tokens.swap(next_tokens);
-  }
-
+  Search search(model, options, sink, keep);
+  search.join(batch);
+  while (search.running()) search.step();
   return results;  // every sentence was finished at its last step
 }
+
+void beam_search_continuous(StepModel& model, const SentenceFeed& feed, const BeamSearchOptions& options,
+                            const LineSink& done) {
+  if (!model.can_admit()) fail("internal error: continuous beam search over a model that cannot admit sentences");
+  std::vector<int64_t> line_of;  // per sentence number of the current search
+  const SentenceSink report = [&](int s, const NBestList& list) { done(line_of[s], list); };
+  Search search(model, options, {}, report);
+  // A sentence fits when its longest output still fits the caches: bos and limit tokens from this step on.
+  const auto fits = [&](int source_tokens) {
+    return output_limit(source_tokens, options.max_length_factor, options.max_new_tokens, options.max_context) + 1 <=
+           model.steps_left();
+  };
+  const auto any = [](int) { return true; };
+  data::Batch chunk;
+  bool more = true;      // the feed may have sentences left
+  bool blocked = false;  // its next sentence does not fit this search's caches any more
+  while (true) {
+    if (!search.running()) {
+      // A new search (the caches from their first position on), or the end.
+      if (!more || !(more = feed(model.max_sentences(), any, chunk))) return;
+      if (chunk.size == 0) fail("internal error: the sentence feed gave nothing to a search that has room");
+      line_of.assign(chunk.line_ids.begin(), chunk.line_ids.end());
+      search.join(chunk);
+      blocked = false;
+    }
+    search.step();
+    // Free places are filled once there are enough of them to be worth an encoding; a search whose caches cannot
+    // take the next sentence runs out and starts again.
+    // Admissions come in multiples of admission_batch(), so that their encodings repeat a few shapes and replay.
+    const int unit = admission_batch(model.max_sentences());
+    const int room = (model.max_sentences() - search.live_sentences()) / unit * unit;
+    if (more && !blocked && search.running() && room > 0) {
+      more = feed(room, fits, chunk);
+      blocked = more && chunk.size == 0;
+      if (chunk.size > 0) {
+        line_of.insert(line_of.end(), chunk.line_ids.begin(), chunk.line_ids.end());
+        search.join(chunk);
+      }
+    }
+  }
+}
+
+int admission_batch(int max_sentences) { return std::max(1, max_sentences / 8); }
 
 }  // namespace lseq

@@ -10,6 +10,8 @@
 // sentence). beam_size 1 is exactly greedy search: the most probable allowed next token at every step.
 // Each step reads only StepModel::step_topk with k = beam_size (each hypothesis' best beam_size words plus eos),
 // which gives exactly the n-best lists of ranking the whole distribution: docs/decoding.md says why.
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/search/search_types.h"
@@ -35,5 +37,28 @@ struct BeamSearchOptions {
 // the sentence finishes.
 std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, const BeamSearchOptions& options,
                                    const TokenSink& sink = {}, const SentenceSink& done = {});
+
+// ---- continuous batching ----
+// Where a continuous search takes its sentences from: fills `chunk` (a source batch with line_ids) with up to
+// max_sentences of the next sentences, in order, as long as fits(source tokens without eos) accepts them (the first
+// it refuses stays for a later call). Returns false when no sentence was left (chunk empty); true otherwise, chunk
+// empty only when fits refused the next one. Called from the searching thread only.
+using SentenceFeed =
+    std::function<bool(int max_sentences, const std::function<bool(int source_tokens)>& fits, data::Batch& chunk)>;
+// Told each sentence's n-best list by its line id, once, when it finishes.
+using LineSink = std::function<void(int64_t line_id, const NBestList& list)>;
+
+// Beam search with continuous batching over a model that can admit sentences (StepModel::can_admit): starts with
+// up to max_sentences() of the feed's sentences and, whenever admission_batch() places are free, admits the next
+// ones while the others run, so that the batch stays full instead of running on with the few sentences whose
+// outputs are longest (a batch of 128 short sentences ran about three times as many steps as its average output
+// has tokens). A sentence is admitted only while the caches have room for its longest output
+// (StepModel::steps_left); when the next one does not fit, the search runs out and a new one starts. Every sentence
+// gets the n-best list beam_search gives it: rows never read each other's state, so a list does not depend on the
+// sentences beside it (up to the rounding of a backend whose arithmetic depends on the rows' count).
+void beam_search_continuous(StepModel& model, const SentenceFeed& feed, const BeamSearchOptions& options,
+                            const LineSink& done);
+// Free sentence places that make an admission worth its encoder run: an eighth of the batch, at least one.
+int admission_batch(int max_sentences);
 
 }  // namespace lseq

@@ -27,6 +27,10 @@ void StepModel::step_topk(const std::vector<int32_t>& tokens, int k, std::vector
   }
 }
 
+void StepModel::admit(const std::vector<int32_t>&, const std::vector<int32_t>&, int, int) {
+  fail("internal error: this model cannot admit sentences into a running search");
+}
+
 void StepModel::step_scores(const std::vector<int32_t>& tokens, const std::vector<int32_t>& next,
                             std::vector<float>& log_probs) {
   if (next.size() != tokens.size())

@@ -46,6 +46,20 @@ class StepModel {
 
   virtual int live() const = 0;  // live hypotheses
 
+  // ---- continuous batching (beam_search_continuous) ----
+  // Whether admit() works; models that cannot admit decode one batch per start().
+  virtual bool can_admit() const { return false; }
+  // Adds `sentences` new sentences (as in start) to the running search: they get the next sentence numbers and one
+  // live hypothesis each, appended after the live ones, with only bos decoded (their first step is the next step).
+  // At most max_sentences() sentences may be live after it; each must finish within steps_left() steps.
+  virtual void admit(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+                     int src_len);
+  // Sentences a start() or the live ones plus an admit() may hold.
+  virtual int max_sentences() const { return 0; }
+  // Steps the caches have room for from the current one on: a sentence admitted now whose outputs may have n
+  // tokens needs n + 1 (bos included).
+  virtual int steps_left() const { return 0; }
+
  private:
   std::vector<float> topk_scratch_;  // the default step_topk's and step_scores' full distribution
 };

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -110,6 +111,59 @@ struct SearchedLines {
   int64_t window_end = -1;
 };
 
+// A window's sentences for continuous searches (SentenceFeed), in the order of its batches, shared by the decoders.
+class WindowFeed {
+ public:
+  explicit WindowFeed(const std::vector<data::Batch>& batches) : batches_(batches) {}
+
+  bool next(int max_sentences, const std::function<bool(int)>& fits, data::Batch& chunk) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    chunk = data::Batch{};
+    while (batch_ < batches_.size() && sentence_ >= batches_[batch_].size) ++batch_, sentence_ = 0;
+    if (stopped_ || batch_ >= batches_.size()) return false;
+    std::vector<std::pair<const data::Batch*, int>> taken;
+    for (; chunk.size < max_sentences && batch_ < batches_.size(); ++batch_, sentence_ = 0) {
+      const data::Batch& b = batches_[batch_];
+      for (; sentence_ < b.size && chunk.size < max_sentences; ++sentence_) {
+        if (!fits(source_tokens_without_eos(b, sentence_))) return fill(taken, chunk), true;
+        taken.emplace_back(&b, sentence_);
+        chunk.src_len = std::max(chunk.src_len, b.src_lengths[sentence_]);
+        ++chunk.size;
+      }
+      if (chunk.size == max_sentences) break;
+    }
+    fill(taken, chunk);
+    return true;
+  }
+  void stop() {  // no more sentences for anyone (the writer failed)
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+  }
+
+ private:
+  // The taken sentences as one batch, padded to the longest of them.
+  static void fill(const std::vector<std::pair<const data::Batch*, int>>& taken, data::Batch& chunk) {
+    chunk.src.assign(static_cast<std::size_t>(chunk.size) * chunk.src_len, data::kPadId);
+    for (std::size_t i = 0; i < taken.size(); ++i) {
+      const auto& [b, s] = taken[i];
+      const int length = b->src_lengths[s];
+      std::copy_n(b->src.begin() + static_cast<std::size_t>(s) * b->src_len, length,
+                  chunk.src.begin() + i * chunk.src_len);
+      chunk.src_lengths.push_back(length);
+      chunk.line_ids.push_back(b->line_ids[s]);
+    }
+  }
+
+  const std::vector<data::Batch>& batches_;
+  std::mutex mutex_;
+  std::size_t batch_ = 0;
+  int sentence_ = 0;
+  bool stopped_ = false;
+};
+
+// Finished lines handed to the writer this many at a time (continuous searches finish them one by one).
+constexpr size_t kLinesPerHandOver = 32;
+
 constexpr size_t kWindowsAhead = 1;    // read and encoded windows waiting for the search (one more being read)
 constexpr size_t kSearchedAhead = 128;  // hand-overs waiting for the writer (about one per batch)
 
@@ -190,7 +244,55 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
     };
     // A window's batches, each to the next free decoder; false once the writer failed. An error stops the other
     // decoders after their current batch and is rethrown: the one of the earliest batch, as the serial loop meets.
+    // Continuous batching: every decoder runs one continuous search over the window's sentences.
+    const bool continuous =
+        settings.continuous && !settings.sample &&
+        std::all_of(models.begin(), models.end(), [](const StepModel* m) { return m->can_admit(); });
+    auto search_window_continuously = [&](const std::vector<data::Batch>& batches) {
+      WindowFeed feed(batches);
+      std::atomic<bool> go_on{true};
+      std::vector<std::exception_ptr> errors(models.size());
+      auto decode = [&](size_t m) {
+        try {
+          SearchedLines pending;
+          auto flush = [&] {
+            if (pending.line_ids.empty() || !go_on) return;
+            if (!hand_over(std::move(pending))) {
+              go_on = false;
+              feed.stop();
+            }
+            pending = SearchedLines{};
+          };
+          const SentenceFeed next = [&](int max_sentences, const std::function<bool(int)>& fits, data::Batch& chunk) {
+            return feed.next(max_sentences, fits, chunk);
+          };
+          beam_search_continuous(*models[m], next, settings.beam, [&](int64_t line, const NBestList& list) {
+            pending.line_ids.push_back(line);
+            pending.lists.push_back(list);
+            if (pending.line_ids.size() >= kLinesPerHandOver) flush();
+          });
+          flush();
+        } catch (...) {
+          errors[m] = std::current_exception();
+          feed.stop();
+        }
+      };
+      std::vector<std::thread> helpers;
+      try {
+        for (size_t m = 1; m < models.size(); ++m) helpers.emplace_back(decode, m);
+      } catch (...) {
+        feed.stop();
+        for (std::thread& helper : helpers) helper.join();
+        throw;
+      }
+      decode(0);
+      for (std::thread& helper : helpers) helper.join();
+      for (const std::exception_ptr& error : errors)
+        if (error) std::rethrow_exception(error);
+      return go_on.load();
+    };
     auto search_window = [&](std::vector<data::Batch>& batches) {
+      if (continuous) return search_window_continuously(batches);
       std::atomic<size_t> next{0};
       std::atomic<bool> go_on{true};
       std::vector<std::exception_ptr> errors(batches.size());

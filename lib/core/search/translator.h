@@ -22,6 +22,9 @@ struct TranslateSettings {
   SamplingOptions sampling;
   bool n_best = false;       // --n-best: all hypotheses in Marian's n-best format
   bool word_scores = false;  // --word-scores
+  // Beam search with continuous batching (beam_search_continuous) where every decoder can admit sentences: a
+  // window's sentences are fed to the decoders as places free up instead of batch by batch.
+  bool continuous = false;
 };
 
 // Ids to text (a SentencePiece vocabulary's decode). Empty: print the ids separated by spaces (--no-spm-decode).
@@ -56,6 +59,8 @@ TranslationTotals translate_all(StepModel& model, data::TranslationInput& input,
 // decoder is free, models[0] on the calling thread and each other one on a thread of its own, so that one decoder's
 // steps run while another waits on the host. The output is the same as with one decoder (each batch is decoded on
 // its own and lines are written in input order); search_seconds is the calling thread's wall clock in the searches.
+// With settings.continuous, each decoder instead takes the window's sentences a few at a time (in the batches'
+// order) whenever it has room; a sentence's translation does not depend on which decoder or neighbours it had.
 TranslationTotals translate_all(const std::vector<StepModel*>& models, data::TranslationInput& input,
                                 const Detokenizer& detokenize, const TranslateSettings& settings, std::ostream& out,
                                 double progress_seconds = 0);

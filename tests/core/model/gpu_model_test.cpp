@@ -26,6 +26,7 @@
 #include "kernels/workspace.h"
 #include "model_test_util.h"
 #include "packed_source_check.h"
+#include "sentence_feed.h"
 #include "step_gradients_check.h"
 #include "whole_rows_decoder.h"
 
@@ -410,6 +411,45 @@ TEST(GpuModel, IncrementalDecodingMatchesTheCpu) {
     ASSERT_FALSE(c[s].empty());
     EXPECT_EQ(c[s][0].tokens, a[s][0].tokens) << "sentence " << s;
   }
+}
+
+// Continuous batching on the GPU: sentences admitted three at a time into a running search (recorded admissions and
+// steps) get the n-best lists that a batch of all of them gets, in fp32 (the same tokens, log-probabilities within
+// rounding: the GEMMs of other row counts may sum in another order); and recorded continuous steps equal op-by-op
+// ones bit for bit.
+TEST(GpuModel, ContinuousSearchGivesTheBatchLists) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(43, 0.3);
+  OnGpu fp32(cpu.params, DType::f32);
+  const data::Batch all = sources(17, {7, 1, 12, 4, 9, 3, 15, 6, 2, 11, 5, 8, 10, 1, 14, 4, 6, 9});
+  const auto sentences = test::sentences_of(all);
+  BeamSearchOptions options;
+  options.beam_size = 4;
+  options.max_length_factor = 2;
+  const int steps = max_output_tokens(all.src_len, options.max_length_factor) + 1;
+  EncoderDecoderStepModel whole(*fp32.model, all.size * options.beam_size, all.src_len, steps);
+  const std::vector<NBestList> want = beam_search(whole, all, options);
+  std::vector<std::vector<NBestList>> runs;
+  for (bool graphs : {true, false}) {
+    EncoderDecoderStepModel continuous(*fp32.model, 3 * options.beam_size, all.src_len, 2 * steps, 3);
+    continuous.use_graphs(graphs);
+    std::size_t next = 0;
+    std::vector<NBestList> got(sentences.size());
+    beam_search_continuous(continuous, test::feed_of(sentences, next), options,
+                           [&](int64_t line, const NBestList& list) { got.at(line) = list; });
+    runs.push_back(got);
+    for (std::size_t s = 0; s < want.size(); ++s) {
+      ASSERT_EQ(got[s].size(), want[s].size()) << "sentence " << s;
+      for (std::size_t i = 0; i < want[s].size(); ++i) {
+        EXPECT_EQ(got[s][i].tokens, want[s][i].tokens) << "sentence " << s << " hyp " << i;
+        EXPECT_NEAR(got[s][i].log_prob, want[s][i].log_prob, 1e-4 * (1 + std::fabs(want[s][i].log_prob)))
+            << "sentence " << s << " hyp " << i;
+      }
+    }
+  }
+  for (std::size_t s = 0; s < want.size(); ++s)
+    for (std::size_t i = 0; i < runs[0][s].size() && i < runs[1][s].size(); ++i)
+      EXPECT_EQ(runs[0][s][i].word_log_probs, runs[1][s][i].word_log_probs) << "sentence " << s << " hyp " << i;
 }
 
 // Recorded steps (CUDA graphs) replay exactly the ops they recorded: beam search with them gives, bit for bit, the

@@ -1,0 +1,254 @@
+// Continuous batching (beam_search_continuous over EncoderDecoderStepModel::admit): sentences admitted into a
+// running search, into sentence slots freed by others, at later cache positions, get exactly the n-best lists that
+// batch-by-batch beam search gives them; a search whose caches cannot take the next sentence runs out and starts
+// again; lstranslate's loop writes the same output either way.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/model/encoder_decoder_model.h"
+#include "core/model/encoder_decoder_step_model.h"
+#include "core/search/beam_search.h"
+#include "core/search/search_types.h"
+#include "core/search/translator.h"
+#include "data/input_line_reader.h"
+#include "data/translation_input.h"
+#include "data/vocab.h"
+#include "model_test_util.h"
+#include "sentence_feed.h"
+#include "util/error.h"
+
+namespace lseq {
+namespace {
+
+ModelConfig small_config(NormPlacement norm) {
+  ModelConfig c;
+  c.src_vocab = c.tgt_vocab = 20;
+  c.dim_emb = 16;
+  c.enc_depth = c.dec_depth = 2;
+  c.heads = 2;
+  c.dim_ffn = 32;
+  c.norm = norm;
+  c.tied = TiedEmbeddings::all;
+  c.max_length = 64;
+  return c;
+}
+
+// Source sentences (ids without eos) of 1..max_words words over ids [4, vocab).
+std::vector<std::vector<int32_t>> random_sources(std::mt19937_64& rng, int count, int max_words, int vocab) {
+  std::uniform_int_distribution<int> words(1, max_words), id(4, vocab - 1);
+  std::vector<std::vector<int32_t>> sources(count);
+  for (auto& s : sources) {
+    s.resize(words(rng));
+    for (int32_t& w : s) w = id(rng);
+  }
+  return sources;
+}
+
+std::vector<int64_t> iota_lines(std::size_t n, int64_t first = 0) {
+  std::vector<int64_t> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = first + static_cast<int64_t>(i);
+  return ids;
+}
+
+// Forwards everything to `inner` and counts what continuous batching does: starts and admissions.
+class CountingDecoder : public StepModel {
+ public:
+  explicit CountingDecoder(StepModel& inner) : inner_(inner) {}
+  int vocab_size() const override { return inner_.vocab_size(); }
+  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override {
+    ++starts;
+    started += sentences;
+    inner_.start(src, src_lengths, sentences, src_len);
+  }
+  void admit(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override {
+    ++admissions;
+    admitted += sentences;
+    inner_.admit(src, src_lengths, sentences, src_len);
+  }
+  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
+    inner_.select(parents, sentence_of);
+  }
+  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
+    inner_.step(tokens, log_probs);
+  }
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override {
+    ++steps;
+    inner_.step_topk(tokens, k, values, ids, eos_log_probs);
+  }
+  int live() const override { return inner_.live(); }
+  bool can_admit() const override { return inner_.can_admit(); }
+  int max_sentences() const override { return inner_.max_sentences(); }
+  int steps_left() const override { return inner_.steps_left(); }
+
+  int starts = 0, started = 0, admissions = 0, admitted = 0, steps = 0;
+
+ private:
+  StepModel& inner_;
+};
+
+using test::feed_of;
+
+// The same hypotheses in the same order, with the same log-probabilities up to rounding: even on one CPU thread a
+// GEMM's last bits depend on the number of rows it multiplies (a sentence decoded alone and in a batch of 37 differ
+// there too), so only a slot or position mix-up, not the neighbours, may change more than the last digits.
+void expect_same_lists(const NBestList& got, const NBestList& want, std::size_t sentence) {
+  ASSERT_EQ(got.size(), want.size()) << "sentence " << sentence;
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(got[k].tokens, want[k].tokens) << "sentence " << sentence << " hypothesis " << k;
+    ASSERT_EQ(got[k].word_log_probs.size(), want[k].word_log_probs.size());
+    for (std::size_t i = 0; i < want[k].word_log_probs.size(); ++i) {
+      EXPECT_NEAR(got[k].word_log_probs[i], want[k].word_log_probs[i], 1e-5 * (1 + std::fabs(want[k].word_log_probs[i])))
+          << "sentence " << sentence << " hypothesis " << k << " token " << i;
+    }
+    EXPECT_NEAR(got[k].score, want[k].score, 1e-5 * (1 + std::fabs(want[k].score)))
+        << "sentence " << sentence << " hypothesis " << k;
+  }
+}
+
+struct Case {
+  NormPlacement norm;
+  int beam;
+  double normalize;
+};
+
+// Every sentence, admitted into whatever slot and at whatever cache position, gets the list a batch of all of them
+// gives it.
+TEST(ContinuousSearch, AdmittedSentencesGetTheirBatchLists) {
+  for (const Case c : {Case{NormPlacement::pre, 3, 0.6}, Case{NormPlacement::post, 1, 0.0},
+                       Case{NormPlacement::pre, 4, 1.0}}) {
+    SCOPED_TRACE("beam " + std::to_string(c.beam));
+    auto backend = kernels::make_cpu_backend(1);
+    EncoderDecoderModel model(small_config(c.norm), *backend);
+    test::randomize_params(*backend, model.param_store(), 17 + c.beam, 0.5);
+    std::mt19937_64 rng(29 + c.beam);
+    const int max_words = 7;
+    const auto sources = random_sources(rng, 37, max_words, 20);
+    BeamSearchOptions options;
+    options.beam_size = c.beam;
+    options.normalize = c.normalize;
+    options.max_length_factor = 2;
+    const int limit = max_output_tokens(max_words, options.max_length_factor) + 1;
+
+    EncoderDecoderStepModel whole(model, 37 * c.beam, max_words + 1, limit, 37);
+    const std::vector<NBestList> want = beam_search(whole, data::make_source_batch(sources, iota_lines(37)), options);
+
+    // Four sentences at a time, with room in the caches for one and a half of the longest outputs one after another.
+    EncoderDecoderStepModel inner(model, 4 * c.beam, max_words + 1, limit + limit / 2, 4);
+    CountingDecoder decoder(inner);
+    std::size_t next = 0;
+    std::map<int64_t, NBestList> got;
+    beam_search_continuous(decoder, feed_of(sources, next), options, [&](int64_t line, const NBestList& list) {
+      EXPECT_TRUE(got.emplace(line, list).second) << "line " << line << " reported twice";
+    });
+    ASSERT_EQ(got.size(), sources.size());
+    for (std::size_t s = 0; s < sources.size(); ++s) expect_same_lists(got[static_cast<int64_t>(s)], want[s], s);
+    // Admissions filled the places of finished sentences, and the caches ran out and restarted at least once.
+    EXPECT_EQ(decoder.started + decoder.admitted, 37);
+    EXPECT_GT(decoder.admissions, 4);
+    EXPECT_GT(decoder.starts, 1);
+  }
+}
+
+// Sources of every length a slot may have held before: what an admitted sentence reads of its slot is its own.
+TEST(ContinuousSearch, SlotsReusedByShorterSourcesReadOnlyTheirOwn) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  test::randomize_params(*backend, model.param_store(), 5, 0.5);
+  std::mt19937_64 rng(41);
+  std::vector<std::vector<int32_t>> sources = random_sources(rng, 12, 12, 20);
+  for (std::size_t s = 0; s < sources.size(); s += 2) sources[s].resize(1);  // long and one-word sources alternate
+  BeamSearchOptions options;
+  options.beam_size = 2;
+  options.max_length_factor = 1.5;
+  const int limit = max_output_tokens(12, options.max_length_factor) + 1;
+  std::vector<NBestList> want;
+  for (const auto& source : sources) {
+    EncoderDecoderStepModel alone(model, options.beam_size, 13, limit, 1);
+    want.push_back(beam_search(alone, data::make_source_batch({source}, {0}), options).at(0));
+  }
+  EncoderDecoderStepModel inner(model, 2 * options.beam_size, 13, 8 * limit, 2);
+  CountingDecoder decoder(inner);
+  std::size_t next = 0;
+  std::map<int64_t, NBestList> got;
+  beam_search_continuous(decoder, feed_of(sources, next), options,
+                         [&](int64_t line, const NBestList& list) { got[line] = list; });
+  ASSERT_EQ(got.size(), sources.size());
+  for (std::size_t s = 0; s < sources.size(); ++s) expect_same_lists(got[static_cast<int64_t>(s)], want[s], s);
+  EXPECT_EQ(decoder.started + decoder.admitted, 12);
+  EXPECT_GE(decoder.admitted, 6);
+}
+
+// Admitting past the sentence places, before start, or a sentence longer than planned is refused with a message.
+TEST(ContinuousSearch, AdmitChecksItsLimits) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  test::randomize_params(*backend, model.param_store(), 7, 0.5);
+  EncoderDecoderStepModel decoder(model, 4, 5, 10, 2);
+  const data::Batch one = data::make_source_batch({{5, 6}}, {0});
+  EXPECT_THROW(decoder.admit(one.src, one.src_lengths, 1, one.src_len), Error);  // not started
+  decoder.start(one.src, one.src_lengths, 1, one.src_len);
+  decoder.admit(one.src, one.src_lengths, 1, one.src_len);
+  EXPECT_EQ(decoder.live(), 2);
+  EXPECT_THROW(decoder.admit(one.src, one.src_lengths, 1, one.src_len), Error);  // both places taken
+  const data::Batch longer = data::make_source_batch({{5, 6, 7, 8, 9}}, {0});
+  decoder.select({0}, {0});  // sentence 1 leaves: its place is free again
+  EXPECT_THROW(decoder.admit(longer.src, longer.src_lengths, 1, longer.src_len), Error);  // 6 > 5 tokens
+  decoder.admit(one.src, one.src_lengths, 1, one.src_len);
+  EXPECT_EQ(decoder.live(), 2);
+}
+
+// translate_all writes the same translations with continuous batching as batch by batch, with one decoder and with
+// two (the best hypotheses' text: n-best scores may differ in their last digit, see expect_same_lists).
+TEST(ContinuousSearch, TranslatorOutputIsTheSame) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  test::randomize_params(*backend, model.param_store(), 11, 0.5);
+  std::mt19937_64 rng(43);
+  std::ostringstream text;
+  for (const auto& words : random_sources(rng, 50, 9, 20)) {
+    for (std::size_t i = 0; i < words.size(); ++i) text << (i ? " " : "") << words[i];
+    text << "\n";
+  }
+  text << "\n5 6 7\n";  // an empty line among them still yields its line
+  data::TranslationInputOptions input_options;
+  input_options.mini_batch = 8;
+  input_options.maxi_batch = 3;
+  input_options.max_length = 9;
+  input_options.vocab_size = 20;
+  TranslateSettings settings;
+  settings.beam.beam_size = 3;
+  settings.beam.max_length_factor = 2;
+  const int limit = max_output_tokens(9, settings.beam.max_length_factor) + 1;
+  auto translate = [&](bool continuous, int decoders) {
+    std::vector<std::unique_ptr<EncoderDecoderStepModel>> owned;
+    std::vector<StepModel*> models;
+    for (int d = 0; d < decoders; ++d) {
+      owned.push_back(std::make_unique<EncoderDecoderStepModel>(model, 8 * 3, 10, limit, 8));
+      models.push_back(owned.back().get());
+    }
+    std::istringstream in(text.str());
+    data::InputLineReader reader(in, "input.txt");
+    data::TranslationInput input(reader, {}, input_options);  // ids input
+    std::ostringstream out;
+    settings.continuous = continuous;
+    const TranslationTotals totals = translate_all(models, input, {}, settings, out);
+    EXPECT_EQ(totals.lines, 52);
+    return out.str();
+  };
+  const std::string want = translate(false, 1);
+  EXPECT_EQ(translate(true, 1), want);
+  EXPECT_EQ(translate(true, 2), want);
+}
+
+}  // namespace
+}  // namespace lseq
