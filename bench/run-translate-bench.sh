@@ -8,9 +8,12 @@
 #  2. lstranslate on the whole test file (2,000 lines) for each case (beam 4 at 32, 64, 128 sentences a batch;
 #     greedy at 128), bf16, --normalize 1: the wall clock of the whole program, and its own summary line (model
 #     load apart, target tokens/s over the translation).
+#     Then the same program batch by batch (--continuous-batching false): its translation time, and whether it
+#     wrote byte-identical output.
 #  3. bench_decode_throughput on the same model directory at the same batch and beam: with sources and outputs
 #     forced to the test set's mean lengths (every hypothesis the same length, the kernel-level figure per target
-#     token), and on the test file's own lines (--input: the same search as lstranslate's, timed alone).
+#     token), and on the test file's own lines (--input: the search batch by batch, as lstranslate's with
+#     --continuous-batching false, timed alone).
 #     A long input too (LONG_LINES, default 50,000 lines of the training source; beam 4 x 128): steps 2 and 3 once the
 #     fixed start-up cost is spread over many batches.
 #  4. Hugging Face generate (bench/hf_translate.py) on the same weights converted to MarianMT
@@ -102,6 +105,17 @@ translate_case() {
     echo "RESULT bench=translate impl=lstranslate-base case=$name wall_s=$wall same_output=$same" | tee -a "$results"
     tokens=$new_tokens
   fi
+  # ---- 2c. the same program batch by batch (--continuous-batching false): what continuous batching gains, and
+  # whether every translation stays the same ----
+  new_tokens=$tokens
+  run_program "$out/$name.batchwise.log" "$bin/translate/lstranslate" -m "$model" -i "$input" \
+    -o "$out/$name.batchwise.out" --precision "$precision" --beam-size "$beam" --normalize "$normalize" \
+    --mini-batch "$batch" --maxi-batch 100 --continuous-batching false
+  same=$(cmp -s "$out/$name.out" "$out/$name.batchwise.out" && echo yes || echo "no:$(diff "$out/$name.out" \
+    "$out/$name.batchwise.out" | grep -c '^<')_lines_differ")
+  echo "RESULT bench=translate impl=lstranslate-batchwise case=$name wall_s=$wall translate_s=${busy:-nan} same_output=$same" |
+    tee -a "$results"
+  tokens=$new_tokens
   # ---- 3. the kernel-level benchmark at the same batch ----
   src_len=$(awk '{ n += NF } END { printf "%d", n / NR * 1.4 + 1 }' "$input")  # ~ SentencePiece tokens + eos
   out_len=$(awk -v t="${tokens:-0}" -v l="$lines" 'BEGIN { printf "%d", (t > 0 ? t / l : 20) }')
@@ -187,7 +201,8 @@ for line in open(sys.argv[1]):
     f = dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
     rows.setdefault(f.get("case"), {})[f.get("impl", f.get("bench"))] = f
 print(f"{'case':22} {'lstranslate wall':>16} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
-      f"{'kernel/lstr':>11} {'kernel/wall':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'search only':>11}")
+      f"{'kernel/lstr':>11} {'kernel/wall':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'search only':>11} "
+      f"{'batchwise only':>14} {'same':>5}")
 for case, r in rows.items():
     if "lstranslate" not in r:
         continue
@@ -199,9 +214,11 @@ for case, r in rows.items():
     hf = float(r.get("hf-generate", {}).get("tgt_tok_s", "nan"))
     free = float(r.get("lseq-free", {}).get("tgt_tok_s", "nan"))
     base = r.get("lstranslate-base", {})
+    batchwise = r.get("lstranslate-batchwise", {})
     print(f"{case:22} {wall:16.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {kernel / wall:11.2f} "
           f"{wall / hf:8.2f} "
-          f"{rate(tokens, base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5} {free:11.0f}")
+          f"{rate(tokens, base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5} {free:11.0f} "
+          f"{rate(tokens, batchwise.get('translate_s')):14.0f} {batchwise.get('same_output', '-'):>5}")
 scores = {case: r for case, r in rows.items() if "lsscore" in r}
 if scores:
     print(f"\n{'case':18} {'lsscore wall':>13} {'score only':>11} {'HF forward':>11} {'wall/HF':>8} "
