@@ -110,7 +110,9 @@ int run_serve(const Options& options) {
   serve::Scheduler scheduler(scheduling);
   serve::ServeMetrics metrics(scheduling.limits.max_sentences);
   std::vector<std::unique_ptr<serve::DecodeWorker>> workers;
-  for (auto& model : models) workers.push_back(std::make_unique<serve::DecodeWorker>(*model, scheduler, metrics));
+  const bool continuous = options.get_bool("continuous-batching");
+  for (auto& model : models)
+    workers.push_back(std::make_unique<serve::DecodeWorker>(*model, scheduler, metrics, continuous));
   const auto join_workers = [&] {
     for (auto& worker : workers) worker->join();
   };

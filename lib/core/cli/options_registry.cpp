@@ -789,10 +789,10 @@ std::vector<OptionSpec> build_registry() {
             "overlaps another's steps, and a batch with a long sentence no longer holds up the batches behind it; "
             "0: 4 on a GPU (at most the machine's cores), 1 on the CPU")
             .in(0, 16),
-        Opt("continuous-batching", T::boolean, G::translation, kTranslate, def("true"),
+        Opt("continuous-batching", T::boolean, G::translation, kTranslate | kServe, def("true"),
             "Beam search admits new sentences into a batch as its sentences finish, so that batches stay full "
-            "instead of running on for their longest outputs (translations are the same); false: batch by batch. "
-            "Sampling always goes batch by batch"),
+            "instead of running on for their longest outputs (translations are the same; lsserve: waiting sentences "
+            "join running searches); false: batch by batch. Sampling and language models always go batch by batch"),
         Opt("max-wait-ms", T::floating, G::serving, kServe, def("20"),
             "Fuller batches may go first while a sentence waits up to this long; then its batch is next (the decoder "
             "never idles while sentences wait)")

@@ -260,38 +260,36 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
 }
 
 void beam_search_continuous(StepModel& model, const SentenceFeed& feed, const BeamSearchOptions& options,
-                            const LineSink& done) {
+                            const LineSink& done, const LineTokenSink& tokens) {
   if (!model.can_admit()) fail("internal error: continuous beam search over a model that cannot admit sentences");
   std::vector<int64_t> line_of;  // per sentence number of the current search
   const SentenceSink report = [&](int s, const NBestList& list) { done(line_of[s], list); };
-  Search search(model, options, {}, report);
+  TokenSink sink;
+  if (tokens) sink = [&](int s, int32_t token) { tokens(line_of[s], token); };
+  Search search(model, options, sink, report);
   // A sentence fits when its longest output still fits the caches: bos and limit tokens from this step on.
-  const auto fits = [&](int source_tokens) {
+  const std::function<bool(int)> fits = [&](int source_tokens) {
     return output_limit(source_tokens, options.max_length_factor, options.max_new_tokens, options.max_context) + 1 <=
            model.steps_left();
   };
-  const auto any = [](int) { return true; };
   data::Batch chunk;
-  bool more = true;      // the feed may have sentences left
-  bool blocked = false;  // its next sentence does not fit this search's caches any more
+  bool blocked = false;  // the feed's next sentence does not fit this search's caches any more
   while (true) {
     if (!search.running()) {
-      // A new search (the caches from their first position on), or the end.
-      if (!more || !(more = feed(model.max_sentences(), any, chunk))) return;
-      if (chunk.size == 0) fail("internal error: the sentence feed gave nothing to a search that has room");
+      // A new search (the caches from their first position on: every sentence fits), or the end.
+      if (!feed(model.max_sentences(), nullptr, chunk) || chunk.size == 0) return;
       line_of.assign(chunk.line_ids.begin(), chunk.line_ids.end());
       search.join(chunk);
       blocked = false;
     }
     search.step();
-    // Free places are filled once there are enough of them to be worth an encoding; a search whose caches cannot
-    // take the next sentence runs out and starts again.
-    // Admissions come in multiples of admission_batch(), so that their encodings repeat a few shapes and replay.
+    // Free places are filled once there are enough of them to be worth an encoding, in multiples of
+    // admission_batch() so that the encodings repeat a few shapes and replay; a search whose caches cannot take the
+    // next sentence runs out and starts again.
     const int unit = admission_batch(model.max_sentences());
     const int room = (model.max_sentences() - search.live_sentences()) / unit * unit;
-    if (more && !blocked && search.running() && room > 0) {
-      more = feed(room, fits, chunk);
-      blocked = more && chunk.size == 0;
+    if (!blocked && search.running() && room > 0) {
+      blocked = feed(room, fits, chunk) && chunk.size == 0;
       if (chunk.size > 0) {
         line_of.insert(line_of.end(), chunk.line_ids.begin(), chunk.line_ids.end());
         search.join(chunk);

@@ -40,24 +40,26 @@ std::vector<NBestList> beam_search(StepModel& model, const data::Batch& batch, c
 
 // ---- continuous batching ----
 // Where a continuous search takes its sentences from: fills `chunk` (a source batch with line_ids) with up to
-// max_sentences of the next sentences, in order, as long as fits(source tokens without eos) accepts them (the first
-// it refuses stays for a later call). Returns false when no sentence was left (chunk empty); true otherwise, chunk
-// empty only when fits refused the next one. Called from the searching thread only.
+// max_sentences of the next sentences that fits(source tokens without eos) accepts; fits is empty when a new search
+// starts (every sentence fits then). Returns false when no sentence was waiting (chunk empty); true otherwise,
+// chunk empty only when fits refused every waiting one. Called from the searching thread only.
 using SentenceFeed =
     std::function<bool(int max_sentences, const std::function<bool(int source_tokens)>& fits, data::Batch& chunk)>;
 // Told each sentence's n-best list by its line id, once, when it finishes.
 using LineSink = std::function<void(int64_t line_id, const NBestList& list)>;
+// Told each token of a sentence, by its line id, as soon as it is final (beam size 1 only, as TokenSink).
+using LineTokenSink = std::function<void(int64_t line_id, int32_t token)>;
 
 // Beam search with continuous batching over a model that can admit sentences (StepModel::can_admit): starts with
-// up to max_sentences() of the feed's sentences and, whenever admission_batch() places are free, admits the next
-// ones while the others run, so that the batch stays full instead of running on with the few sentences whose
-// outputs are longest (a batch of 128 short sentences ran about three times as many steps as its average output
-// has tokens). A sentence is admitted only while the caches have room for its longest output
-// (StepModel::steps_left); when the next one does not fit, the search runs out and a new one starts. Every sentence
-// gets the n-best list beam_search gives it: rows never read each other's state, so a list does not depend on the
-// sentences beside it (up to the rounding of a backend whose arithmetic depends on the rows' count).
+// up to max_sentences() of the feed's sentences and, whenever admission_batch() places are free, admits more of
+// them while the others run, so that the batch stays full instead of running on with the few sentences whose outputs
+// are longest (a batch of 128 short sentences ran about three times as many steps as its average output has
+// tokens). A sentence is admitted only while the caches have room for its longest output (StepModel::steps_left);
+// when none fits, the search runs out and a new one starts. Returns when no search is running and the feed has
+// nothing. Every sentence gets the n-best list beam_search gives it: rows never read each other's state, so a list
+// does not depend on the sentences beside it (up to rounding: a GEMM's last bits may depend on its row count).
 void beam_search_continuous(StepModel& model, const SentenceFeed& feed, const BeamSearchOptions& options,
-                            const LineSink& done);
+                            const LineSink& done, const LineTokenSink& tokens = {});
 // Free sentence places that make an admission worth its encoder run: an eighth of the batch, at least one.
 int admission_batch(int max_sentences);
 

@@ -125,7 +125,7 @@ class WindowFeed {
     for (; chunk.size < max_sentences && batch_ < batches_.size(); ++batch_, sentence_ = 0) {
       const data::Batch& b = batches_[batch_];
       for (; sentence_ < b.size && chunk.size < max_sentences; ++sentence_) {
-        if (!fits(source_tokens_without_eos(b, sentence_))) return fill(taken, chunk), true;
+        if (fits && !fits(source_tokens_without_eos(b, sentence_))) return fill(taken, chunk), true;
         taken.emplace_back(&b, sentence_);
         chunk.src_len = std::max(chunk.src_len, b.src_lengths[sentence_]);
         ++chunk.size;

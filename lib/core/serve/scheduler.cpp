@@ -55,12 +55,32 @@ bool Scheduler::take(Clock::time_point now, ScheduledBatch& out) {
 bool Scheduler::take_locked(Clock::time_point now, ScheduledBatch& out) {
   if (waiting_ == 0) return false;
   const Choice choice = choose(now);
-  Pool& pool = pools_[choice.pool];
+  const Pool& pool = pools_[choice.pool];
   // Longest first, as lstranslate orders a batch (data/translation_input.h).
   std::vector<size_t> members = choice.members;
   std::stable_sort(members.begin(), members.end(), [&](size_t a, size_t b) {
     return pool.sentences[a].ids.size() > pool.sentences[b].ids.size();
   });
+  move_out(choice.pool, members, out);
+  return true;
+}
+
+bool Scheduler::take_joining(const TranslateSettings& settings, int max_sentences,
+                             const std::function<bool(int)>& fits, ScheduledBatch& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto pool = std::find_if(pools_.begin(), pools_.end(),
+                                 [&](const Pool& p) { return same_search(p.settings, settings); });
+  if (pool == pools_.end()) return false;
+  std::vector<size_t> members;  // in arrival order
+  for (size_t i = 0; i < pool->sentences.size() && static_cast<int>(members.size()) < max_sentences; ++i)
+    if (fits(static_cast<int>(pool->sentences[i].ids.size()))) members.push_back(i);
+  if (members.empty()) return false;
+  move_out(static_cast<size_t>(pool - pools_.begin()), members, out);
+  return true;
+}
+
+void Scheduler::move_out(size_t p, const std::vector<size_t>& members, ScheduledBatch& out) {
+  Pool& pool = pools_[p];
   std::vector<std::vector<int32_t>> sources;
   std::vector<int64_t> indices;
   out.settings = pool.settings;
@@ -85,9 +105,8 @@ bool Scheduler::take_locked(Clock::time_point now, ScheduledBatch& out) {
     ++kept;
   }
   pool.sentences.resize(kept);
-  if (pool.sentences.empty()) pools_.erase(pools_.begin() + static_cast<std::ptrdiff_t>(choice.pool));
+  if (pool.sentences.empty()) pools_.erase(pools_.begin() + static_cast<std::ptrdiff_t>(p));
   waiting_ -= static_cast<int>(members.size());
-  return true;
 }
 
 Scheduler::Choice Scheduler::choose(Clock::time_point now) const {

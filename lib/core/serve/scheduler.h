@@ -9,10 +9,13 @@
 //     that a thin batch may wait for company; but once a sentence has waited max_wait, the batch holding the
 //     oldest sentence goes first (so small requests are not starved by a stream of large ones, and no sentence
 //     waits more than max_wait plus the batches ahead of it);
-//   - the decoder never idles while a sentence waits: next() returns a batch whenever the pool is not empty.
+//   - the decoder never idles while a sentence waits: next() returns a batch whenever the pool is not empty;
+//   - a decoder that searches continuously (beam_search_continuous) takes more sentences of its search while it
+//     runs (take_joining), oldest first.
 // The pool is bounded (max_queue sentences; submit refuses what does not fit). Cancelled requests' sentences are
 // removed (cancel) or skipped.
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -62,6 +65,12 @@ class Scheduler {
   // The same without waiting: false when nothing waits. `now` decides who waited max_wait.
   bool take(Clock::time_point now, ScheduledBatch& out);
 
+  // Continuous batching: sentences to join a running search of `settings` (same_search), without waiting. Takes up
+  // to max_sentences of that search's waiting sentences, oldest first, skipping those that fits (source tokens
+  // without eos) refuses; they stay for a later batch. False when none was taken.
+  bool take_joining(const TranslateSettings& settings, int max_sentences, const std::function<bool(int)>& fits,
+                    ScheduledBatch& out);
+
   // Removes the request's waiting sentences (it must be cancelled first); returns how many.
   int cancel(const PendingRequest& request);
 
@@ -90,6 +99,8 @@ class Scheduler {
   };
 
   bool take_locked(Clock::time_point now, ScheduledBatch& out);
+  // Moves the members (indices into the pool's sentences, in batch order) out of pool p into `out`.
+  void move_out(size_t p, const std::vector<size_t>& members, ScheduledBatch& out);
   Choice choose(Clock::time_point now) const;
   // The plan of one pool: the batch holding sentence `must_hold` (when it is not npos), else its most efficient
   // batch if it beats `best`.

@@ -84,15 +84,24 @@ void ServeMetrics::observe_batch(const BatchReport& report, Clock::time_point fi
   queue_wait_.observe(report.queue_seconds);
   source_tokens_ += report.source_tokens;
   padded_tokens_ += report.padded_tokens;
-  target_tokens_ += report.target_tokens;
-  decode_seconds_ += report.decode_seconds;
-  const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(finished - start_).count();
+  add_decoded_locked(report.target_tokens, report.decode_seconds, finished);
+}
+
+void ServeMetrics::observe_decoded(int64_t target_tokens, double decode_seconds, Clock::time_point when) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  add_decoded_locked(target_tokens, decode_seconds, when);
+}
+
+void ServeMetrics::add_decoded_locked(int64_t target_tokens, double decode_seconds, Clock::time_point when) {
+  target_tokens_ += target_tokens;
+  decode_seconds_ += decode_seconds;
+  const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(when - start_).count();
   const size_t slot = static_cast<size_t>(second % kRateSeconds);
   if (second_of_slot_[slot] != second) {
     second_of_slot_[slot] = second;
     tokens_in_second_[slot] = 0;
   }
-  tokens_in_second_[slot] += report.target_tokens;
+  tokens_in_second_[slot] += target_tokens;
 }
 
 std::string ServeMetrics::render(const ServeGauges& gauges, Clock::time_point now) const {

@@ -52,6 +52,9 @@ class ServeMetrics {
   void observe_latency(double seconds);            // accepted requests, arrival to answer
   void count_sentences(const char* outcome, int64_t count);  // translated, error, timed_out, cancelled
   void observe_batch(const BatchReport& report, Clock::time_point finished);
+  // A continuous search reports each joining chunk through observe_batch (without target tokens and decoding time)
+  // and these as they come: target tokens of finished sentences, decoding time when the search ends.
+  void observe_decoded(int64_t target_tokens, double decode_seconds, Clock::time_point when);
 
   std::string render(const ServeGauges& gauges, Clock::time_point now) const;
 
@@ -64,6 +67,7 @@ class ServeMetrics {
   uint64_t batches_ = 0;
   int64_t source_tokens_ = 0, padded_tokens_ = 0, target_tokens_ = 0;
   double decode_seconds_ = 0;
+  void add_decoded_locked(int64_t target_tokens, double decode_seconds, Clock::time_point when);
   std::array<int64_t, kRateSeconds> tokens_in_second_{};
   std::array<int64_t, kRateSeconds> second_of_slot_{};
   Clock::time_point start_;

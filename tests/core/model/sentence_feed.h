@@ -30,7 +30,7 @@ inline SentenceFeed feed_of(const std::vector<std::vector<int32_t>>& sources, st
     std::vector<std::vector<int32_t>> taken;
     std::vector<int64_t> lines;
     while (next < sources.size() && static_cast<int>(taken.size()) < max_sentences &&
-           fits(static_cast<int>(sources[next].size()))) {
+           (!fits || fits(static_cast<int>(sources[next].size())))) {
       lines.push_back(static_cast<int64_t>(next));
       taken.push_back(sources[next++]);
     }

@@ -62,6 +62,24 @@ class ToyStepModel : public StepModel {
 
   int live() const override { return static_cast<int>(hyps_.size()); }
 
+  // Continuous batching, once allowed: admitted sentences join with the next sentence numbers (no cache to run out).
+  void allow_admission(int max_sentences) { max_sentences_ = max_sentences; }
+  bool can_admit() const override { return max_sentences_ > 0; }
+  int max_sentences() const override { return max_sentences_; }
+  int steps_left() const override { return 1 << 20; }
+  void admit(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
+             int src_len) override {
+    if (!can_admit()) throw std::logic_error("ToyStepModel::admit: admission not allowed");
+    if (static_cast<int>(src.size()) != sentences * src_len || static_cast<int>(src_lengths.size()) != sentences)
+      throw std::logic_error("ToyStepModel::admit: inconsistent sizes");
+    for (int s = 0; s < sentences; ++s) {
+      hyps_.push_back({static_cast<int>(source_hash_.size()), kEmptyPrefix});
+      source_hash_.push_back(hash_source(std::vector<int32_t>(src.begin() + s * src_len,
+                                                              src.begin() + s * src_len + src_lengths[s])));
+    }
+    ++admissions;
+  }
+
   // The model itself: log-probabilities (double) of the next token after bos + `prefix` for source `src` (ids
   // + eos), rounded to float as step() reports them.
   std::vector<double> row(const std::vector<int32_t>& src, const std::vector<int32_t>& prefix) const {
@@ -73,7 +91,7 @@ class ToyStepModel : public StepModel {
     return out;
   }
 
-  int steps = 0, starts = 0, selects = 0;
+  int steps = 0, starts = 0, selects = 0, admissions = 0;
   std::vector<int> live_per_step;
 
  private:
@@ -109,6 +127,7 @@ class ToyStepModel : public StepModel {
   double eos_bias_;
   std::vector<uint64_t> source_hash_;
   std::vector<Hyp> hyps_;
+  int max_sentences_ = 0;
 };
 
 }  // namespace lseq::testing
