@@ -791,8 +791,9 @@ std::vector<OptionSpec> build_registry() {
             .in(0, 16),
         Opt("continuous-batching", T::boolean, G::translation, kTranslate | kServe, def("true"),
             "Beam search admits new sentences into a batch as its sentences finish, so that batches stay full "
-            "instead of running on for their longest outputs (translations are the same; lsserve: waiting sentences "
-            "join running searches); false: batch by batch. Sampling and language models always go batch by batch"),
+            "instead of running on for their longest outputs (lsserve: waiting sentences join running searches). "
+            "Translations are those of batch by batch, up to the last bits of scores, which depend on the rows a "
+            "product had; false: batch by batch. Sampling and language models always go batch by batch"),
         Opt("max-wait-ms", T::floating, G::serving, kServe, def("20"),
             "Fuller batches may go first while a sentence waits up to this long; then its batch is next (the decoder "
             "never idles while sentences wait)")
