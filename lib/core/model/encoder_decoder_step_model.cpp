@@ -69,7 +69,8 @@ EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& mode
       backend_, std::max({start_plan.needed(), admit_plan.needed(), step_plan.needed()}),
       "internal error: a decoding step outgrew its plan");
 
-  staging_.reserve(std::max({elems(max_sent_, max_src_) + elems(max_sent_, 2 * heads_ + 1), elems(max_hyps_, heads_ + 2)}));
+  staging_.reserve(
+      std::max({elems(max_sent_, max_src_) + elems(max_sent_, 2 * heads_ + 1), elems(max_hyps_, heads_ + 2)}));
   step_staging_.assign(step_input_count(max_hyps_, heads_), 0);
   topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
   sentence_of_.reserve(max_hyps_);
@@ -162,7 +163,8 @@ void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents,
 
 void EncoderDecoderStepModel::check_sources(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
                                             int sentences, int src_len) const {
-  if (sentences < 1 || src_len < 1) fail("internal error: start() needs sentences, got {} x {}", sentences, src_len);
+  if (sentences < 1 || src_len < 1)
+    fail("internal error: start() and admit() need sentences, got {} x {}", sentences, src_len);
   if (sentences > max_sent_) {
     fail(
         "decoding was planned for at most {} sentences at a time but got {}; lower --mini-batch or build the "
@@ -176,7 +178,7 @@ void EncoderDecoderStepModel::check_sources(const std::vector<int32_t>& src, con
         src_len, max_src_);
   }
   if (src.size() != elems(sentences, src_len) || src_lengths.size() != static_cast<std::size_t>(sentences)) {
-    fail("internal error: start() got {} ids and {} lengths for {} sentences of {} tokens", src.size(),
+    fail("internal error: start() or admit() got {} ids and {} lengths for {} sentences of {} tokens", src.size(),
          src_lengths.size(), sentences, src_len);
   }
   for (int s = 0; s < sentences; ++s) {

@@ -88,8 +88,8 @@ class EncoderDecoderStepModel : public StepModel {
   // One step of `rows` hypotheses at the position in the step inputs: returns the logits [rows, vocab] (in the
   // step's scratch).
   const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows);
-  // Checks the tokens and uploads the step's inputs (tokens, position, self-attention lengths, cache rows to append to) in
-  // one copy: what step and step_topk share.
+  // Checks the tokens and uploads the step's inputs (tokens, self-attention lengths, key starts, positions, cache
+  // rows to append to) in one copy: what step and step_topk share.
   void begin_step(const std::vector<int32_t>& tokens);
   // The ops of a step of shape (live bucketed, k): forward_step, then finish(logits), through the
   // recorder; recorded when the same shape ran at the previous step too (shapes that repeat are worth recording).

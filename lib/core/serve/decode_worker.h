@@ -3,10 +3,11 @@
 // batches from the scheduler back to back, runs beam search or sampling on each, and hands every sentence's n-best
 // list to its request. With continuous batching (beam search over a model that can admit sentences), a batch's
 // search also takes the scheduler's waiting sentences of the same search as its own sentences finish
-// (Scheduler::take_joining), so that requests arriving meanwhile do not wait for the batch's longest output. The model was planned for the largest batch the scheduler may form (--mini-batch sentences x
-// --beam-size hypotheses, --max-length tokens), so serving allocates nothing on the device. A batch that fails (an
-// lseq::Error, a device error) answers its sentences with the error, is logged, and the thread goes on. It ends
-// when the scheduler is closed and empty.
+// (Scheduler::take_joining), so that requests arriving meanwhile do not wait for the batch's longest output. The
+// model was planned for the largest batch the scheduler may form (--mini-batch sentences x --beam-size hypotheses,
+// --max-length tokens), so serving allocates nothing on the device. A batch that fails (an lseq::Error, a device
+// error) answers its sentences with the error, is logged, and the thread goes on. It ends when the scheduler is
+// closed and empty.
 #include <thread>
 
 #include "core/search/step_model.h"

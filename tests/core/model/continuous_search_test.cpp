@@ -107,7 +107,8 @@ void expect_same_lists(const NBestList& got, const NBestList& want, std::size_t 
     EXPECT_EQ(got[k].tokens, want[k].tokens) << "sentence " << sentence << " hypothesis " << k;
     ASSERT_EQ(got[k].word_log_probs.size(), want[k].word_log_probs.size());
     for (std::size_t i = 0; i < want[k].word_log_probs.size(); ++i) {
-      EXPECT_NEAR(got[k].word_log_probs[i], want[k].word_log_probs[i], 1e-5 * (1 + std::fabs(want[k].word_log_probs[i])))
+      const float w = want[k].word_log_probs[i];
+      EXPECT_NEAR(got[k].word_log_probs[i], w, 1e-5 * (1 + std::fabs(w)))
           << "sentence " << sentence << " hypothesis " << k << " token " << i;
     }
     EXPECT_NEAR(got[k].score, want[k].score, 1e-5 * (1 + std::fabs(want[k].score)))
