@@ -242,9 +242,9 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
       output_wait_seconds += waited;
       return ok;
     };
-    // A window's batches, each to the next free decoder; false once the writer failed. An error stops the other
-    // decoders after their current batch and is rethrown: the one of the earliest batch, as the serial loop meets.
-    // Continuous batching: every decoder runs one continuous search over the window's sentences.
+    // Continuous batching: every decoder runs one continuous search over the window's sentences, handing finished
+    // lines to the writer kLinesPerHandOver at a time; false once the writer failed. An error stops the feed (the
+    // other decoders finish what they hold) and is rethrown: the first decoder's.
     const bool continuous =
         settings.continuous && !settings.sample &&
         std::all_of(models.begin(), models.end(), [](const StepModel* m) { return m->can_admit(); });
@@ -291,6 +291,9 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
         if (error) std::rethrow_exception(error);
       return go_on.load();
     };
+    // Otherwise a window's batches, each to the next free decoder; false once the writer failed. An error stops the
+    // other decoders after their current batch and is rethrown: the one of the earliest batch, as the serial loop
+    // meets.
     auto search_window = [&](std::vector<data::Batch>& batches) {
       if (continuous) return search_window_continuously(batches);
       std::atomic<size_t> next{0};
