@@ -251,29 +251,36 @@ void EncoderDecoderStepModel::admit(const std::vector<int32_t>& src, const std::
   if (!started_) fail("internal error: admit() before start()");
   check_sources(src, src_lengths, sentences, src_len);
   if (t_ >= max_tgt_) fail("internal error: admit() at step {}, past the {} the caches hold", t_, max_tgt_);
-  slots_.clear();
-  for (int slot = 0; slot < max_sent_ && static_cast<int>(slots_.size()) < sentences; ++slot)
-    if (!slot_used_[slot]) slots_.push_back(slot);
-  if (static_cast<int>(slots_.size()) < sentences) {
-    fail("internal error: admit() of {} sentences with {} of {} sentence places free", sentences, slots_.size(),
+  // Free slots in order: the first `sentences` take the new sentences; on a backend that records, the count is
+  // padded (step_rows, at most the free slots) with sentences of one eos each, encoded into free slots that stay
+  // free, so that admissions of a server's every count repeat a few shapes and replay (issue 27: each count
+  // recorded its own encoding).
+  std::vector<int> free_slots;
+  for (int slot = 0; slot < max_sent_; ++slot)
+    if (!slot_used_[slot]) free_slots.push_back(slot);
+  const int free_count = static_cast<int>(free_slots.size());
+  if (free_count < sentences) {
+    fail("internal error: admit() of {} sentences with {} of {} sentence places free", sentences, free_count,
          max_sent_);
   }
-  // Sources padded to the bucketed length only: the scatter into slots covers exactly these sentences, so the
-  // recording is keyed by their count (admissions repeat a few counts).
+  const int padded_sentences = recorder_.rows(sentences, free_count);
+  slots_.assign(free_slots.begin(), free_slots.begin() + sentences);
   const int padded_len = recorder_.rows(src_len, max_src_);
-  staging_.assign(elems(sentences, padded_len), data::kPadId);
+  staging_.assign(elems(padded_sentences, padded_len), data::kPadId);
   for (int s = 0; s < sentences; ++s)
     std::copy_n(src.begin() + elems(s, src_len), src_len, staging_.begin() + elems(s, padded_len));
+  for (int s = sentences; s < padded_sentences; ++s) staging_[elems(s, padded_len)] = data::kEosId;
   staging_.insert(staging_.end(), src_lengths.begin(), src_lengths.end());
+  staging_.resize(staging_.size() + static_cast<std::size_t>(padded_sentences - sentences), 1);
   for (int p = 0; p < 2; ++p)
-    for (int s = 0; s < sentences; ++s)
-      for (int h = 0; h < heads_; ++h) staging_.push_back((p * max_sent_ + slots_[s]) * heads_ + h);
+    for (int s = 0; s < padded_sentences; ++s)
+      for (int h = 0; h < heads_; ++h) staging_.push_back((p * max_sent_ + free_slots[s]) * heads_ + h);
   backend_.copy_to_device(dev_src_, staging_.data(), staging_.size() * sizeof(int32_t));
-  const StepShape shape{0, sentences, padded_len, -2};
+  const StepShape shape{0, padded_sentences, padded_len, -2};
   recorder_.run(shape, recorder_.seen_before(shape), [&] {
     scratch_->reset();
     StepMemory memory(scratch_.get());
-    encode_sources(backend_, memory, sentences, padded_len, true);
+    encode_sources(backend_, memory, padded_sentences, padded_len, true);
   });
   // Their rows read their own slices from this position on: origin entries at and past the current position are
   // every row's own (select() rewrites only earlier ones), and earlier ones lie before the rows' key starts.

@@ -14,12 +14,14 @@
 
 #include "core/model/encoder_decoder_model.h"
 #include "core/model/encoder_decoder_step_model.h"
+#include "core/model/step_sharing.h"
 #include "core/search/beam_search.h"
 #include "core/search/search_types.h"
 #include "core/search/translator.h"
 #include "data/input_line_reader.h"
 #include "data/translation_input.h"
 #include "data/vocab.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "model_test_util.h"
 #include "sentence_feed.h"
 #include "util/error.h"
@@ -187,6 +189,51 @@ TEST(ContinuousSearch, SlotsReusedByShorterSourcesReadOnlyTheirOwn) {
   for (std::size_t s = 0; s < sources.size(); ++s) expect_same_lists(got[static_cast<int64_t>(s)], want[s], s);
   EXPECT_EQ(decoder.started + decoder.admitted, 12);
   EXPECT_GE(decoder.admitted, 6);
+}
+
+// A CPU backend that says it records (so that the decoders pad steps, encodings and admissions as on the GPU) but
+// returns no recordings: every padded shape runs op by op, and its results can be checked.
+class PaddingBackend : public kernels::CpuBackend {
+ public:
+  PaddingBackend() : kernels::CpuBackend(1) {}
+  bool can_record() const override { return true; }
+};
+
+// Admissions of one sentence at a time are padded to a bucketed count with one-eos sentences encoded into free
+// slots; the padding must neither take a slot nor write into one a live sentence reads.
+TEST(ContinuousSearch, PaddedAdmissionsLeaveLiveSlotsAlone) {
+  PaddingBackend backend;
+  ASSERT_EQ(step_rows(1, 6), 6);  // one sentence admitted with six places free is encoded as six
+  EncoderDecoderModel model(small_config(NormPlacement::pre), backend);
+  test::randomize_params(backend, model.param_store(), 23, 0.5);
+  std::mt19937_64 rng(43);
+  const int max_words = 6;
+  const auto sources = random_sources(rng, 19, max_words, 20);
+  BeamSearchOptions options;
+  options.beam_size = 2;
+  options.max_length_factor = 2;
+  const int limit = max_output_tokens(max_words, options.max_length_factor) + 1;
+  EncoderDecoderStepModel whole(model, 19 * options.beam_size, max_words + 1, limit, 19);
+  const std::vector<NBestList> want = beam_search(whole, data::make_source_batch(sources, iota_lines(19)), options);
+
+  EncoderDecoderStepModel inner(model, 6 * options.beam_size, max_words + 1, 3 * limit, 6);
+  CountingDecoder decoder(inner);
+  std::size_t next = 0;
+  const SentenceFeed all = feed_of(sources, next);
+  bool first = true;  // the first chunk fills the search; then one sentence per admission
+  const SentenceFeed one_at_a_time = [&](int max_sentences, const std::function<bool(int)>& fits,
+                                         data::Batch& chunk) {
+    const int count = first ? 2 : 1;
+    first = false;
+    return all(std::min(max_sentences, count), fits, chunk);
+  };
+  std::map<int64_t, NBestList> got;
+  beam_search_continuous(decoder, one_at_a_time, options,
+                         [&](int64_t line, const NBestList& list) { got[line] = list; });
+  ASSERT_EQ(got.size(), sources.size());
+  for (std::size_t s = 0; s < sources.size(); ++s) expect_same_lists(got[static_cast<int64_t>(s)], want[s], s);
+  EXPECT_EQ(decoder.admitted, decoder.admissions);  // one sentence each
+  EXPECT_GT(decoder.admissions, 8);
 }
 
 // Admitting past the sentence places, before start, or a sentence longer than planned is refused with a message.
