@@ -212,6 +212,7 @@ void HttpServer::Impl::routes() {
     gauges.queue_requests = scheduler.waiting_requests();
     gauges.in_flight = in_flight_now();
     gauges.draining = draining;
+    if (config.decoder_gauges) config.decoder_gauges(gauges);
     res.set_content(metrics.render(gauges, Clock::now()), "text/plain; version=0.0.4; charset=utf-8");
   });
   // Answers that httplib makes itself (404, 413 before the body is read, 400 for a malformed request line) get a

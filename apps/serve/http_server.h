@@ -11,6 +11,7 @@
 // thread checks every 50 ms whether the client is still there, and drops the request's waiting sentences from the
 // queue if not (or once --request-timeout has passed: those sentences are answered with an error). A streaming
 // request (a language model's "stream": true) is answered as server-sent events while its tokens come.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,8 @@ struct HttpServerConfig {
   serve::SentenceEncoding encoding;
   TranslateSettings defaults;  // the search of requests that give no options
   Detokenizer detokenize;
+  // Adds what only the decoders know (their recorded steps) to GET /metrics' gauges; called on HTTP threads.
+  std::function<void(serve::ServeGauges&)> decoder_gauges;
 };
 
 class HttpServer {

@@ -106,6 +106,13 @@ int run_serve(const Options& options) {
   if (encode) http.encoding.encoder = [&](std::string_view text) { return source_vocab->encode(text); };
   if (decode) http.detokenize = [&](const std::vector<int32_t>& ids) { return target_vocab->decode(ids); };
   http.defaults = defaults;
+  http.decoder_gauges = [&models](serve::ServeGauges& gauges) {
+    for (const auto& model : models) {
+      const StepModel::RecordedSteps steps = model->recorded_steps();
+      gauges.recorded_steps += steps.held;
+      gauges.step_recordings += steps.made;
+    }
+  };
 
   serve::Scheduler scheduler(scheduling);
   serve::ServeMetrics metrics(scheduling.limits.max_sentences);

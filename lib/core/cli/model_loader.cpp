@@ -174,6 +174,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
     const int max_steps = (translating ? lm.new_tokens : lm.scored_tokens) + 1;
     auto loaded = std::make_unique<LoadedLmStepModel>(std::move(parts), sentences * beam, max_prompt, max_steps,
                                                       sentences);
+    loaded->limit_recorded_steps(static_cast<std::size_t>(options.get_int("max-recorded-steps")));
     log_load();
     spdlog::info("language model {}: {} parameters; decoding up to {} prompts x {} hypotheses, prompts of {} and {} "
                  "{} tokens",
@@ -185,6 +186,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
                                   : max_length + 1;
   auto loaded =
       std::make_unique<LoadedStepModel>(std::move(parts), sentences * beam, max_length + 1, max_tgt, sentences);
+  loaded->limit_recorded_steps(static_cast<std::size_t>(options.get_int("max-recorded-steps")));
   log_load();
   spdlog::info("model {}: {} parameters; decoding up to {} sentences x {} hypotheses, {} source and {} target tokens",
                files.weights, parameters, sentences, beam, max_length + 1, max_tgt);

@@ -789,6 +789,12 @@ std::vector<OptionSpec> build_registry() {
             "overlaps another's steps, and a batch with a long sentence no longer holds up the batches behind it; "
             "0: 4 on a GPU (at most the machine's cores), 1 on the CPU")
             .in(0, 16),
+        Opt("max-recorded-steps", T::integer, G::translation, XS | kServe, def("256"),
+            "Decoding steps and encodings of shapes that repeat are recorded (CUDA graphs) and replayed; each decoder "
+            "keeps at most this many and drops the least recently replayed for a new shape. Each costs host memory "
+            "(about 0.9 MiB for transformer-base on an H100), so this bounds what a server's resident memory grows "
+            "by; 0: nothing is recorded, every step runs op by op (slower)")
+            .in(0, 4096),
         Opt("continuous-batching", T::boolean, G::translation, kTranslate | kServe, def("true"),
             "Beam search admits new sentences into a batch as its sentences finish, so that batches stay full "
             "instead of running on for their longest outputs (lsserve: waiting sentences join running searches). "

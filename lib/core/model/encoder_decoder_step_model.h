@@ -68,7 +68,9 @@ class EncoderDecoderStepModel : public StepModel {
   // Recorded steps (on by default; a backend that cannot record runs every step's ops as they are issued). Off
   // runs every step op by op: what tests compare against.
   void use_graphs(bool on) { recorder_.use(on); }
+  void limit_recorded_steps(std::size_t max_graphs) { recorder_.limit(max_graphs); }  // --max-recorded-steps
   std::size_t recorded_graphs() const { return recorder_.graphs(); }
+  RecordedSteps recorded_steps() const override { return {recorder_.graphs(), recorder_.recordings()}; }
   const StepRecorder& recorder() const { return recorder_; }
   // Device bytes planned at construction: caches and other state, and the scratch of start/step.
   std::size_t state_bytes() const { return state_->capacity(); }

@@ -28,12 +28,8 @@ void StepRecorder::run(const Shape& shape, bool record, const std::function<void
       it->second.last_use = ++uses_;
       return it->second.graph->replay();
     }
-    if (record) {
-      if (graphs_.size() >= kMaxGraphs) {
-        graphs_.erase(std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
-          return a.second.last_use < b.second.last_use;
-        }));
-      }
+    if (record && max_graphs_ > 0) {
+      drop_least_recent(max_graphs_ - 1);
       std::unique_ptr<kernels::OpGraph> graph;
       const auto begin = std::chrono::steady_clock::now();
       try {
@@ -43,17 +39,33 @@ void StepRecorder::run(const Shape& shape, bool record, const std::function<void
         spdlog::warn("decoding steps cannot be recorded as CUDA graphs ({}); every step now runs op by op", e.what());
         on_ = false;
         graphs_.clear();
+        held_ = 0;
       }
       if (graph) {
         ++recordings_;
         recording_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
         graph->replay();
         graphs_.emplace(shape, Recording{std::move(graph), ++uses_});
+        held_ = graphs_.size();
         return;
       }
     }
   }
   ops();
+}
+
+void StepRecorder::limit(std::size_t max_graphs) {
+  max_graphs_ = max_graphs;
+  drop_least_recent(max_graphs);
+}
+
+void StepRecorder::drop_least_recent(std::size_t keep) {
+  while (graphs_.size() > keep) {
+    graphs_.erase(std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+      return a.second.last_use < b.second.last_use;
+    }));
+  }
+  held_ = graphs_.size();
 }
 
 bool StepRecorder::repeats(const Shape& shape) {

@@ -2,6 +2,7 @@
 // What the two incremental decoders (EncoderDecoderStepModel, DecoderOnlyStepModel) share: the row buckets of a
 // step, the recorded steps kept by shape, and the position-origin tables of beam search's self-attention caches
 // (docs/decoding.md).
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,8 +26,9 @@ int step_rows(int live, int limit);
 class StepRecorder {
  public:
   using Shape = std::tuple<int, int, int, int>;
-  // Recordings kept; then the least recently replayed one is dropped for a new one. A server's batches of every
-  // size and source length need about a hundred (steps by rows and k, encodings by sentences and length).
+  // Recordings kept by default (--max-recorded-steps); then the least recently replayed one is dropped for a new
+  // one. A server's batches of every size and source length need about a hundred (steps by rows and k, encodings
+  // by sentences and length); each held one costs host memory (about 0.9 MiB on an H100, transformer-base).
   static constexpr std::size_t kMaxGraphs = 256;
 
   explicit StepRecorder(kernels::Backend& backend) : backend_(backend) {}
@@ -45,9 +47,13 @@ class StepRecorder {
   int rows(int live, int limit) const;
 
   void use(bool on) { on_ = on; }
-  std::size_t graphs() const { return graphs_.size(); }
-  // Recordings made so far (a shape dropped and recorded again counts again) and the host seconds they took.
-  std::size_t recordings() const { return recordings_; }
+  // At most `max_graphs` recordings are kept (0: none are made; every op runs op by op); extra ones are dropped.
+  void limit(std::size_t max_graphs);
+  // Recordings held now, and made so far (a shape dropped and recorded again counts again): both may be read from
+  // another thread (lsserve's /metrics) while this one decodes.
+  std::size_t graphs() const { return held_.load(std::memory_order_relaxed); }
+  std::size_t recordings() const { return recordings_.load(std::memory_order_relaxed); }
+  // The host seconds the recordings took (the decoding thread's own figure).
   double recording_seconds() const { return recording_seconds_; }
 
  private:
@@ -56,11 +62,14 @@ class StepRecorder {
     uint64_t last_use = 0;  // uses_ when it last replayed
   };
 
+  void drop_least_recent(std::size_t keep);  // until at most `keep` recordings are held
+
   kernels::Backend& backend_;
   bool on_ = true;
+  std::size_t max_graphs_ = kMaxGraphs;
   std::map<Shape, Recording> graphs_;
   uint64_t uses_ = 0;
-  std::size_t recordings_ = 0;
+  std::atomic<std::size_t> held_{0}, recordings_{0};
   double recording_seconds_ = 0;
   Shape last_{-1, -1, -1, -1};
   std::set<Shape> seen_;

@@ -3,6 +3,7 @@
 // one next token for every live hypothesis at a time, with the model's caches (encoder output, cross-attention
 // keys/values, self-attention keys/values) kept inside. The EncoderDecoderModel implements it; tests implement it with
 // small hand-made models whose best hypothesis can be found by exhaustive search.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -45,6 +46,14 @@ class StepModel {
                            std::vector<float>& log_probs);
 
   virtual int live() const = 0;  // live hypotheses
+
+  // Recorded steps (CUDA graphs) held now and made so far: what the decoder keeps to replay (lsserve's /metrics
+  // shows them beside its resident memory). Safe to read from another thread while this one decodes; zero where
+  // nothing is recorded.
+  struct RecordedSteps {
+    std::size_t held = 0, made = 0;
+  };
+  virtual RecordedSteps recorded_steps() const { return {}; }
 
   // ---- continuous batching (beam_search_continuous) ----
   // Whether admit() works; models that cannot admit decode one batch per start().

@@ -140,6 +140,12 @@ std::string ServeMetrics::render(const ServeGauges& gauges, Clock::time_point no
          fmt::format("Target tokens of the best translations per second over the last {} s", kRateSeconds),
          static_cast<double>(recent) / kRateSeconds);
   scalar(out, "lsserve_decode_seconds_total", "counter", "Time the decoding thread spent on batches", decode_seconds_);
+  scalar(out, "lsserve_recorded_steps", "gauge",
+         "Decoding steps and encodings the decoders hold recorded as CUDA graphs (a bounded number per decoder)",
+         static_cast<double>(gauges.recorded_steps));
+  scalar(out, "lsserve_step_recordings_total", "counter",
+         "Recordings made (a shape dropped for a newer one and recorded again counts again)",
+         static_cast<double>(gauges.step_recordings));
   return out;
 }
 

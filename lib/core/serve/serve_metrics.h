@@ -3,6 +3,7 @@
 // Every name starts with lsserve_; counters end in _total; a histogram has cumulative _bucket{le="..."} lines, _sum
 // and _count. Thread-safe: HTTP threads and the decoding thread update them, /metrics reads them.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -42,6 +43,8 @@ struct ServeGauges {
   int queue_requests = 0;    // requests with a sentence waiting
   int in_flight = 0;         // requests accepted and not yet answered
   bool draining = false;
+  std::size_t recorded_steps = 0;   // CUDA graphs the decoders hold (each costs memory: bounded per decoder)
+  std::size_t step_recordings = 0;  // made so far (a dropped shape recorded again counts again)
 };
 
 class ServeMetrics {

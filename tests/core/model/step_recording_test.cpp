@@ -174,5 +174,36 @@ TEST(StepRecording, AFullRecorderDropsTheLeastRecentlyReplayedShape) {
   EXPECT_EQ(recorder.recordings(), StepRecorder::kMaxGraphs + 2);
 }
 
+// --max-recorded-steps: a lower limit drops the least recently replayed recordings at once and keeps the count
+// there; 0 records nothing (every op runs op by op).
+TEST(StepRecording, ALimitBoundsTheRecordingsHeld) {
+  CountingRecorder backend;
+  StepRecorder recorder(backend);
+  int runs = 0;
+  const auto ops = [&] { ++runs; };
+  for (int s = 0; s < 5; ++s) recorder.run({s, 0, 0, 0}, true, ops);
+  recorder.run({1, 0, 0, 0}, true, ops);  // replayed: shape 1 is now the most recent
+  ASSERT_EQ(recorder.graphs(), 5u);
+  recorder.limit(2);  // keeps shapes 4 and 1
+  EXPECT_EQ(recorder.graphs(), 2u);
+  const int before = runs;
+  recorder.run({4, 0, 0, 0}, true, ops);
+  recorder.run({1, 0, 0, 0}, true, ops);
+  EXPECT_EQ(runs, before) << "the two most recent recordings replay";
+  recorder.run({0, 0, 0, 0}, true, ops);  // dropped: recorded again, in place of shape 4
+  EXPECT_EQ(runs, before + 1);
+  EXPECT_EQ(recorder.graphs(), 2u);
+  EXPECT_EQ(recorder.recordings(), 6u);
+
+  recorder.limit(0);
+  EXPECT_EQ(recorder.graphs(), 0u);
+  const int replays = backend.replays;
+  recorder.run({1, 0, 0, 0}, true, ops);
+  recorder.run({1, 0, 0, 0}, true, ops);
+  EXPECT_EQ(runs, before + 3) << "with no recordings allowed, every call runs its ops";
+  EXPECT_EQ(backend.replays, replays);
+  EXPECT_EQ(recorder.recordings(), 6u);
+}
+
 }  // namespace
 }  // namespace lseq

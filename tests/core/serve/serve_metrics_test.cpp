@@ -41,6 +41,8 @@ TEST(ServeMetrics, PrometheusTextFormat) {
   ServeGauges gauges;
   gauges.queue_sentences = 12;
   gauges.in_flight = 3;
+  gauges.recorded_steps = 41;
+  gauges.step_recordings = 57;
   const std::string text = metrics.render(gauges, start);
 
   const std::regex comment(R"(# (HELP|TYPE) lsserve_[a-z_]+ .+)");
@@ -68,6 +70,8 @@ TEST(ServeMetrics, PrometheusTextFormat) {
   EXPECT_EQ(sample(text, "lsserve_batch_sentences_bucket{le=\"64\"}"), 1);
   EXPECT_EQ(sample(text, "lsserve_queue_sentences"), 12);
   EXPECT_EQ(sample(text, "lsserve_requests_in_flight"), 3);
+  EXPECT_EQ(sample(text, "lsserve_recorded_steps"), 41);
+  EXPECT_EQ(sample(text, "lsserve_step_recordings_total"), 57);
   EXPECT_EQ(sample(text, "lsserve_target_tokens_total"), 35);
   EXPECT_EQ(sample(text, "lsserve_padded_source_tokens_total"), 50);
   EXPECT_EQ(sample(text, "lsserve_target_tokens_per_second"), 3.5) << "35 tokens over the last 10 s";

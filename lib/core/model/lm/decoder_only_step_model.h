@@ -55,7 +55,9 @@ class DecoderOnlyStepModel : public StepModel {
   int steps() const { return t_; }
   // Recorded steps (on by default where the backend can record); off runs every step op by op.
   void use_graphs(bool on) { recorder_.use(on); }
+  void limit_recorded_steps(std::size_t max_graphs) { recorder_.limit(max_graphs); }  // --max-recorded-steps
   std::size_t recorded_graphs() const { return recorder_.graphs(); }
+  RecordedSteps recorded_steps() const override { return {recorder_.graphs(), recorder_.recordings()}; }
   // Prompt tokens run per prefill pass (a long prefill runs in pieces of this many tokens; tests lower it).
   void set_prefill_chunk(int rows);
   std::size_t state_bytes() const { return state_->capacity(); }
