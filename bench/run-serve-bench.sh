@@ -17,7 +17,8 @@
 #        client threads, for LOAD_SECONDS: p50 and p99 (target: p99 under 3 x p50);
 #     d. the soak: SOAK_REQUESTS requests of 1-4 sentences, 1% malformed, 64 clients, at most SOAK_SECONDS: every
 #        malformed one must get 400 and every valid one exactly lstranslate's translations; the server's resident
-#        memory sampled every 2 s (start after the first tenth, peak, end);
+#        memory sampled every 2 s (start after the first tenth, half-way, peak, end) beside the decoders' recorded
+#        steps (lsserve_recorded_steps: CUDA graphs, a bounded number, each costing memory);
 #     e. SIGTERM: the exit code and how long the drain took.
 #  Prints a table last. The whole run (model reused) stays under about 6 minutes; training adds TRAIN_UPDATES.
 #
@@ -129,7 +130,7 @@ grep '^RESULT' "$out/half.log" | tee -a "$out/results.txt"
 
 # d. the soak
 load --clients 64 --min-sentences 1 --max-sentences 4 --requests "$soak_requests" --max-seconds "$soak_seconds" \
-  --malformed 0.01 --rss-interval 2 --label soak >"$out/soak.log" 2>&1
+  --malformed 0.01 --rss-interval 2 --rss-log "$out/soak-rss.tsv" --label soak >"$out/soak.log" 2>&1
 grep '^RESULT' "$out/soak.log" | tee -a "$out/results.txt"
 curl -sS --max-time 10 "$url/metrics" >"$out/metrics.txt" 2>/dev/null
 
@@ -169,7 +170,10 @@ print(f"half saturation: p99 / p50 = {num(h, 'p99_ms') / num(h, 'p50_ms'):.2f} (
 s = rows.get("soak", {})
 print(f"soak: {s.get('requests', '-')} requests, {s.get('malformed', '-')} malformed ({s.get('malformed_wrong', '-')} "
       f"not refused with 400), {s.get('wrong', '-')} valid ones wrong or lost; VmRSS MiB after warm-up "
-      f"{s.get('rss_warm_mib', '-')}, peak {s.get('rss_peak_mib', '-')}, end {s.get('rss_end_mib', '-')}")
+      f"{s.get('rss_warm_mib', '-')}, half-way {s.get('rss_half_mib', '-')}, peak {s.get('rss_peak_mib', '-')}, end "
+      f"{s.get('rss_end_mib', '-')}; recorded steps held {s.get('graphs_warm', '-')} / {s.get('graphs_half', '-')} / "
+      f"{s.get('graphs_end', '-')} (made {s.get('recordings_warm', '-')} / {s.get('recordings_half', '-')} / "
+      f"{s.get('recordings_end', '-')})")
 t = rows.get("sigterm", {})
 print(f"SIGTERM: exit {t.get('exit', '-')} after {t.get('drain_s', '-')} s")
 PY

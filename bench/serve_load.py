@@ -55,6 +55,8 @@ def parse_args():
     p.add_argument("--pid", type=int, default=0, help="the server's process id: sample its VmRSS")
     p.add_argument("--rss-interval", type=float, default=1.0)
     p.add_argument("--warmup", type=float, default=0.1, help="fraction of the run before RSS 'start' is taken")
+    p.add_argument("--rss-log", help="write each VmRSS sample here: seconds from the start, MiB, recorded steps "
+                   "held, made")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take before it counts as lost")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--label", default="serve", help="case name in the RESULT line")
@@ -246,14 +248,22 @@ def main():
     rss, stop_rss = [], threading.Event()
 
     def sample_rss():
+        # VmRSS beside the decoders' recorded steps (CUDA graphs: each held one costs memory), to tell growth that
+        # follows new recordings (bounded) from growth that does not.
         path = "/proc/%d/status" % args.pid
         while not stop_rss.is_set():
             try:
                 with open(path) as f:
                     kib = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
-                rss.append((time.time(), kib / 1024.0))
             except (OSError, AttributeError):
                 break
+            try:
+                code, text = get(args.url, "/metrics")
+            except (OSError, http.client.HTTPException):
+                code, text = 0, ""
+            held = metric(text, "lsserve_recorded_steps") if code == 200 else float("nan")
+            made = metric(text, "lsserve_step_recordings_total") if code == 200 else float("nan")
+            rss.append((time.time(), kib / 1024.0, held, made))
             stop_rss.wait(args.rss_interval)
 
     sampler = threading.Thread(target=sample_rss, daemon=True) if args.pid else None
@@ -313,14 +323,26 @@ def main():
     print("  latency (ms): p50 %.1f  p90 %.1f  p99 %.1f  max %.1f" % (
         percentile(latencies, 50), percentile(latencies, 90), percentile(latencies, 99),
         max(latencies) if latencies else float("nan")))
+    if args.rss_log:
+        with open(args.rss_log, "w") as f:
+            for t, mib, held, made in rss:
+                f.write("%.1f\t%.1f\t%g\t%g\n" % (t - start_at, mib, held, made))
     rss_text = ""
     if rss:
-        warm = [m for t, m in rss if t >= start_at + args.warmup * (end_at - start_at)] or [rss[-1][1]]
-        print("  server VmRSS (MiB): first %.1f, after warm-up %.1f, peak %.1f, end %.1f (growth after warm-up "
-              "%+.1f; %d samples)" % (rss[0][1], warm[0], max(m for _, m in rss), rss[-1][1], rss[-1][1] - warm[0],
-                                      len(rss)))
-        rss_text = " rss_first_mib=%.1f rss_warm_mib=%.1f rss_peak_mib=%.1f rss_end_mib=%.1f" % (
-            rss[0][1], warm[0], max(m for _, m in rss), rss[-1][1])
+        def after(fraction):  # the first sample at or after that fraction of the run
+            due = start_at + fraction * (end_at - start_at)
+            return next((r for r in rss if r[0] >= due), rss[-1])
+        warm, half, end = after(args.warmup), after(0.5), rss[-1]
+        print("  server VmRSS (MiB): first %.1f, after warm-up %.1f, half-way %.1f, peak %.1f, end %.1f (growth after "
+              "warm-up %+.1f, in the second half %+.1f; %d samples)" % (
+                  rss[0][1], warm[1], half[1], max(r[1] for r in rss), end[1], end[1] - warm[1], end[1] - half[1],
+                  len(rss)))
+        print("  recorded steps held (made): after warm-up %g (%g), half-way %g (%g), end %g (%g)" % (
+            warm[2], warm[3], half[2], half[3], end[2], end[3]))
+        rss_text = (" rss_first_mib=%.1f rss_warm_mib=%.1f rss_half_mib=%.1f rss_peak_mib=%.1f rss_end_mib=%.1f "
+                    "graphs_warm=%g graphs_half=%g graphs_end=%g recordings_warm=%g recordings_half=%g "
+                    "recordings_end=%g" % (rss[0][1], warm[1], half[1], max(r[1] for r in rss), end[1], warm[2],
+                                           half[2], end[2], warm[3], half[3], end[3]))
     print("RESULT bench=serve case=%s clients=%d rate=%g requests=%d valid=%d wrong=%d malformed=%d "
           "malformed_wrong=%d wall_s=%.3f req_s=%.1f sent_s=%.1f tgt_tok_s=%.0f batch_mean=%.1f p50_ms=%.1f "
           "p90_ms=%.1f p99_ms=%.1f%s" % (
