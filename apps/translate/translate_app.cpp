@@ -65,6 +65,11 @@ int run_translate(const Options& options) {
   data::TranslationInputOptions input_opts = input_options(options);
   input_opts.vocab_size = sizes.source;  // ids given with --no-spm-encode are checked line by line
   if (language_model) input_opts.max_length = lm.prompt_tokens;  // --max-length counts new tokens here
+  // Continuous decoding goes from window to window without draining: a first window of two batches a decoder lets
+  // it start once those are read instead of after the whole first --maxi-batch window (16,000 lines on an H200:
+  // 0.17 s of 1.25 s waited for input, most of it for the first 12,800).
+  if (decodes_continuously(decoders, settings))
+    input_opts.first_maxi_batch = 2 * static_cast<int>(decoders.size());
   data::TextEncoder encoder;
   if (encode) encoder = [&](std::string_view text) { return source_vocab->encode(text); };
   Detokenizer detokenize;

@@ -99,9 +99,11 @@ bool TranslationInput::next(InputWindow& window) {
   window = InputWindow();
   window.first_line = reader_.index() + 1;
   window.end_line = window.first_line;
-  const int64_t max_lines = options_.mini_batch > 0 ? static_cast<int64_t>(options_.mini_batch) * options_.maxi_batch
-                                                    : INT64_MAX;
-  const int64_t max_tokens = options_.mini_batch > 0 ? INT64_MAX : options_.mini_batch_words * options_.maxi_batch;
+  int64_t maxi_batch = options_.maxi_batch;
+  if (first_ && options_.first_maxi_batch > 0) maxi_batch = std::min(options_.first_maxi_batch, options_.maxi_batch);
+  first_ = false;
+  const int64_t max_lines = options_.mini_batch > 0 ? options_.mini_batch * maxi_batch : INT64_MAX;
+  const int64_t max_tokens = options_.mini_batch > 0 ? INT64_MAX : options_.mini_batch_words * maxi_batch;
   std::vector<std::pair<int64_t, std::vector<int32_t>>> lines;
   int64_t tokens = 0, count = 0;
   std::string text;

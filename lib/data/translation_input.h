@@ -30,6 +30,9 @@ struct TranslationInputOptions {
   int mini_batch = 16;           // --mini-batch: sentences per batch (0: no limit)
   int64_t mini_batch_words = 0;  // --mini-batch-words: padded source tokens per batch (0: no limit)
   int maxi_batch = 100;          // --maxi-batch: window size in mini-batches
+  // The first window's size in mini-batches (0: maxi_batch). Continuous decoding takes windows one after another
+  // without draining between them, so a small first one only lets it start sooner (lstranslate: 2 per decoder).
+  int first_maxi_batch = 0;
   int max_length = 1000;         // --max-length: longer lines are cropped (eos not counted)
   int vocab_size = 0;            // with ids input, ids must be below this (0: below 2^31)
   std::string rejected_note = "writing an empty output line for it";  // ends the warning about a rejected line
@@ -74,6 +77,7 @@ class TranslationInput {
   InputLineReader& reader_;
   TextEncoder encoder_;
   TranslationInputOptions options_;
+  bool first_ = true;
 };
 
 // Sorts `lines` (ids without eos, with their line numbers) longest first (stable) and cuts them into batches as

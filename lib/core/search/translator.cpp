@@ -11,7 +11,9 @@
 #include <mutex>
 #include <thread>
 
+#include "core/search/bounded_queue.h"
 #include "core/search/nbest_format.h"
+#include "core/search/stream_feed.h"
 #include "data/ordered_output.h"
 #include "util/error.h"
 
@@ -59,108 +61,6 @@ std::string render(int64_t line, const NBestList& list, const Detokenizer& detok
   return out;
 }
 
-// A bounded FIFO between two threads. close(): no more items, but pop() still returns those queued; cancel(): the
-// other side stopped, so queued items are dropped and push() and pop() return false from then on.
-template <typename T>
-class BoundedQueue {
- public:
-  explicit BoundedQueue(size_t capacity) : capacity_(capacity) {}
-  bool push(T item) {  // waits while full; false once cancelled
-    std::unique_lock<std::mutex> lock(mutex_);
-    not_full_.wait(lock, [&] { return cancelled_ || items_.size() < capacity_; });
-    if (cancelled_) return false;
-    items_.push_back(std::move(item));
-    not_empty_.notify_one();
-    return true;
-  }
-  bool pop(T& item) {  // waits while empty and open; false once closed and empty, or cancelled
-    std::unique_lock<std::mutex> lock(mutex_);
-    not_empty_.wait(lock, [&] { return cancelled_ || closed_ || !items_.empty(); });
-    if (cancelled_ || items_.empty()) return false;
-    item = std::move(items_.front());
-    items_.pop_front();
-    not_full_.notify_one();
-    return true;
-  }
-  void close() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    closed_ = true;
-    not_empty_.notify_all();
-  }
-  void cancel() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cancelled_ = true;
-    items_.clear();
-    not_empty_.notify_all();
-    not_full_.notify_all();
-  }
-
- private:
-  const size_t capacity_;
-  std::mutex mutex_;
-  std::condition_variable not_full_, not_empty_;
-  std::deque<T> items_;
-  bool closed_ = false, cancelled_ = false;
-};
-
-// What the search hands the writer: the n-best lists of some input lines (empty lists for a window's lines that are
-// not decoded), or the end of a window (window_end >= 0: all lines before it have been handed over).
-struct SearchedLines {
-  std::vector<int64_t> line_ids;
-  std::vector<NBestList> lists;
-  int64_t window_end = -1;
-};
-
-// A window's sentences for continuous searches (SentenceFeed), in the order of its batches, shared by the decoders.
-class WindowFeed {
- public:
-  explicit WindowFeed(const std::vector<data::Batch>& batches) : batches_(batches) {}
-
-  bool next(int max_sentences, const std::function<bool(int)>& fits, data::Batch& chunk) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    chunk = data::Batch{};
-    while (batch_ < batches_.size() && sentence_ >= batches_[batch_].size) ++batch_, sentence_ = 0;
-    if (stopped_ || batch_ >= batches_.size()) return false;
-    std::vector<std::pair<const data::Batch*, int>> taken;
-    for (; chunk.size < max_sentences && batch_ < batches_.size(); ++batch_, sentence_ = 0) {
-      const data::Batch& b = batches_[batch_];
-      for (; sentence_ < b.size && chunk.size < max_sentences; ++sentence_) {
-        if (fits && !fits(source_tokens_without_eos(b, sentence_))) return fill(taken, chunk), true;
-        taken.emplace_back(&b, sentence_);
-        chunk.src_len = std::max(chunk.src_len, b.src_lengths[sentence_]);
-        ++chunk.size;
-      }
-      if (chunk.size == max_sentences) break;
-    }
-    fill(taken, chunk);
-    return true;
-  }
-  void stop() {  // no more sentences for anyone (the writer failed)
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopped_ = true;
-  }
-
- private:
-  // The taken sentences as one batch, padded to the longest of them.
-  static void fill(const std::vector<std::pair<const data::Batch*, int>>& taken, data::Batch& chunk) {
-    chunk.src.assign(static_cast<std::size_t>(chunk.size) * chunk.src_len, data::kPadId);
-    for (std::size_t i = 0; i < taken.size(); ++i) {
-      const auto& [b, s] = taken[i];
-      const int length = b->src_lengths[s];
-      std::copy_n(b->src.begin() + static_cast<std::size_t>(s) * b->src_len, length,
-                  chunk.src.begin() + i * chunk.src_len);
-      chunk.src_lengths.push_back(length);
-      chunk.line_ids.push_back(b->line_ids[s]);
-    }
-  }
-
-  const std::vector<data::Batch>& batches_;
-  std::mutex mutex_;
-  std::size_t batch_ = 0;
-  int sentence_ = 0;
-  bool stopped_ = false;
-};
-
 // Finished lines handed to the writer this many at a time (continuous searches finish them one by one).
 constexpr size_t kLinesPerHandOver = 32;
 
@@ -168,6 +68,11 @@ constexpr size_t kWindowsAhead = 1;    // read and encoded windows waiting for t
 constexpr size_t kSearchedAhead = 128;  // hand-overs waiting for the writer (about one per batch)
 
 }  // namespace
+
+bool decodes_continuously(const std::vector<StepModel*>& models, const TranslateSettings& settings) {
+  return settings.continuous && !settings.sample &&
+         std::all_of(models.begin(), models.end(), [](const StepModel* m) { return m->can_admit(); });
+}
 
 TranslationTotals translate_all(StepModel& model, data::TranslationInput& input, const Detokenizer& detokenize,
                                 const TranslateSettings& settings, std::ostream& out, double progress_seconds) {
@@ -217,7 +122,7 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
             output.put(s.line_ids[i], render(s.line_ids[i], s.lists[i], detokenize, settings, totals));
           }
           if (s.window_end < 0) continue;
-          totals.lines = s.window_end;
+          totals.lines = std::max(totals.lines, s.window_end);
           const Clock::time_point now = Clock::now();
           if (progress_seconds > 0 && now >= next_report) {
             const double seconds = std::chrono::duration<double>(now - begin).count();
@@ -242,25 +147,20 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
       output_wait_seconds += waited;
       return ok;
     };
-    // Continuous batching: every decoder runs one continuous search over the window's sentences, handing finished
-    // lines to the writer kLinesPerHandOver at a time; false once the writer failed. An error stops the feed (the
-    // other decoders finish what they hold) and is rethrown: the first decoder's.
-    const bool continuous =
-        settings.continuous && !settings.sample &&
-        std::all_of(models.begin(), models.end(), [](const StepModel* m) { return m->can_admit(); });
-    auto search_window_continuously = [&](const std::vector<data::Batch>& batches) {
-      WindowFeed feed(batches);
-      std::atomic<bool> go_on{true};
+    const bool continuous = decodes_continuously(models, settings);
+    // Continuous batching: every decoder runs one continuous search over the whole input (StreamFeed: window after
+    // window, without draining at their ends), handing finished lines to the writer kLinesPerHandOver at a time.
+    // An error stops the feed (the other decoders finish what they hold) and is rethrown: the first decoder's.
+    // Returns the seconds decoders waited for input.
+    auto search_stream = [&] {
+      StreamFeed feed(windows, hand_over);
       std::vector<std::exception_ptr> errors(models.size());
       auto decode = [&](size_t m) {
         try {
           SearchedLines pending;
+          bool writing = true;
           auto flush = [&] {
-            if (pending.line_ids.empty() || !go_on) return;
-            if (!hand_over(std::move(pending))) {
-              go_on = false;
-              feed.stop();
-            }
+            if (!pending.line_ids.empty() && writing) writing = feed.hand_over(std::move(pending));
             pending = SearchedLines{};
           };
           const SentenceFeed next = [&](int max_sentences, const std::function<bool(int)>& fits, data::Batch& chunk) {
@@ -289,13 +189,12 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
       for (std::thread& helper : helpers) helper.join();
       for (const std::exception_ptr& error : errors)
         if (error) std::rethrow_exception(error);
-      return go_on.load();
+      return feed.input_wait_seconds();
     };
     // Otherwise a window's batches, each to the next free decoder; false once the writer failed. An error stops the
     // other decoders after their current batch and is rethrown: the one of the earliest batch, as the serial loop
     // meets.
     auto search_window = [&](std::vector<data::Batch>& batches) {
-      if (continuous) return search_window_continuously(batches);
       std::atomic<size_t> next{0};
       std::atomic<bool> go_on{true};
       std::vector<std::exception_ptr> errors(batches.size());
@@ -327,20 +226,26 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
         if (error) std::rethrow_exception(error);
       return go_on.load();
     };
-    data::InputWindow window;
-    for (bool writing = true; writing;) {
-      const Clock::time_point t = Clock::now();
-      const bool got = windows.pop(window);
-      input_wait_seconds += seconds_since(t);
-      if (!got) break;
-      const size_t empty = window.empty_lines.size();
-      writing = hand_over({std::move(window.empty_lines), std::vector<NBestList>(empty)});
-      if (writing) {
-        const Clock::time_point start = Clock::now();
-        writing = search_window(window.batches);
-        search_seconds += seconds_since(start);
+    if (continuous) {
+      const Clock::time_point start = Clock::now();
+      input_wait_seconds = search_stream();
+      search_seconds = seconds_since(start) - input_wait_seconds;
+    } else {
+      data::InputWindow window;
+      for (bool writing = true; writing;) {
+        const Clock::time_point t = Clock::now();
+        const bool got = windows.pop(window);
+        input_wait_seconds += seconds_since(t);
+        if (!got) break;
+        const size_t empty = window.empty_lines.size();
+        writing = hand_over({std::move(window.empty_lines), std::vector<NBestList>(empty)});
+        if (writing) {
+          const Clock::time_point start = Clock::now();
+          writing = search_window(window.batches);
+          search_seconds += seconds_since(start);
+        }
+        writing = writing && hand_over({{}, {}, window.end_line});
       }
-      writing = writing && hand_over({{}, {}, window.end_line});
     }
   } catch (...) {
     search_error = std::current_exception();

@@ -22,10 +22,13 @@ struct TranslateSettings {
   SamplingOptions sampling;
   bool n_best = false;       // --n-best: all hypotheses in Marian's n-best format
   bool word_scores = false;  // --word-scores
-  // Beam search with continuous batching (beam_search_continuous) where every decoder can admit sentences: a
-  // window's sentences are fed to the decoders as places free up instead of batch by batch.
+  // Beam search with continuous batching (beam_search_continuous) where every decoder can admit sentences: the
+  // input's sentences are fed to the decoders as places free up instead of batch by batch.
   bool continuous = false;
 };
+
+// Whether translate_all decodes continuously: settings.continuous, beam search, and decoders that can admit.
+bool decodes_continuously(const std::vector<StepModel*>& models, const TranslateSettings& settings);
 
 // Ids to text (a SentencePiece vocabulary's decode). Empty: print the ids separated by spaces (--no-spm-decode).
 using Detokenizer = std::function<std::string(const std::vector<int32_t>&)>;
@@ -41,8 +44,9 @@ struct TranslationTotals {
   // each input line keeps one output line.
   int64_t line_breaks_replaced = 0;
   // Where the calling thread (the searches) spent its time: searching (the wall clock of each window's searches, on
-  // all decoders), waiting for the reader thread's next input window; and the decoders' waits for room in the
-  // writer thread's queue (summed over decoders, part of the searching).
+  // all decoders), waiting for the reader thread's next input window (continuously: decoders with nothing to decode
+  // waiting for it); and the decoders' waits for room in the writer thread's queue (summed over decoders, part of
+  // the searching).
   double search_seconds = 0, input_wait_seconds = 0, output_wait_seconds = 0;
 };
 
@@ -59,8 +63,9 @@ TranslationTotals translate_all(StepModel& model, data::TranslationInput& input,
 // decoder is free, models[0] on the calling thread and each other one on a thread of its own, so that one decoder's
 // steps run while another waits on the host. The output is the same as with one decoder (each batch is decoded on
 // its own and lines are written in input order); search_seconds is the calling thread's wall clock in the searches.
-// With settings.continuous, each decoder instead takes the window's sentences a few at a time (in the batches'
-// order) whenever it has room; a sentence's translation does not depend on which decoder or neighbours it had.
+// Continuously (decodes_continuously), each decoder instead takes the input's sentences a few at a time (window after
+// window, in the batches' order, without waiting for a window's searches to end before the next window's start)
+// whenever it has room; a sentence's translation does not depend on which decoder or neighbours it had.
 TranslationTotals translate_all(const std::vector<StepModel*>& models, data::TranslationInput& input,
                                 const Detokenizer& detokenize, const TranslateSettings& settings, std::ostream& out,
                                 double progress_seconds = 0);

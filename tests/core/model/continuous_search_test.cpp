@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <future>
 #include <map>
 #include <random>
 #include <sstream>
@@ -17,6 +20,7 @@
 #include "core/model/step_sharing.h"
 #include "core/search/beam_search.h"
 #include "core/search/search_types.h"
+#include "core/search/stream_feed.h"
 #include "core/search/translator.h"
 #include "data/input_line_reader.h"
 #include "data/translation_input.h"
@@ -296,6 +300,123 @@ TEST(ContinuousSearch, TranslatorOutputIsTheSame) {
   const std::string want = translate(false, 1);
   EXPECT_EQ(translate(true, 1), want);
   EXPECT_EQ(translate(true, 2), want);
+  input_options.first_maxi_batch = 1;  // 8 lines, then windows of 24
+  EXPECT_EQ(translate(true, 3), want);
+
+}
+
+// The stream feed over windows already read: one search (with caches long enough for every sentence) takes all
+// three windows' sentences without starting again, every line is handed over once, and each window's end comes
+// after its lines and the earlier windows' ends. (translate_all's reader runs beside the searches, so there a
+// window that is not read yet when places free up may still end a search: its output is checked above.)
+TEST(StreamFeed, WindowsFollowOneAnotherInOneSearchAndEndInOrder) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  test::randomize_params(*backend, model.param_store(), 19, 0.5);
+  std::mt19937_64 rng(47);
+  const auto sources = random_sources(rng, 30, 6, 20);
+  BoundedQueue<data::InputWindow> windows(8);
+  for (int w = 0; w < 3; ++w) {
+    data::InputWindow window;
+    window.first_line = w * 11;
+    window.end_line = w * 11 + 11;  // lines w*11 .. w*11+9 decoded, w*11+10 empty
+    std::vector<std::pair<int64_t, std::vector<int32_t>>> lines;
+    for (int i = 0; i < 10; ++i) lines.emplace_back(w * 11 + i, sources[static_cast<std::size_t>(w * 10 + i)]);
+    window.batches = data::make_source_batches(lines, 4, 0);
+    window.empty_lines = {w * 11 + 10};
+    ASSERT_TRUE(windows.push(std::move(window)));
+  }
+  windows.close();
+  std::vector<int64_t> handed, ends;
+  std::map<int64_t, int> times;
+  StreamFeed feed(windows, [&](SearchedLines lines) {
+    for (int64_t line : lines.line_ids) {
+      ++times[line];
+      handed.push_back(line);
+    }
+    if (lines.window_end >= 0) {
+      for (int64_t line = lines.window_end - 11; line < lines.window_end; ++line)
+        EXPECT_EQ(times[line], 1) << "line " << line << " before the end of its window";
+      ends.push_back(lines.window_end);
+    }
+    return true;
+  });
+  BeamSearchOptions options;
+  options.beam_size = 2;
+  options.max_length_factor = 2;
+  const int limit = max_output_tokens(6, options.max_length_factor) + 1;
+  EncoderDecoderStepModel roomy(model, 4 * options.beam_size, 7, 40 * limit, 4);
+  CountingDecoder decoder(roomy);
+  const SentenceFeed next = [&](int n, const std::function<bool(int)>& fits, data::Batch& chunk) {
+    return feed.next(n, fits, chunk);
+  };
+  beam_search_continuous(decoder, next, options, [&](int64_t line, const NBestList&) {
+    EXPECT_TRUE(feed.hand_over({{line}, {NBestList{}}}));
+  });
+  EXPECT_EQ(decoder.starts, 1);
+  EXPECT_EQ(decoder.started + decoder.admitted, 30);
+  EXPECT_EQ(ends, (std::vector<int64_t>{11, 22, 33}));
+  EXPECT_EQ(times.size(), 33u);
+  for (const auto& [line, count] : times) EXPECT_EQ(count, 1) << "line " << line;
+}
+
+// A decoder that fails at its n-th step.
+class FailingDecoder : public CountingDecoder {
+ public:
+  FailingDecoder(StepModel& inner, int fail_at) : CountingDecoder(inner), fail_at_(fail_at) {}
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override {
+    if (steps + 1 == fail_at_) fail("decoder failed on purpose (test)");
+    CountingDecoder::step_topk(tokens, k, values, ids, eos_log_probs);
+  }
+
+ private:
+  int fail_at_;
+};
+
+// Continuous translation stops every decoder, without hanging, when one decoder fails or the output cannot be
+// written, and reports that error.
+TEST(ContinuousSearch, TranslatorStopsOnADecoderErrorOrAFailedWrite) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  test::randomize_params(*backend, model.param_store(), 13, 0.5);
+  std::ostringstream text;
+  for (int line = 0; line < 200; ++line) text << (4 + line % 15) << " " << (5 + line % 11) << "\n";
+  data::TranslationInputOptions input_options;
+  input_options.mini_batch = 4;
+  input_options.maxi_batch = 2;
+  input_options.first_maxi_batch = 1;
+  input_options.vocab_size = 20;
+  TranslateSettings settings;
+  settings.beam.beam_size = 2;
+  settings.beam.max_length_factor = 2;
+  settings.continuous = true;
+  const int limit = max_output_tokens(3, settings.beam.max_length_factor) + 1;
+  auto run = [&](int fail_at, bool bad_output) {
+    EncoderDecoderStepModel first(model, 8, 4, 4 * limit, 4), second(model, 8, 4, 4 * limit, 4);
+    FailingDecoder failing(first, fail_at);
+    std::vector<StepModel*> models{&second, &failing};
+    std::istringstream in(text.str());
+    data::InputLineReader reader(in, "input.txt");
+    data::TranslationInput input(reader, {}, input_options);
+    std::ostringstream out;
+    if (bad_output) out.setstate(std::ios::badbit);
+    auto done = std::async(std::launch::async, [&]() -> std::string {
+      try {
+        translate_all(models, input, {}, settings, out);
+      } catch (const Error& e) {
+        return e.what();
+      }
+      return "no error";
+    });
+    if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      ADD_FAILURE() << "translate_all did not return within 60 s";
+      std::abort();  // the threads still hold this frame's objects
+    }
+    return done.get();
+  };
+  EXPECT_NE(run(7, false).find("decoder failed on purpose"), std::string::npos);
+  EXPECT_NE(run(0, true).find("writing the output failed"), std::string::npos);
 }
 
 }  // namespace

@@ -138,6 +138,15 @@ TEST(TranslationInput, WindowsAreSortedBatchesWithinTheLimits) {
     }
   }
   for (int i = 0; i < lines; ++i) EXPECT_EQ(seen[i], 1) << "line " << i;
+
+  // A smaller first window (continuous decoding starts once it is read), then the full ones, every line once.
+  o.first_maxi_batch = 2;
+  windows = read_all(text, o);
+  ASSERT_EQ(windows.size(), 7u);  // 16 lines, then 40 at a time
+  EXPECT_EQ(windows[0].end_line - windows[0].first_line, 16);
+  EXPECT_EQ(windows[1].first_line, windows[0].end_line);
+  EXPECT_EQ(windows[1].end_line - windows[1].first_line, 40);
+  EXPECT_EQ(windows.back().end_line, lines);
 }
 
 TEST(TranslationInput, BothBatchLimitsZeroIsAnError) {
