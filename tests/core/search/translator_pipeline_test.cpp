@@ -353,9 +353,9 @@ TEST(TranslatorPipeline, SlowThreadsGiveTheSameOutputAndTheTimesShowWhere) {
   c.input = small_windows(2, 1);
 
   Case slow_reader = c;
-  slow_reader.on_encode = [](int) { std::this_thread::sleep_for(1ms); };
+  slow_reader.on_encode = [](int) { std::this_thread::sleep_for(3ms); };
   EXPECT_GT(expect_as_serial(slow_reader, text, "slow reader").totals.input_wait_seconds, 0.1)
-      << "about 200 lines of 1 ms to encode";
+      << "about 200 lines of 3 ms to encode (1 ms each left 0.099 s of waiting under the sanitizers)";
 
   Case slow_writer = c;
   slow_writer.on_decode = [](int) { std::this_thread::sleep_for(1ms); };
