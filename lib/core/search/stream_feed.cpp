@@ -43,22 +43,27 @@ bool StreamFeed::next(int max_sentences, const std::function<bool(int)>& fits, d
   }
 }
 
+void StreamFeed::skip_taken_locked(std::size_t& window, std::size_t& batch, int& sentence) const {
+  while (window < attached_.size()) {
+    const std::vector<data::Batch>& batches = attached_[window];
+    if (batch >= batches.size()) {
+      ++window, batch = 0, sentence = 0;
+    } else if (sentence >= batches[batch].size) {
+      ++batch, sentence = 0;
+    } else {
+      return;
+    }
+  }
+}
+
 bool StreamFeed::take_locked(int max_sentences, const std::function<bool(int)>& fits, data::Batch& chunk) {
   std::vector<std::pair<const data::Batch*, int>> taken;
   std::size_t window = 0, batch = batch_;
   int sentence = sentence_;
   bool blocked = false;
-  while (window < attached_.size() && chunk.size < max_sentences) {
-    const std::vector<data::Batch>& batches = attached_[window];
-    if (batch >= batches.size()) {
-      ++window, batch = 0, sentence = 0;
-      continue;
-    }
-    const data::Batch& b = batches[batch];
-    if (sentence >= b.size) {
-      ++batch, sentence = 0;
-      continue;
-    }
+  for (skip_taken_locked(window, batch, sentence); window < attached_.size() && chunk.size < max_sentences;
+       skip_taken_locked(window, batch, sentence)) {
+    const data::Batch& b = attached_[window][batch];
     if (fits && !fits(source_tokens_without_eos(b, sentence))) {
       blocked = true;
       break;
@@ -68,20 +73,10 @@ bool StreamFeed::take_locked(int max_sentences, const std::function<bool(int)>& 
     ++chunk.size, ++sentence;
   }
   fill(taken, chunk);
-  for (; window > 0; --window) attached_.pop_front();  // fed in full (after the copies out of them)
+  // Windows fed in full leave (after the copies out of them): attached_ holds only windows with sentences left.
+  for (; window > 0; --window) attached_.pop_front();
   batch_ = batch, sentence_ = sentence;
   return chunk.size > 0 || blocked;
-}
-
-bool StreamFeed::has_sentences_locked() const {
-  std::size_t batch = batch_;
-  int sentence = sentence_;
-  for (const std::vector<data::Batch>& batches : attached_) {
-    for (; batch < batches.size(); ++batch, sentence = 0)
-      if (sentence < batches[batch].size) return true;
-    batch = 0, sentence = 0;
-  }
-  return false;
 }
 
 bool StreamFeed::attach_next(bool wait) {
@@ -93,7 +88,7 @@ bool StreamFeed::attach_next(bool wait) {
   }
   {
     std::lock_guard<std::mutex> lock(feed_mutex_);
-    if (stopped_ || input_done_ || has_sentences_locked()) return true;  // attached meanwhile: take from it
+    if (stopped_ || input_done_ || !attached_.empty()) return true;  // attached meanwhile: take from it
   }
   data::InputWindow window;
   bool got = false;
@@ -122,7 +117,7 @@ bool StreamFeed::attach_next(bool wait) {
   }
   std::lock_guard<std::mutex> lock(feed_mutex_);
   if (!writing) stopped_ = true;
-  attached_.push_back(std::move(window.batches));
+  if (decoded > 0) attached_.push_back(std::move(window.batches));
   return true;
 }
 

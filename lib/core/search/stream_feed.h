@@ -49,7 +49,8 @@ class StreamFeed {
   };
   // Takes up to max_sentences from the attached windows; true when it took some or met one that does not fit.
   bool take_locked(int max_sentences, const std::function<bool(int)>& fits, data::Batch& chunk);
-  bool has_sentences_locked() const;
+  // Moves a position in attached_ past the batches and windows whose sentences were all taken.
+  void skip_taken_locked(std::size_t& window, std::size_t& batch, int& sentence) const;
   // Attaches the reader's next window (waiting for it if `wait`); false when none is ready without waiting.
   bool attach_next(bool wait);
   bool hand_over_finished_windows_locked();
@@ -58,7 +59,7 @@ class StreamFeed {
   HandOver hand_over_;
 
   std::mutex feed_mutex_;  // the attached windows' sentences
-  std::deque<std::vector<data::Batch>> attached_;
+  std::deque<std::vector<data::Batch>> attached_;  // windows with sentences left to take
   std::size_t batch_ = 0;  // in attached_.front()
   int sentence_ = 0;       // in that batch
   bool input_done_ = false, stopped_ = false;
