@@ -148,8 +148,9 @@ class Backend {
   // one cuBLASLt product with a bias (+ReLU) epilogue on the GPU, instead of a product and a pass over its output.
   // The bias is added to the fp32 accumulator before the one rounding to dt. The feed-forward block's backward
   // needs no more than y: relu'(x w^T + bias) is y > 0 (bias_activation_dropout_backward over y with no bias).
+  // y's rows are ld_y apart (0: n).
   virtual void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
-                                   bool relu, void* y) = 0;
+                                   bool relu, void* y, int ld_y = 0) = 0;
 
   // ---- embeddings ----
   // out[b,t,:] = dropout(table[tokens[b,t]] * scale + positions[t]) for b < batch, t < len.
@@ -337,16 +338,17 @@ class Backend {
                              float* nll, void* dlogits, int ld = 0) = 0;
 
   // out[r, :] = logits[r, :] - log(sum_v exp(logits[r, v])) for logits [rows, cols]; fp32 output whatever dt
-  // (decoding's next-token log-probabilities). out may alias logits when dt is fp32.
-  virtual void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) = 0;
+  // (decoding's next-token log-probabilities). Rows of logits are ld apart (0: cols), those of out cols apart; out
+  // may alias logits when dt is fp32 and ld is cols.
+  virtual void log_softmax(DType dt, const void* logits, int rows, int cols, float* out, int ld = 0) = 0;
   // Beam search's step without the whole distribution: per row r of logits [rows, cols], the k best tokens among
   // ids >= first_allowed_id by log p = logits - logsumexp(row) (fp32, as log_softmax), best first: values[r*k + i]
   // (fp32) and ids[r*k + i] (int32). On equal values the lower id comes first and NaN comes after every number
   // (kernels/topk_order.h: the same on every backend). A row with fewer than k such ids fills the rest with value
   // -inf and id -1. eos_log_prob[r] = log p of eos_id (0 <= eos_id < cols; eos may also be among the k if
-  // eos_id >= first_allowed_id). 1 <= k <= kMaxTopK (128).
+  // eos_id >= first_allowed_id). 1 <= k <= kMaxTopK (128). Rows of logits are ld apart (0: cols).
   virtual void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id,
-                                int eos_id, float* values, int32_t* ids, float* eos_log_prob) = 0;
+                                int eos_id, float* values, int32_t* ids, float* eos_log_prob, int ld = 0) = 0;
 
   // ---- optimizer over the flat fp32 buffers ----
   // norm[0] = sqrt(sum (pre_scale * g)^2); factor[0] = pre_scale * min(1, max_norm / norm) (max_norm <= 0: no

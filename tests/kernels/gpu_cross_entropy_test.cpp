@@ -3,6 +3,7 @@
 // without the output bias.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "gpu_test_util.h"
 
@@ -175,6 +176,26 @@ TEST_F(GpuKernels, LogSoftmaxMatchesCpu) {
         EXPECT_TRUE(within((in_place ? dl : out).download(), ref, Bound{1e-5, 2e-5}))
             << label(dt) << " n " << c.n << " vocab " << c.vocab << (in_place ? " in place" : "");
       }
+}
+
+// Logits rows ld apart (decoding's padded rows; their padding would dominate the sum if read), out packed.
+TEST_F(GpuKernels, LogSoftmaxReadsRowsLdApart) {
+  uint64_t seed = 10400;
+  for (DType dt : dtypes())
+    for (const auto& [rows, cols, ld] : {std::tuple{64, 50257, 50264}, std::tuple{5, 1000, 1008},
+                                         std::tuple{7, 33, 35}}) {
+      const std::size_t total = std::size_t(rows) * cols;
+      const auto packed = quantize(random_floats(total, ++seed, -8, 8), dt);
+      std::vector<float> padded(std::size_t(rows) * ld, 60.0f), ref(total);
+      for (int r = 0; r < rows; ++r) std::copy_n(&packed[std::size_t(r) * cols], cols, &padded[std::size_t(r) * ld]);
+      cpu.log_softmax(DType::f32, packed.data(), rows, cols, ref.data());
+      DeviceBuffer dl(gpu(), dt, padded), out(gpu(), DType::f32, total);
+      out.poison();
+      gpu().log_softmax(dt, dl.get(), rows, cols, out.f32(), ld);
+      EXPECT_TRUE(within(out.download(), ref, Bound{1e-5, 2e-5})) << label(dt) << " " << cols << " ld " << ld;
+    }
+  DeviceBuffer dl(gpu(), DType::f32, std::vector<float>(70, 1.0f));
+  EXPECT_THROW(gpu().log_softmax(DType::f32, dl.get(), 2, 33, dl.f32(), 35), lseq::Error);  // aliasing padded rows
 }
 
 }  // namespace

@@ -87,6 +87,46 @@ TEST_F(GpuKernels, LinearBiasForwardWithoutReluMatchesCpu) {
     }
 }
 
+// Output rows ld apart (decoding's logits padded to 16-byte rows, written as an aligned product and a narrow one
+// beside it): the CPU's values in the n columns, the padding untouched.
+TEST_F(GpuKernels, LinearBiasForwardWritesRowsLdApart) {
+  uint64_t seed = 9900;
+  struct Case {
+    Shape s;
+    int ld, column;  // y's first column within the padded rows
+  };
+  const std::vector<Case> cases = {{{77, 40, 128}, 136, 0}, {{128, 64, 2000}, 2008, 0}, {{128, 64, 1}, 2008, 2000},
+                                   {{9, 24, 5}, 13, 3}};
+  for (DType dt : dtypes())
+    for (const Case& c : cases) {
+      const Shape s = c.s;
+      const Operands op(s, dt, seed);
+      const auto& [x, w, bias, what] = op;
+      const float kPad = 7.0f;  // exact in every dtype, never an output on this grid's bias offset
+      const std::size_t total = std::size_t(s.rows) * c.ld;
+      std::vector<float> ref_y(total, kPad);
+      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, false,
+                              ref_y.data() + c.column, c.ld);
+      DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias),
+          y(gpu(), dt, std::vector<float>(total, kPad));
+      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, false,
+                                static_cast<char*>(y.get()) + c.column * dtype_size(dt), c.ld);
+      const auto got_y = y.download();
+      std::vector<float> got_cells, ref_cells;
+      for (int r = 0; r < s.rows; ++r)
+        for (int v = 0; v < c.ld; ++v) {
+          const std::size_t at = std::size_t(r) * c.ld + v;
+          if (v >= c.column && v < c.column + s.n) {
+            got_cells.push_back(got_y[at]);
+            ref_cells.push_back(ref_y[at]);
+          } else {
+            ASSERT_EQ(got_y[at], kPad) << what << " ld " << c.ld << ": padding written at row " << r << " col " << v;
+          }
+        }
+      EXPECT_TRUE(within(got_cells, ref_cells, bound_for(dt, std::sqrt(double(s.k))))) << what << " ld " << c.ld;
+    }
+}
+
 TEST_F(GpuKernels, LinearBiasForwardRejectsBadShapes) {
   DeviceBuffer a(gpu(), DType::f32, 64);
   EXPECT_THROW(gpu().linear_bias_forward(DType::f32, a.get(), a.get(), a.get(), -1, 2, 4, true, a.get()),

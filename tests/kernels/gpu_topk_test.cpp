@@ -28,11 +28,11 @@ const std::vector<TopKShape> kShapes = {
     {2, 300, 6, 0, 299},  // eos among the ranked ids, in the last column
     // Register-resident kernel (cols a multiple of the 16-byte pack, at most 32768) and its limits:
     {4, 32768, 4, 4, 3},    // the most columns it holds
-    {2, 32776, 3, 4, 3},    // one pack more: the general kernel
+    {2, 32776, 3, 4, 3},    // one pack more: the streaming kernel
     {5, 1024, 32, 4, 3},    // the largest k over few elements per thread
     {3, 16, 12, 4, 15},     // fewer allowed ids than k: filled with -inf / -1
     {300, 32000, 4, 4, 3},  // beam 4 over 75 sentences
-    {260, 1003, 5, 4, 3},   // many rows of odd length: the general kernel
+    {260, 1003, 5, 4, 3},   // many rows of odd length: unaligned rows, element loads
     // The register-resident kernel's threshold (the k-th largest of the threads' maxima) and its fallback:
     {512, 32000, 8, 4, 3},     // the decoding case: beam 4 over 128 sentences
     {6, 32000, 8, 10000, 3},   // a third of the threads hold no allowed id
@@ -40,8 +40,9 @@ const std::vector<TopKShape> kShapes = {
     {3, 64, 8, 60, 63},        // fewer allowed ids than k, two warps
     {4, 2048, 32, 2000, 5},    // 48 allowed ids for k = 32
     {7, 32000, 32, 0, 31999},  // the largest k over a full row, every id allowed
-    // k above 32 (top-k sampling): the general kernel alone, with its longer per-thread lists
-    {3, 50257, 50, 4, 3},       // GPT-2's vocabulary, Hugging Face's default top-k
+    // k above 32 (top-k sampling): the streaming kernel alone, its threshold over several warps' full lists
+    {3, 50257, 50, 4, 3},       // GPT-2's vocabulary (unaligned rows), Hugging Face's default top-k
+    {128, 50257, 32, 4, 3},     // GPT-2's vocabulary, a batch of prompts
     {2, 32000, 128, 0, 31999},  // the largest k over a row the register-resident kernel would hold
     {4, 200, 100, 4, 3},        // fewer elements per thread than k
     {2, 60, 64, 4, 3},          // fewer allowed ids than k: filled with -inf / -1
@@ -238,6 +239,7 @@ TEST_F(GpuKernels, TopKLogSoftmaxMatchesCpuOnTiesNanAndInfinities) {
     const std::vector<TopKShape> shapes = {
         {rows, 32000, 8, 4, 3}, {rows, 32000, 32, 4, 5}, {rows, 32000, 1, 0, 31999}, {rows, 32000, 8, 20000, 3},
         {rows, 64, 8, 4, 3},    {rows, 64, 8, 60, 3},    {rows, 4096, 5, 100, 4095}, {rows, 1003, 8, 4, 3},
+        {rows, 50257, 50, 4, 3}, {rows, 1003, 128, 4, 3}, {rows, 4096, 100, 0, 4095},
     };
     uint64_t seed = 10900;
     for (DType dt : dtypes())
@@ -263,6 +265,44 @@ TEST_F(GpuKernels, TopKLogSoftmaxMatchesCpuOnTiesNanAndInfinities) {
         }
       }
   }
+}
+
+// Rows ld apart (an output layer's logits padded to 16-byte rows), aligned and not: the padding holds values that
+// would win if it were read, and the result equals the CPU's over the same padded rows and over packed ones.
+TEST_F(GpuKernels, TopKLogSoftmaxReadsRowsLdApart) {
+  uint64_t seed = 11000;
+  struct Strided {
+    TopKShape shape;
+    int ld;
+  };
+  for (const Strided& c : {Strided{{64, 50257, 50, 4, 3}, 50264}, Strided{{300, 1001, 8, 4, 3}, 1003},
+                           Strided{{8, 32000, 4, 4, 3}, 32008}, Strided{{40, 4096, 128, 0, 4095}, 4104}})
+    for (DType dt : dtypes()) {
+      const TopKShape& s = c.shape;
+      const auto packed = quantize(random_floats(std::size_t(s.rows) * s.cols, ++seed, -8, 8), dt);
+      std::vector<float> padded(std::size_t(s.rows) * c.ld, 100.0f);
+      for (int r = 0; r < s.rows; ++r)
+        std::copy_n(&packed[std::size_t(r) * s.cols], s.cols, &padded[std::size_t(r) * c.ld]);
+      const std::size_t n = std::size_t(s.rows) * s.k;
+      TopKOut ref = cpu_topk(cpu, packed, s), cpu_strided{std::vector<float>(n), std::vector<int32_t>(n),
+                                                          std::vector<float>(s.rows)};
+      cpu.topk_log_softmax(DType::f32, padded.data(), s.rows, s.cols, s.k, s.first_allowed_id, s.eos_id,
+                           cpu_strided.values.data(), cpu_strided.ids.data(), cpu_strided.eos.data(), c.ld);
+      EXPECT_EQ(cpu_strided.ids, ref.ids);
+      EXPECT_EQ(cpu_strided.values, ref.values);
+      DeviceBuffer dl(gpu(), dt, padded), values(gpu(), DType::f32, n), ids(gpu(), DType::f32, n),
+          eos(gpu(), DType::f32, s.rows);
+      gpu().topk_log_softmax(dt, dl.get(), s.rows, s.cols, s.k, s.first_allowed_id, s.eos_id, values.f32(),
+                             static_cast<int32_t*>(ids.get()), eos.f32(), c.ld);
+      const std::vector<float> got_values = values.download(), got_eos = eos.download();
+      std::vector<int32_t> got_ids(n);
+      gpu().copy_to_host(got_ids.data(), ids.get(), n * sizeof(int32_t));
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(got_ids[i] >= s.first_allowed_id && got_ids[i] < s.cols) << label(dt) << " ld " << c.ld;
+        EXPECT_NEAR(got_values[i], ref.values[i], 1e-5) << label(dt) << " ld " << c.ld << " at " << i;
+      }
+      for (int r = 0; r < s.rows; ++r) EXPECT_NEAR(got_eos[r], ref.eos[r], 1e-5) << label(dt) << " ld " << c.ld;
+    }
 }
 
 TEST_F(GpuKernels, TopKLogSoftmaxRejectsKAboveTheLimit) {

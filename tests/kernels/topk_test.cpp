@@ -119,6 +119,28 @@ TEST_F(CpuKernels, TopKLogSoftmaxOfANanRowTakesIdsInOrder) {
   EXPECT_TRUE(std::isnan(eos[0]));
 }
 
+// Rows ld apart (logits padded to 16-byte rows) give the packed rows' result; the padding, which would win, is
+// never read.
+TEST_F(CpuKernels, TopKLogSoftmaxReadsRowsLdApart) {
+  const int rows = 5, cols = 1001, ld = 1008, k = 50;
+  const std::vector<float> packed = random_floats(std::size_t(rows) * cols, 3700, -4, 4);
+  std::vector<float> padded(std::size_t(rows) * ld, 50.0f);
+  for (int r = 0; r < rows; ++r) std::copy_n(&packed[std::size_t(r) * cols], cols, &padded[std::size_t(r) * ld]);
+  std::vector<float> want_values(rows * k), got_values(rows * k), want_eos(rows), got_eos(rows);
+  std::vector<int32_t> want_ids(rows * k), got_ids(rows * k);
+  backend.topk_log_softmax(DType::f32, packed.data(), rows, cols, k, 4, 3, want_values.data(), want_ids.data(),
+                           want_eos.data());
+  backend.topk_log_softmax(DType::f32, padded.data(), rows, cols, k, 4, 3, got_values.data(), got_ids.data(),
+                           got_eos.data(), ld);
+  EXPECT_EQ(got_ids, want_ids);
+  EXPECT_EQ(got_values, want_values);
+  EXPECT_EQ(got_eos, want_eos);
+  for (int32_t id : got_ids) EXPECT_LT(id, cols);
+  EXPECT_THROW(backend.topk_log_softmax(DType::f32, padded.data(), rows, cols, k, 4, 3, got_values.data(),
+                                        got_ids.data(), got_eos.data(), cols - 1),
+               lseq::Error);
+}
+
 TEST_F(CpuKernels, TopKLogSoftmaxRejectsBadArguments) {
   const auto logits = random_floats(20, 3600);
   std::vector<float> values(40), eos(2);

@@ -33,7 +33,7 @@ class CpuBackend : public Backend {
   void gemm(const GemmArgs& args) override;
 
   void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n, bool relu,
-                           void* y) override;
+                           void* y, int ld_y = 0) override;
 
   void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
                          const void* positions, const Dropout& drop, void* out) override;
@@ -95,9 +95,9 @@ class CpuBackend : public Backend {
                      float label_smoothing, int ignore_index, float grad_scale, float* loss, float* nll,
                      void* dlogits, int ld = 0) override;
 
-  void log_softmax(DType dt, const void* logits, int rows, int cols, float* out) override;
+  void log_softmax(DType dt, const void* logits, int rows, int cols, float* out, int ld = 0) override;
   void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id, int eos_id,
-                        float* values, int32_t* ids, float* eos_log_prob) override;
+                        float* values, int32_t* ids, float* eos_log_prob, int ld = 0) override;
 
   void grad_norm(const float* grads, std::size_t n, float pre_scale, float max_norm, float* norm,
                  float* factor) override;

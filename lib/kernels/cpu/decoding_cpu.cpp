@@ -58,12 +58,15 @@ void CpuBackend::split_step_qkv(DType dt, const void* qkv, const void* bias, int
   });
 }
 
-void CpuBackend::log_softmax(DType dt, const void* logits, int rows, int cols, float* out) {
+void CpuBackend::log_softmax(DType dt, const void* logits, int rows, int cols, float* out, int ld) {
   cpu::require_f32(dt, "log_softmax");
   if (rows < 0 || cols < 1) fail("log_softmax: invalid shape rows={} cols={}", rows, cols);
+  const int64_t stride = row_stride("log_softmax", ld, cols);
+  if (stride != cols && static_cast<const void*>(out) == logits)
+    fail("log_softmax: the output may alias the logits only when their rows have no padding");
   const float* px = f32(logits);
   cpu::parallel_for(threads_, rows, cols * 2, [&](int64_t r) {
-    const float* x = px + r * cols;
+    const float* x = px + r * stride;
     float* y = out + r * cols;
     const float max = *std::max_element(x, x + cols);
     double sum_exp = 0.0;
@@ -74,15 +77,16 @@ void CpuBackend::log_softmax(DType dt, const void* logits, int rows, int cols, f
 }
 
 void CpuBackend::topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id,
-                                  int eos_id, float* values, int32_t* ids, float* eos_log_prob) {
+                                  int eos_id, float* values, int32_t* ids, float* eos_log_prob, int ld) {
   cpu::require_f32(dt, "topk_log_softmax");
   if (rows < 0 || cols < 1) fail("topk_log_softmax: invalid shape rows={} cols={}", rows, cols);
   if (k < 1 || k > kMaxTopK) fail("topk_log_softmax: k = {} is outside [1, {}]", k, kMaxTopK);
   if (eos_id < 0 || eos_id >= cols) fail("topk_log_softmax: eos id {} is outside the {} columns", eos_id, cols);
   if (first_allowed_id < 0) fail("topk_log_softmax: first allowed id {} is negative", first_allowed_id);
+  const int64_t stride = row_stride("topk_log_softmax", ld, cols);
   const float* px = f32(logits);
   cpu::parallel_for(threads_, rows, cols * 2, [&](int64_t r) {
-    const float* x = px + r * cols;
+    const float* x = px + r * stride;
     // The same arithmetic as log_softmax, so that the chosen values equal the full distribution's bit for bit.
     const float max = *std::max_element(x, x + cols);
     double sum_exp = 0.0;

@@ -193,12 +193,13 @@ __global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
 
 // One block per row, V elements per access (V = 1, or the 16-byte pack of T when cols is a multiple of it and the
 // pointers are aligned): an online max/sum pass, then out = x - lse. Each thread writes only the elements it
-// reads, after every thread's first pass (the block reductions' barriers), so out may alias fp32 logits.
+// reads, after every thread's first pass (the block reductions' barriers), so out may alias fp32 logits (rows ld
+// apart in logits, cols apart in out).
 template <typename T, int V>
-__global__ void log_softmax_kernel(const T* logits, int cols, float* out) {
+__global__ void log_softmax_kernel(const T* logits, int cols, int64_t ld, float* out) {
   __shared__ float shared[32];
   const int64_t row = blockIdx.x;
-  const T* x = logits + row * cols;
+  const T* x = logits + row * ld;
   float* o = out + row * cols;
   float m = -INFINITY, s = 0.0f;
   for (int v = threadIdx.x * V; v < cols; v += blockDim.x * V) {
@@ -267,19 +268,21 @@ void CudaBackend::cross_entropy(DType dt, const void* logits, const void* bias, 
   check_launch("cross_entropy");
 }
 
-void CudaBackend::log_softmax(DType dt, const void* logits, int rows, int cols, float* out) {
+void CudaBackend::log_softmax(DType dt, const void* logits, int rows, int cols, float* out, int ld) {
   if (rows < 0 || cols < 1) fail("log_softmax: invalid shape rows={} cols={}", rows, cols);
-  if (dt != DType::f32 && static_cast<const void*>(out) == logits)
-    fail("log_softmax: the fp32 output may alias the logits only when they are fp32, not {}", dtype_name(dt));
+  const int stride = row_stride("log_softmax", ld, cols);
+  if ((dt != DType::f32 || stride != cols) && static_cast<const void*>(out) == logits)
+    fail("log_softmax: the fp32 output may alias the logits only when they are fp32 rows without padding, not {}",
+         dtype_name(dt));
   if (rows == 0) return;
   bind();
   dispatch(dt, [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(logits);
-    if (can_vectorize<T>(cols, x, out))
-      log_softmax_kernel<T, Pack<T>::size><<<rows, kRowThreads, 0, stream_>>>(x, cols, out);
+    if (can_vectorize<T>(cols, x, out) && stride % Pack<T>::size == 0)
+      log_softmax_kernel<T, Pack<T>::size><<<rows, kRowThreads, 0, stream_>>>(x, cols, stride, out);
     else
-      log_softmax_kernel<T, 1><<<rows, kRowThreads, 0, stream_>>>(x, cols, out);
+      log_softmax_kernel<T, 1><<<rows, kRowThreads, 0, stream_>>>(x, cols, stride, out);
   });
   check_launch("log_softmax");
 }

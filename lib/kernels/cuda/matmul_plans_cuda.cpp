@@ -206,8 +206,9 @@ void CudaBackend::single_gemm(const GemmArgs& g) {
 }
 
 void CudaBackend::linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
-                                      bool relu, void* y) {
+                                      bool relu, void* y, int ld_y) {
   check_linear_bias_shape(rows, k, n);
+  const int ld = row_stride("linear_bias_forward", ld_y, n);
   if (rows == 0 || n == 0) return;
   bind();
   // first = w, row-major [n, k] = column-major k x n, transposed; second = x, row-major [rows, k] = column-major
@@ -216,8 +217,8 @@ void CudaBackend::linear_bias_forward(DType dt, const void* x, const void* w, co
   key.ab = key.c_type = dt;
   key.trans_first = true, key.trans_second = false;
   key.m = rows, key.n = n, key.k = k;
-  key.ld_first = key.ld_second = k, key.ld_out = n;
-  key.align = std::min({operand_alignment(x, k, dt), operand_alignment(w, k, dt), operand_alignment(y, n, dt),
+  key.ld_first = key.ld_second = k, key.ld_out = ld;
+  key.align = std::min({operand_alignment(x, k, dt), operand_alignment(w, k, dt), operand_alignment(y, ld, dt),
                         alignment_of(bias)});
   key.epilogue = relu ? MatmulEpilogue::relu_bias : MatmulEpilogue::bias;
   const MatmulPlan& plan = matmul_plan(key, bias);

@@ -24,7 +24,7 @@ class PlanningBackend final : public Backend {
   void dropout(DType, const void*, std::size_t, const Dropout&, void*) override {}
   void gather_rows(DType, const void*, int64_t, const int32_t*, int, int64_t, void*, int64_t, const int32_t*) override {}
   void gemm(const GemmArgs&) override {}
-  void linear_bias_forward(DType, const void*, const void*, const void*, int, int, int, bool, void*) override {}
+  void linear_bias_forward(DType, const void*, const void*, const void*, int, int, int, bool, void*, int) override {}
   void embedding_forward(DType, const int32_t*, int, int, const void*, int, float, const void*, const Dropout&,
                          void*) override {}
   void embedding_backward(DType, const int32_t*, int, int, int, float, const Dropout&, const void*, float*,
@@ -63,8 +63,8 @@ class PlanningBackend final : public Backend {
                           const int32_t*, const Dropout&) override {}
   void cross_entropy(DType, const void*, const void*, const int32_t*, int, int, float, int, float, float*, float*,
                      void*, int) override {}
-  void log_softmax(DType, const void*, int, int, float*) override {}
-  void topk_log_softmax(DType, const void*, int, int, int, int, int, float*, int32_t*, float*) override {}
+  void log_softmax(DType, const void*, int, int, float*, int) override {}
+  void topk_log_softmax(DType, const void*, int, int, int, int, int, float*, int32_t*, float*, int) override {}
   void grad_norm(const float*, std::size_t, float, float, float*, float*) override {}
   void adam_update(float*, const float*, float*, float*, std::size_t, const AdamArgs&, const float*, DType,
                    void*) override {}
