@@ -123,7 +123,7 @@ void EncoderDecoderStepModel::encode_sources(kernels::Backend& backend, StepMemo
   model_.decoder().project_memory(ctx, encoded, sentences, src_len, max_sent_, max_src_, caches_);
 }
 
-const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows) {
+OutputLayer::StepLogits EncoderDecoderStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows) {
   const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   DecoderStep st;
   st.rows = rows, st.max_len = max_tgt_;
@@ -136,9 +136,7 @@ const void* EncoderDecoderStepModel::forward_step(kernels::Backend& backend, Ste
   st.append_dst = dev_append_dst_;
   st.origin = origins_.origin;
   const void* states = model_.decoder().step(ctx, dev_tokens_, positions_, st, caches_);
-  OutputLayer::Saved out;
-  model_.output_layer().forward(ctx, states, rows, out);
-  return out.logits;
+  return model_.output_layer().step_logits(ctx, states, rows);
 }
 
 void EncoderDecoderStepModel::upload_rows(const std::vector<int32_t>* parents,
@@ -369,7 +367,7 @@ void EncoderDecoderStepModel::begin_step(const std::vector<int32_t>& tokens) {
   backend_.copy_to_device(dev_step_, in, step_input_count(max_hyps_, heads_, rows) * sizeof(int32_t));
 }
 
-void EncoderDecoderStepModel::run_step_ops(int k, const std::function<void(const void* logits)>& finish) {
+void EncoderDecoderStepModel::run_step_ops(int k, const std::function<void(const OutputLayer::StepLogits& logits)>& finish) {
   const int rows = recorder_.rows(live_, max_hyps_);
   const auto ops = [&] {
     scratch_->reset();
@@ -388,7 +386,9 @@ void EncoderDecoderStepModel::step(const std::vector<int32_t>& tokens, std::vect
   log_probs.resize(elems(live_, vocab_));
   if (live_ > 0) {
     const int rows = recorder_.rows(live_, max_hyps_);
-    run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, rows, vocab_, dev_log_probs_); });
+    run_step_ops(0, [&](const OutputLayer::StepLogits& logits) {
+      backend_.log_softmax(dt_, logits.logits, rows, vocab_, dev_log_probs_, logits.ld);
+    });
     backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
   }
   ++t_;
@@ -411,9 +411,9 @@ void EncoderDecoderStepModel::step_topk(const std::vector<int32_t>& tokens, int 
     float* dev_values = dev_topk_;
     int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + computed);
     float* dev_eos = dev_topk_ + 2 * computed;
-    run_step_ops(k, [&](const void* logits) {
-      backend_.topk_log_softmax(dt_, logits, rows, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
-                                dev_eos);
+    run_step_ops(k, [&](const OutputLayer::StepLogits& logits) {
+      backend_.topk_log_softmax(dt_, logits.logits, rows, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
+                                dev_eos, logits.ld);
     });
     topk_staging_.resize(2 * computed + live_);
     backend_.copy_to_host(topk_staging_.data(), dev_topk_, topk_staging_.size() * sizeof(float));
@@ -444,7 +444,9 @@ void EncoderDecoderStepModel::step_scores(const std::vector<int32_t>& tokens, co
     // on the device: copying whole rows to the host (4 MB a step at 128 x 4 rows of 8k) was what teacher forcing
     // spent its time on.
     const int rows = recorder_.rows(live_, max_hyps_);
-    run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, rows, vocab_, dev_log_probs_); });
+    run_step_ops(0, [&](const OutputLayer::StepLogits& logits) {
+      backend_.log_softmax(dt_, logits.logits, rows, vocab_, dev_log_probs_, logits.ld);
+    });
     auto* dev_offsets = reinterpret_cast<int32_t*>(dev_topk_);
     float* dev_values = dev_topk_ + max_hyps_;
     backend_.copy_to_device(dev_offsets, staging_.data(), staging_.size() * sizeof(int32_t));

@@ -87,15 +87,15 @@ class EncoderDecoderStepModel : public StepModel {
   // Checks a start's or an admission's sources against the limits.
   void check_sources(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
                      int src_len) const;
-  // One step of `rows` hypotheses at the position in the step inputs: returns the logits [rows, vocab] (in the
+  // One step of `rows` hypotheses at the position in the step inputs: returns the logits [rows][ld] (in the
   // step's scratch).
-  const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows);
+  OutputLayer::StepLogits forward_step(kernels::Backend& backend, StepMemory& memory, int rows);
   // Checks the tokens and uploads the step's inputs (tokens, self-attention lengths, key starts, positions, cache
   // rows to append to) in one copy: what step and step_topk share.
   void begin_step(const std::vector<int32_t>& tokens);
   // The ops of a step of shape (live bucketed, k): forward_step, then finish(logits), through the
   // recorder; recorded when the same shape ran at the previous step too (shapes that repeat are worth recording).
-  void run_step_ops(int k, const std::function<void(const void* logits)>& finish);
+  void run_step_ops(int k, const std::function<void(const OutputLayer::StepLogits& logits)>& finish);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
   // Sentences numbered from `first` begin at the current position in their slots (marked in use).

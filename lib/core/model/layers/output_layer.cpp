@@ -35,6 +35,20 @@ void OutputLayer::forward(const LayerContext& ctx, const void* x, int rows, Save
   ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_), ctx.w(bias_), rows, dim_, vocab_, false, saved.logits);
 }
 
+OutputLayer::StepLogits OutputLayer::step_logits(const LayerContext& ctx, const void* x, int rows) const {
+  const int ld = logits_ld(vocab_);
+  void* logits = ctx.keep(static_cast<std::size_t>(rows) * ld);
+  const int head = aligned_head(vocab_);
+  if (head > 0)
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_), ctx.w(bias_), rows, dim_, head, false, logits, ld);
+  if (head < vocab_) {
+    const std::size_t at = static_cast<std::size_t>(head);
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_ + at * dim_), ctx.w(bias_ + at), rows, dim_,
+                                    vocab_ - head, false, offset_ptr(logits, at, ctx.dt), ld);
+  }
+  return {logits, ld};
+}
+
 void OutputLayer::loss(const LayerContext& ctx, const Saved& saved, const int32_t* targets, bool gradients,
                        float grad_scale, float* row_loss, float* row_nll) const {
   ctx.backend.cross_entropy(ctx.dt, saved.logits, nullptr, targets, saved.rows, vocab_, label_smoothing_, kPadId,

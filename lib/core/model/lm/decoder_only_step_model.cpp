@@ -105,7 +105,7 @@ void DecoderOnlyStepModel::prefill(kernels::Backend& backend, StepMemory& memory
   model_.stack().step(ctx, tokens + first, positions + first, model_.positions(), st, caches_, true);
 }
 
-const void* DecoderOnlyStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows) {
+OutputLayer::StepLogits DecoderOnlyStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows) {
   const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   const int32_t* tokens = dev_step_;
   CachedSelfAttention st;
@@ -115,9 +115,7 @@ const void* DecoderOnlyStepModel::forward_step(kernels::Backend& backend, StepMe
   st.append_dst = tokens + 4 * max_hyps_;
   st.origin = origins_.origin;
   const void* states = model_.stack().step(ctx, tokens, tokens + max_hyps_, model_.positions(), st, caches_);
-  OutputLayer::Saved out;
-  model_.output_layer().forward(ctx, states, rows, out);
-  return out.logits;
+  return model_.output_layer().step_logits(ctx, states, rows);
 }
 
 void DecoderOnlyStepModel::start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths,
@@ -275,7 +273,7 @@ void DecoderOnlyStepModel::begin_step(const std::vector<int32_t>& tokens) {
   backend_.copy_to_device(dev_step_, in, step_input_count(max_hyps_, heads_, rows) * sizeof(int32_t));
 }
 
-void DecoderOnlyStepModel::run_step_ops(int k, const std::function<void(const void* logits)>& finish) {
+void DecoderOnlyStepModel::run_step_ops(int k, const std::function<void(const OutputLayer::StepLogits& logits)>& finish) {
   const int rows = recorder_.rows(live_, max_hyps_);
   const auto ops = [&] {
     scratch_->reset();
@@ -292,7 +290,9 @@ void DecoderOnlyStepModel::step(const std::vector<int32_t>& tokens, std::vector<
   log_probs.resize(elems(live_, vocab_));
   if (live_ > 0) {
     const int rows = recorder_.rows(live_, max_hyps_);
-    run_step_ops(0, [&](const void* logits) { backend_.log_softmax(dt_, logits, rows, vocab_, dev_log_probs_); });
+    run_step_ops(0, [&](const OutputLayer::StepLogits& logits) {
+      backend_.log_softmax(dt_, logits.logits, rows, vocab_, dev_log_probs_, logits.ld);
+    });
     backend_.copy_to_host(log_probs.data(), dev_log_probs_, log_probs.size() * sizeof(float));
   }
   ++t_;
@@ -313,9 +313,9 @@ void DecoderOnlyStepModel::step_topk(const std::vector<int32_t>& tokens, int k, 
     float* dev_values = dev_topk_;
     int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + computed);
     float* dev_eos = dev_topk_ + 2 * computed;
-    run_step_ops(k, [&](const void* logits) {
-      backend_.topk_log_softmax(dt_, logits, rows, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
-                                dev_eos);
+    run_step_ops(k, [&](const OutputLayer::StepLogits& logits) {
+      backend_.topk_log_softmax(dt_, logits.logits, rows, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
+                                dev_eos, logits.ld);
     });
     topk_staging_.resize(2 * computed + live_);
     backend_.copy_to_host(topk_staging_.data(), dev_topk_, topk_staging_.size() * sizeof(float));

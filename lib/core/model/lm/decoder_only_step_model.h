@@ -70,10 +70,10 @@ class DecoderOnlyStepModel : public StepModel {
   void lay_out_state(Take&& take);
   // The keys and values of `rows` packed prompt tokens from `first` on (their inputs uploaded by start()).
   void prefill(kernels::Backend& backend, StepMemory& memory, int first, int rows);
-  // One step of `rows` rows: the logits [rows, vocab] in the step's scratch.
-  const void* forward_step(kernels::Backend& backend, StepMemory& memory, int rows);
+  // One step of `rows` rows: the logits [rows][ld] in the step's scratch.
+  OutputLayer::StepLogits forward_step(kernels::Backend& backend, StepMemory& memory, int rows);
   void begin_step(const std::vector<int32_t>& tokens);
-  void run_step_ops(int k, const std::function<void(const void* logits)>& finish);
+  void run_step_ops(int k, const std::function<void(const OutputLayer::StepLogits& logits)>& finish);
 
   const DecoderOnlyModel& model_;
   kernels::Backend& backend_;
