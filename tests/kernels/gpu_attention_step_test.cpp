@@ -1,7 +1,7 @@
 // Backend::attention_step on the device against the CPU backend (fp32 on the same rounded inputs): 16-byte and
 // scalar load paths (head dimensions and slice strides that are and are not multiples of a pack), several key
 // tiles with the online softmax, shared slices, position-origin tables (per-key slices, both load paths), per-row
-// key lengths with a row that has no keys. Also the step's query/key/value split with the cache append.
+// key lengths with a row that has no keys, keys split over several warps. Also the step's query/key/value split with the cache append.
 #include <algorithm>
 #include <random>
 #include <tuple>
@@ -26,7 +26,12 @@ TEST_F(GpuKernels, AttentionStepMatchesCpu) {
       {4, 3, 5, 13, 5 * 13, false, false, true},     {2, 2, 32, 300, 32 * 301, false, true, true},
       // key starts (a language model's prompts laid out to end together): both load paths, several tiles
       {16, 8, 64, 70, 64 * 100, false, true, true, true}, {6, 2, 64, 129, 64 * 129, true, true, false, true},
-      {3, 2, 200, 130, 200 * 130 + 3, false, false, true, true}};
+      {3, 2, 200, 130, 200 * 130 + 3, false, false, true, true},
+      // keys split over 2 or 4 warps (few slices, many keys: a language model's prompts), the partial results merged;
+      // an odd slice count leaves a block with a slice past the end
+      {64, 12, 64, 384, 64 * 384, false, true, false, true}, {48, 12, 64, 300, 64 * 300, false, true, true, true},
+      {128, 12, 64, 200, 64 * 200, false, true, true, true}, {3, 1, 64, 150, 64 * 150, false, true},
+      {5, 1, 128, 520, 128 * 520, true, false}};
   for (DType dt : dtypes())
     for (const auto& c : cases) {
       auto in = make_inputs(c, seed += 10);

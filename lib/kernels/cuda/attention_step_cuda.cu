@@ -10,6 +10,11 @@
 // Results depend only on the shape. Each key has its own base: with a position-origin table (beam search's
 // re-indexed self-attention caches) key j of a slice may live in another row's slice.
 //
+// Few slices with many keys (a language model's batch of prompts: 1536 slices of up to 384 keys; one warp a slice
+// left most of the GPU's warp slots empty and each warp walking a dozen tiles in turn) split a slice's keys over S
+// warps of its block (tiles split, split + S, ...), whose partial (max, sum, context) are merged through shared
+// memory at the end. S = 1 is the one-warp-a-slice kernel, unchanged.
+//
 // (Until 2026-11-24 one 128-thread block per slice, one thread per key: at decoding's few keys most threads idled
 // through six block barriers; 22.7 us per launch at 4096 slices on an H100, 30% of a beam-4 step.)
 #include <type_traits>
@@ -30,6 +35,7 @@ constexpr int kKeysInFlight = 4;  // value rows loaded before the first is used 
 // hypotheses x 8 heads) run as one wave on an H100's 132 SMs (7 blocks a SM at 71 registers left a second wave of
 // 100 blocks that took as long as the first).
 constexpr int kStepBlocksPerSm = 8;
+constexpr int kMaxKeySplits = kStepWarps;  // S: warps a slice's keys are split over, 1, 2 or 4
 
 // A chunk of W elements widened to fp32: one element, or one 16-byte pack (aligned, checked by the caller).
 template <typename T>
@@ -43,18 +49,25 @@ __device__ __forceinline__ void load_chunk(const T* p, float (&out)[Pack<T>::siz
 
 // W: elements per key load (1, or Pack<T>::size when head_dim, slice_stride and k allow 16-byte loads). L: lanes per
 // value row in the packed value path (head_dim = L W, L divides 32), or 0 for the per-dimension path with D context
-// dimensions per lane (lane, lane + 32, ...), head_dim <= 32 D.
-template <typename T, int W, int D, int L>
+// dimensions per lane (lane, lane + 32, ...), head_dim <= 32 D. S: warps per slice (the key splits; 1 for L = 0).
+template <typename T, int W, int D, int L, int S>
 __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
     attention_step_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                           int64_t slice_stride, const int32_t* __restrict__ kv_index,
                           const int32_t* __restrict__ origin, int origin_stride,
                           const int32_t* __restrict__ k_lengths, const int32_t* __restrict__ key_starts,
                           int64_t slices, int heads, int head_dim, int k_len, float scale, T* __restrict__ context) {
+  static_assert(S == 1 || (L > 0 && kStepWarps % S == 0), "keys split only on the packed value path");
   __shared__ float q_shared[kStepWarps][Backend::kMaxStepHeadDim];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t i = int64_t(blockIdx.x) * kStepWarps + warp;  // the slice (row, head)
-  if (i >= slices) return;                                     // whole warps only: nothing below waits for others
+  const int split = warp % S;                                        // this warp's share of the slice's tiles
+  int64_t i = int64_t(blockIdx.x) * (kStepWarps / S) + warp / S;  // the slice (row, head)
+  const bool live = i < slices;
+  if constexpr (S == 1) {
+    if (!live) return;  // whole warps only: nothing below waits for others
+  } else {
+    if (!live) i = slices - 1;  // the merge's barrier waits for every warp: computed again, not written
+  }
   const int64_t r = i / heads;
   const int64_t h = i - r * heads;
   const int valid = k_lengths ? min(max(k_lengths[r], 0), k_len) : k_len;
@@ -71,7 +84,7 @@ __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
   for (int c = 0; c < A; ++c) acc[c] = 0.0f;
   float m = -INFINITY, l = 0.0f;  // running max of the scaled scores and sum of exp(score - m)
   const int chunks = head_dim / W;
-  for (int t0 = first; t0 < valid; t0 += 32) {
+  for (int t0 = first + 32 * split; t0 < valid; t0 += 32 * S) {
     const int j = t0 + lane;
     float s = -INFINITY;
     int64_t offset = 0;  // element offset of key j (and value j) in k (and v)
@@ -149,6 +162,41 @@ __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
     for (int o = L; o < 32; o <<= 1)
 #pragma unroll
       for (int e = 0; e < W; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+    if constexpr (S > 1) {
+      // The slice's S warps (consecutive in the block) merge in a fixed order: the first rescales each partial
+      // sum to the largest max among the warps that saw keys (a warp without keys has l = 0 and counts nothing).
+      __shared__ float partial[kStepWarps][Backend::kMaxStepHeadDim];
+      __shared__ float partial_max[kStepWarps], partial_sum[kStepWarps];
+      if (lane < L)
+#pragma unroll
+        for (int e = 0; e < W; ++e) partial[warp][lane * W + e] = acc[e];
+      if (lane == 0) partial_max[warp] = m, partial_sum[warp] = l;
+      __syncthreads();
+      if (split != 0 || !live) return;
+      float m_all = -INFINITY;
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+        if (partial_sum[warp + s] > 0.0f) m_all = fmaxf(m_all, partial_max[warp + s]);
+      float weight[S], l_all = 0.0f;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        weight[s] = partial_sum[warp + s] > 0.0f ? expf(partial_max[warp + s] - m_all) : 0.0f;
+        l_all += weight[s] * partial_sum[warp + s];
+      }
+      if (lane < L) {
+        const float all_inv = l_all > 0.0f ? 1.0f / l_all : 0.0f;
+        float out[W];
+#pragma unroll
+        for (int e = 0; e < W; ++e) {
+          float sum = 0.0f;
+#pragma unroll
+          for (int s = 0; s < S; ++s) sum = fmaf(weight[s], partial[warp + s][lane * W + e], sum);
+          out[e] = sum * all_inv;
+        }
+        store_pack(context + i * head_dim + lane * W, out);
+      }
+      return;
+    }
     if (lane < L) {
       float out[W];
 #pragma unroll
@@ -183,15 +231,28 @@ void CudaBackend::attention_step(DType dt, const void* q, const void* k, const v
     const T* tk = static_cast<const T*>(k);
     const T* tv = static_cast<const T*>(v);
     T* tc = static_cast<T*>(context);
-    const auto grid = static_cast<unsigned>((slices + kStepWarps - 1) / kStepWarps);
     constexpr int P = Pack<T>::size;
     // Then every key's offset, key slice * slice_stride + j * head_dim, is a whole number of packs too.
     const bool packed = can_vectorize<T>(head_dim, tk, tv) && slice_stride % P == 0;
+    // Keys split over S warps while the slices alone would fill at most half of the GPU's resident warps and
+    // every warp keeps at least two tiles of the longest slice (k_len: the cache's length, an upper bound).
+    const int64_t resident_warps = static_cast<int64_t>(sm_count_) * kStepBlocksPerSm * kStepWarps;
+    int splits = 1;
+    while (splits < kMaxKeySplits && slices * splits * 2 <= resident_warps && k_len >= 64 * splits * 2) splits *= 2;
+    auto launch_split = [&](auto w, auto d, auto l, auto s) {
+      constexpr int S = decltype(s)::value;
+      const auto blocks = static_cast<unsigned>((slices + kStepWarps / S - 1) / (kStepWarps / S));
+      attention_step_kernel<T, decltype(w)::value, decltype(d)::value, decltype(l)::value, S>
+          <<<blocks, kStepWarps * 32, 0, stream_>>>(tq, tk, tv, slice_stride, kv_index, origin, origin_stride,
+                                                     k_lengths, key_starts, slices, heads, head_dim, k_len, scale,
+                                                     tc);
+    };
     auto launch = [&](auto w, auto d, auto l) {
-      attention_step_kernel<T, decltype(w)::value, decltype(d)::value, decltype(l)::value>
-          <<<grid, kStepWarps * 32, 0, stream_>>>(tq, tk, tv, slice_stride, kv_index, origin, origin_stride,
-                                                   k_lengths, key_starts, slices, heads, head_dim, k_len, scale,
-                                                   tc);
+      if constexpr (decltype(l)::value > 0) {
+        if (splits == 4) return launch_split(w, d, l, std::integral_constant<int, 4>{});
+        if (splits == 2) return launch_split(w, d, l, std::integral_constant<int, 2>{});
+      }
+      launch_split(w, d, l, std::integral_constant<int, 1>{});
     };
     const std::integral_constant<int, 0> per_dimension;  // L = 0: the value path of one dimension a lane
     auto with_dims = [&](auto w) {  // context dimensions per lane: ceil(head_dim / 32), rounded up to 1, 2, 4 or 8
