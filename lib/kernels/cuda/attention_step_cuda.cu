@@ -7,8 +7,9 @@
 //   share a value row, one pack each, so a 16-byte load per lane reads 32 / L value rows at once; the lane groups'
 //   partial sums are added by shuffles at the end;
 // - otherwise the lanes split the head dimensions (lane + 32c), one value row per step for the whole warp.
-// Results depend only on the shape. Each key has its own base: with a position-origin table (beam search's
-// re-indexed self-attention caches) key j of a slice may live in another row's slice.
+// Results depend only on the shape and the GPU's multiprocessor count (which sets the key split below). Each key has
+// its own base: with a position-origin table (beam search's re-indexed self-attention caches) key j of a slice may
+// live in another row's slice.
 //
 // Few slices with many keys (a language model's batch of prompts: 1536 slices of up to 384 keys; one warp a slice
 // left most of the GPU's warp slots empty and each warp walking a dozen tiles in turn) split a slice's keys over S
