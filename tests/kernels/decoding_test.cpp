@@ -146,6 +146,20 @@ TEST_F(CpuKernels, LogSoftmaxMatchesDoubleReference) {
   }
 }
 
+// Logits rows ld apart (decoding's rows padded to 16 bytes): the packed rows' result, the padding (which would
+// dominate the sum) never read; aliasing padded rows is refused.
+TEST_F(CpuKernels, LogSoftmaxReadsRowsLdApart) {
+  const int rows = 4, cols = 1001, ld = 1008;
+  const auto packed = random_floats(std::size_t(rows) * cols, 3250, -6.0f, 6.0f);
+  std::vector<float> padded(std::size_t(rows) * ld, 80.0f);
+  for (int r = 0; r < rows; ++r) std::copy_n(&packed[std::size_t(r) * cols], cols, &padded[std::size_t(r) * ld]);
+  auto y = poisoned(packed.size());
+  backend.log_softmax(DType::f32, padded.data(), rows, cols, y.data(), ld);
+  EXPECT_TRUE(all_close(y, ref_log_softmax(packed, rows, cols), 1e-6, 1e-5));
+  EXPECT_THROW(backend.log_softmax(DType::f32, padded.data(), rows, cols, padded.data(), ld), lseq::Error);
+  EXPECT_THROW(backend.log_softmax(DType::f32, padded.data(), rows, cols, y.data(), cols - 1), lseq::Error);
+}
+
 TEST_F(CpuKernels, LogSoftmaxMayOverwriteItsInputAndRejectsOtherTypes) {
   auto x = random_floats(3 * 11, 3300, -4.0f, 4.0f);
   const auto expected = ref_log_softmax(x, 3, 11);

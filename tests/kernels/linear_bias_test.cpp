@@ -41,6 +41,29 @@ TEST_F(CpuKernels, LinearBiasForwardMatchesReference) {
     }
 }
 
+// Output rows ld apart (decoding's logits padded to 16-byte rows): the packed product's values, the padding
+// untouched.
+TEST_F(CpuKernels, LinearBiasForwardWritesRowsLdApart) {
+  const Shape s{6, 9, 13};
+  const int ld = 16;
+  const auto x = random_floats(std::size_t(s.rows) * s.k, 2700), w = random_floats(std::size_t(s.n) * s.k, 2701),
+             bias = random_floats(s.n, 2702);
+  std::vector<float> packed(std::size_t(s.rows) * s.n), padded(std::size_t(s.rows) * ld, 7.5f);
+  backend.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, false, packed.data());
+  backend.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, false, padded.data(), ld);
+  for (int r = 0; r < s.rows; ++r)
+    for (int c = 0; c < ld; ++c) {
+      const float got = padded[std::size_t(r) * ld + c];
+      if (c < s.n)
+        EXPECT_EQ(got, packed[std::size_t(r) * s.n + c]) << "row " << r << " col " << c;
+      else
+        EXPECT_EQ(got, 7.5f) << "padding written at row " << r << " col " << c;
+    }
+  EXPECT_THROW(backend.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, false,
+                                           padded.data(), s.n - 1),
+               lseq::Error);
+}
+
 TEST_F(CpuKernels, LinearBiasForwardRejectsBadShapes) {
   std::vector<float> a(16, 1.0f), out(16);
   EXPECT_THROW(backend.linear_bias_forward(DType::f32, a.data(), a.data(), a.data(), -1, 2, 4, true, out.data()),
