@@ -1,7 +1,8 @@
 // Backend::attention_step on the device against the CPU backend (fp32 on the same rounded inputs): 16-byte and
 // scalar load paths (head dimensions and slice strides that are and are not multiples of a pack), several key
 // tiles with the online softmax, shared slices, position-origin tables (per-key slices, both load paths), per-row
-// key lengths with a row that has no keys, keys split over several warps. Also the step's query/key/value split with the cache append.
+// key lengths with a row that has no keys, keys split over several warps. Also the step's query/key/value split with
+// the cache append.
 #include <algorithm>
 #include <random>
 #include <tuple>

@@ -95,7 +95,8 @@ class EncoderDecoderStepModel : public StepModel {
   void begin_step(const std::vector<int32_t>& tokens);
   // The ops of a step of shape (live bucketed, k): forward_step, then finish(logits), through the
   // recorder; recorded when the same shape ran at the previous step too (shapes that repeat are worth recording).
-  void run_step_ops(int k, const std::function<void(const OutputLayer::StepLogits& logits)>& finish);
+  using FinishStep = std::function<void(const OutputLayer::StepLogits& logits)>;
+  void run_step_ops(int k, const FinishStep& finish);
   // Uploads the per-hypothesis indices of sentence_of (and, with parents, the origin table's gather index).
   void upload_rows(const std::vector<int32_t>* parents, const std::vector<int32_t>& sentence_of);
   // Sentences numbered from `first` begin at the current position in their slots (marked in use).

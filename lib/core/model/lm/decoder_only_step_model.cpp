@@ -273,7 +273,7 @@ void DecoderOnlyStepModel::begin_step(const std::vector<int32_t>& tokens) {
   backend_.copy_to_device(dev_step_, in, step_input_count(max_hyps_, heads_, rows) * sizeof(int32_t));
 }
 
-void DecoderOnlyStepModel::run_step_ops(int k, const std::function<void(const OutputLayer::StepLogits& logits)>& finish) {
+void DecoderOnlyStepModel::run_step_ops(int k, const FinishStep& finish) {
   const int rows = recorder_.rows(live_, max_hyps_);
   const auto ops = [&] {
     scratch_->reset();

@@ -73,7 +73,8 @@ class DecoderOnlyStepModel : public StepModel {
   // One step of `rows` rows: the logits [rows][ld] in the step's scratch.
   OutputLayer::StepLogits forward_step(kernels::Backend& backend, StepMemory& memory, int rows);
   void begin_step(const std::vector<int32_t>& tokens);
-  void run_step_ops(int k, const std::function<void(const OutputLayer::StepLogits& logits)>& finish);
+  using FinishStep = std::function<void(const OutputLayer::StepLogits& logits)>;
+  void run_step_ops(int k, const FinishStep& finish);
 
   const DecoderOnlyModel& model_;
   kernels::Backend& backend_;
