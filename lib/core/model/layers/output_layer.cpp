@@ -16,7 +16,15 @@ constexpr int kPadId = 0;
 // tokens on an H100 (2026-11-26).
 constexpr int kAlignedColumns = 8;
 int logits_ld(int vocab) { return (vocab + kAlignedColumns - 1) / kAlignedColumns * kAlignedColumns; }
-int aligned_head(int vocab) { return vocab / kAlignedColumns * kAlignedColumns; }  // the columns cut off first
+
+// Calls part(first, count) for the vocabulary's columns in products that stay aligned: the first vocab / 8 * 8, then
+// the last vocab % 8 (each only when it has columns).
+template <typename Part>
+void for_aligned_parts(int vocab, const Part& part) {
+  const int head = vocab / kAlignedColumns * kAlignedColumns;
+  if (head > 0) part(0, head);
+  if (head < vocab) part(head, vocab - head);
+}
 }  // namespace
 
 OutputLayer::OutputLayer(ParamTable& table, const ModelConfig& config, std::size_t tied_weight)
@@ -38,14 +46,11 @@ void OutputLayer::forward(const LayerContext& ctx, const void* x, int rows, Save
 OutputLayer::StepLogits OutputLayer::step_logits(const LayerContext& ctx, const void* x, int rows) const {
   const int ld = logits_ld(vocab_);
   void* logits = ctx.keep(static_cast<std::size_t>(rows) * ld);
-  const int head = aligned_head(vocab_);
-  if (head > 0)
-    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_), ctx.w(bias_), rows, dim_, head, false, logits, ld);
-  if (head < vocab_) {
-    const std::size_t at = static_cast<std::size_t>(head);
-    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_ + at * dim_), ctx.w(bias_ + at), rows, dim_,
-                                    vocab_ - head, false, offset_ptr(logits, at, ctx.dt), ld);
-  }
+  for_aligned_parts(vocab_, [&](int first, int count) {
+    const std::size_t at = static_cast<std::size_t>(first);
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_ + at * dim_), ctx.w(bias_ + at), rows, dim_, count,
+                                    false, offset_ptr(logits, at, ctx.dt), ld);
+  });
   return {logits, ld};
 }
 
@@ -61,20 +66,19 @@ void OutputLayer::backward(const LayerContext& ctx, const Saved& saved, void* dx
 }
 
 void OutputLayer::project_aligned(const LayerContext& ctx, const void* x, int rows, void* logits, int ld) const {
-  const int head = aligned_head(vocab_);
-  if (head > 0) linear_forward(ctx, x, rows, dim_, head, weight_, logits, ld);
-  if (head < vocab_)
-    linear_forward(ctx, x, rows, dim_, vocab_ - head, weight_ + static_cast<std::size_t>(head) * dim_,
-                   offset_ptr(logits, static_cast<std::size_t>(head), ctx.dt), ld);
+  for_aligned_parts(vocab_, [&](int first, int count) {
+    const std::size_t at = static_cast<std::size_t>(first);
+    linear_forward(ctx, x, rows, dim_, count, weight_ + at * dim_, offset_ptr(logits, at, ctx.dt), ld);
+  });
 }
 
 void OutputLayer::project_aligned_backward(const LayerContext& ctx, const void* x, const void* dlogits, int rows,
                                            int ld, void* dx) const {
-  const int head = aligned_head(vocab_);
-  if (head > 0) linear_backward(ctx, x, dlogits, rows, dim_, head, weight_, dx, false, ld);
-  if (head < vocab_)
-    linear_backward(ctx, x, offset_ptr(dlogits, static_cast<std::size_t>(head), ctx.dt), rows, dim_, vocab_ - head,
-                    weight_ + static_cast<std::size_t>(head) * dim_, dx, head > 0, ld);
+  for_aligned_parts(vocab_, [&](int first, int count) {  // the tail's dx adds to the head's
+    const std::size_t at = static_cast<std::size_t>(first);
+    linear_backward(ctx, x, offset_ptr(dlogits, at, ctx.dt), rows, dim_, count, weight_ + at * dim_, dx, first > 0,
+                    ld);
+  });
 }
 
 int OutputLayer::default_chunk_rows(int rows) const {
