@@ -299,7 +299,8 @@ int run(const Options& options) {
       product(true, F, D, fx, w, fh);
       be.bias_activation_dropout_forward(dt, fh, bias, R, F, Activation::relu, none, fa);
     });
-    ffn_row("ffn1 fwd: linear_bias_relu", [&] { be.linear_bias_forward(dt, fx, w, bias, R, D, F, true, fa); });
+    ffn_row("ffn1 fwd: linear_bias_relu",
+            [&] { be.linear_bias_forward(dt, fx, w, bias, R, D, F, BiasActivation::relu, fa); });
     ffn_row("ffn bwd: relu recompute + gemm + relu'(h + b)", [&] {
       be.bias_activation_dropout_forward(dt, fh, bias, R, F, Activation::relu, none, fa);
       product(false, F, D, fdo, w, fd);

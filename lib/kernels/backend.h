@@ -28,6 +28,10 @@ enum class DeviceKind { cpu, cuda };
 
 enum class Activation { relu, gelu, swish };  // gelu is the tanh approximation
 
+// What linear_bias_forward applies after its bias. gelu is for forward passes that no backward follows (decoding,
+// validation): its gradient needs the pre-activation, which the fused product does not keep.
+enum class BiasActivation { none, relu, gelu };
+
 struct Dropout {
   float p = 0.0f;     // probability of dropping; 0 disables the op's dropout
   uint64_t key = 0;   // dropout_key(seed, step, site)
@@ -143,14 +147,14 @@ class Backend {
   // ---- matrix products ----
   virtual void gemm(const GemmArgs& args) = 0;
 
-  // ---- a linear map with its bias (and ReLU) fused into the matrix product ----
-  // y[rows, n] = x[rows, k] w^T + bias, or relu(x w^T + bias) when `relu`, with w [n, k] and bias [n] (type dt):
-  // one cuBLASLt product with a bias (+ReLU) epilogue on the GPU, instead of a product and a pass over its output.
-  // The bias is added to the fp32 accumulator before the one rounding to dt. The feed-forward block's backward
-  // needs no more than y: relu'(x w^T + bias) is y > 0 (bias_activation_dropout_backward over y with no bias).
-  // y's rows are ld_y apart (0: n).
+  // ---- a linear map with its bias (and activation) fused into the matrix product ----
+  // y[rows, n] = act(x[rows, k] w^T + bias), with w [n, k] and bias [n] (type dt) and act none, relu or gelu: one
+  // cuBLASLt product with a BIAS, RELU_BIAS or GELU_BIAS epilogue on the GPU, instead of a product and a pass over
+  // its output. The bias (and activation) apply to the fp32 accumulator before the one rounding to dt. The
+  // feed-forward block's backward needs no more than y after a ReLU: relu'(x w^T + bias) is y > 0
+  // (bias_activation_dropout_backward over y with no bias). y's rows are ld_y apart (0: n).
   virtual void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
-                                   bool relu, void* y, int ld_y = 0) = 0;
+                                   BiasActivation act, void* y, int ld_y = 0) = 0;
 
   // ---- embeddings ----
   // out[b,t,:] = dropout(table[tokens[b,t]] * scale + positions[t]) for b < batch, t < len.
@@ -190,7 +194,8 @@ class Backend {
   // The post-norm residual block's end in one op: s = residual + dropout(x + bias) (bias may be nullptr), rounded to
   // dt as bias_dropout_residual_forward writes it, then y = LayerNorm(s) as layer_norm_forward writes it. s goes to
   // `sum` when not null (LayerNorm's backward reads it); mean and rstd as in layer_norm_forward. Decoding passes
-  // null for all three: the row never makes a round trip through memory. y may not alias x or residual.
+  // null for all three: the row never makes a round trip through memory. y may not alias x or residual; sum may be
+  // residual (a pre-norm residual stream updated in place).
   virtual void residual_layer_norm_forward(DType dt, const void* x, const void* bias, const void* residual, int rows,
                                            int cols, const Dropout& drop, const void* gamma, const void* beta,
                                            float eps, void* sum, void* y, float* mean, float* rstd) = 0;

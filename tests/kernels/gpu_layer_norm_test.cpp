@@ -97,6 +97,12 @@ TEST_F(GpuKernels, ResidualLayerNormForwardMatchesCpuAndTheTwoOps) {
         gpu().residual_layer_norm_forward(dt, dx.get(), dbias.get(), dres.get(), s.rows, s.cols, drop, dg.get(),
                                           db.get(), 1e-5f, nullptr, y.get(), nullptr, nullptr);
         EXPECT_EQ(y.download(), got_y) << what << " without the sum";
+
+        y.poison();  // a pre-norm decoding step: the sum written over the residual stream it reads
+        gpu().residual_layer_norm_forward(dt, dx.get(), dbias.get(), dres.get(), s.rows, s.cols, drop, dg.get(),
+                                          db.get(), 1e-5f, dres.get(), y.get(), nullptr, nullptr);
+        EXPECT_EQ(dres.download(), got_sum) << what << " sum in place";
+        EXPECT_EQ(y.download(), got_y) << what << " y with the sum in place";
       }
 }
 

@@ -1,7 +1,7 @@
-// A linear map with its bias (and ReLU) fused on the device (cuBLASLt's BIAS and RELU_BIAS epilogues) against the CPU
-// backend: odd shapes and the transformer-base ones, every output written, and the backward the feed-forward layer
-// builds on the ReLU version (relu' read off the output: bias_activation_dropout_backward over y with no bias)
-// equal to the CPU's.
+// A linear map with its bias (and ReLU or GELU) fused on the device (cuBLASLt's BIAS, RELU_BIAS and GELU_BIAS
+// epilogues) against the CPU backend: odd shapes and the transformer-base ones, every output written, and the backward
+// the feed-forward layer builds on the ReLU version (relu' read off the output: bias_activation_dropout_backward over y
+// with no bias) equal to the CPU's.
 //
 // x, w and the bias lie on a grid (multiples of 1/8, the bias offset by 1/128) that every dtype holds exactly and
 // on which every sum is exact in fp32: the pre-activations are then the same on both backends and never 0, so which
@@ -49,9 +49,10 @@ TEST_F(GpuKernels, LinearBiasReluForwardMatchesCpu) {
       std::vector<float> ref_y(count), ref_dx(count), ref_db = random_floats(s.n, ++seed);
       DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), ddy(gpu(), dt, dy), y(gpu(), dt, count),
           grad_x(gpu(), dt, count), db(gpu(), DType::f32, ref_db);
-      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, true, ref_y.data());
+      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, BiasActivation::relu,
+                              ref_y.data());
       y.poison();
-      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, true, y.get());
+      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, BiasActivation::relu, y.get());
       const auto got_y = y.download();
       EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
 
@@ -77,13 +78,43 @@ TEST_F(GpuKernels, LinearBiasForwardWithoutReluMatchesCpu) {
       const auto& [x, w, bias, what] = op;
       std::vector<float> ref_y(count);
       DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), y(gpu(), dt, count);
-      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, false, ref_y.data());
+      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, BiasActivation::none,
+                              ref_y.data());
       y.poison();
-      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, false, y.get());
+      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, BiasActivation::none, y.get());
       const auto got_y = y.download();
       EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
       const auto negative = std::count_if(got_y.begin(), got_y.end(), [](float v) { return v < 0.0f; });
       if (count > 100) EXPECT_GT(negative, 0) << what << ": no ReLU, so negative outputs stay";
+    }
+}
+
+// The GELU epilogue (decoding's feed-forward blocks with GELU, GPT-2's): the tanh approximation, as the CPU's
+// bias_activation_dropout_forward computes it, applied to the fp32 accumulator. Shapes: odd ones, GPT-2 small's and
+// medium's first feed-forward layer at decoding's 128 rows.
+TEST_F(GpuKernels, LinearBiasGeluForwardMatchesCpu) {
+  uint64_t seed = 9850;
+  const std::vector<Shape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {128, 768, 3072}, {128, 1024, 4096}};
+  for (DType dt : dtypes())
+    for (Shape s : shapes) {
+      const std::size_t count = std::size_t(s.rows) * s.n;
+      const Operands op(s, dt, seed);
+      const auto& [x, w, bias, what] = op;
+      std::vector<float> ref_y(count);
+      DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), y(gpu(), dt, count);
+      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, BiasActivation::gelu,
+                              ref_y.data());
+      y.poison();
+      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, BiasActivation::gelu, y.get());
+      const auto got_y = y.download();
+      EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
+      // GELU's negative lobe (down to about -0.17) stays; a ReLU or no activation would fail one of these.
+      const auto lobe = std::count_if(got_y.begin(), got_y.end(), [](float v) { return v < -0.01f && v > -0.2f; });
+      const auto below = std::count_if(got_y.begin(), got_y.end(), [](float v) { return v < -0.2f; });
+      if (count > 100) {
+        EXPECT_GT(lobe, 0) << what << ": no output in GELU's negative lobe";
+        EXPECT_EQ(below, 0) << what << ": outputs below GELU's minimum";
+      }
     }
 }
 
@@ -105,11 +136,11 @@ TEST_F(GpuKernels, LinearBiasForwardWritesRowsLdApart) {
       const float kPad = 7.0f;  // exact in every dtype, never an output on this grid's bias offset
       const std::size_t total = std::size_t(s.rows) * c.ld;
       std::vector<float> ref_y(total, kPad);
-      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, false,
+      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, BiasActivation::none,
                               ref_y.data() + c.column, c.ld);
       DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias),
           y(gpu(), dt, std::vector<float>(total, kPad));
-      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, false,
+      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, BiasActivation::none,
                                 static_cast<char*>(y.get()) + c.column * dtype_size(dt), c.ld);
       const auto got_y = y.download();
       std::vector<float> got_cells, ref_cells;
@@ -129,9 +160,10 @@ TEST_F(GpuKernels, LinearBiasForwardWritesRowsLdApart) {
 
 TEST_F(GpuKernels, LinearBiasForwardRejectsBadShapes) {
   DeviceBuffer a(gpu(), DType::f32, 64);
-  EXPECT_THROW(gpu().linear_bias_forward(DType::f32, a.get(), a.get(), a.get(), -1, 2, 4, true, a.get()),
-               lseq::Error);
-  EXPECT_THROW(gpu().linear_bias_forward(DType::f32, a.get(), a.get(), a.get(), 2, 0, 4, false, a.get()),
+  EXPECT_THROW(
+      gpu().linear_bias_forward(DType::f32, a.get(), a.get(), a.get(), -1, 2, 4, BiasActivation::relu, a.get()),
+      lseq::Error);
+  EXPECT_THROW(gpu().linear_bias_forward(DType::f32, a.get(), a.get(), a.get(), 2, 0, 4, BiasActivation::none, a.get()),
                lseq::Error);
 }
 

@@ -92,6 +92,12 @@ TEST_F(CpuKernels, ResidualLayerNormForwardMatchesReference) {
       backend.residual_layer_norm_forward(DType::f32, x.data(), bias.data(), residual.data(), s.rows, s.cols, drop,
                                           gamma.data(), beta.data(), eps, nullptr, y2.data(), nullptr, nullptr);
       EXPECT_EQ(y2, y) << what;
+      // A pre-norm decoding step: the sum written over the residual stream it reads, the same sum and output.
+      auto stream = residual, y3 = poisoned(n);
+      backend.residual_layer_norm_forward(DType::f32, x.data(), bias.data(), stream.data(), s.rows, s.cols, drop,
+                                          gamma.data(), beta.data(), eps, stream.data(), y3.data(), nullptr, nullptr);
+      EXPECT_EQ(stream, sum) << what << " sum in place";
+      EXPECT_EQ(y3, y) << what << " y with the sum in place";
     }
 }
 

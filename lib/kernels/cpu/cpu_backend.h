@@ -32,8 +32,8 @@ class CpuBackend : public Backend {
 
   void gemm(const GemmArgs& args) override;
 
-  void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n, bool relu,
-                           void* y, int ld_y = 0) override;
+  void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
+                           BiasActivation act, void* y, int ld_y = 0) override;
 
   void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
                          const void* positions, const Dropout& drop, void* out) override;

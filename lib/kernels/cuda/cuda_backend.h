@@ -64,8 +64,8 @@ class CudaBackend : public Backend {
 
   void gemm(const GemmArgs& args) override;
 
-  void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n, bool relu,
-                           void* y, int ld_y = 0) override;
+  void linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
+                           BiasActivation act, void* y, int ld_y = 0) override;
 
   void embedding_forward(DType dt, const int32_t* tokens, int batch, int len, const void* table, int dim, float scale,
                          const void* positions, const Dropout& drop, void* out) override;
@@ -176,7 +176,7 @@ class CudaBackend : public Backend {
   // cuBLASLt matmuls (matmul_plans_cuda.cpp): the column-major product out (n x m) = op(first) (n x k)
   // op(second) (k x m), which is a row-major product with its operands swapped. A plan (descriptor, layouts,
   // algorithm) per shape and alignment; the algorithm chosen once per class of row counts m.
-  enum class MatmulEpilogue { none, bias, relu_bias };
+  enum class MatmulEpilogue { none, bias, relu_bias, gelu_bias };
   struct MatmulKey {
     DType ab = DType::f32, c_type = DType::f32;
     bool trans_first = false, trans_second = false;

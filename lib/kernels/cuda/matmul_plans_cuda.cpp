@@ -1,6 +1,6 @@
 // cuBLASLt matmuls with their plans: the single products of gemm() (gemm_cuda.cu) and linear_bias_forward, a linear
-// map with its bias (and ReLU) fused into the BIAS or RELU_BIAS epilogue (the feed-forward block's first layer, the
-// output layer and the query projection in decoding).
+// map with its bias (and ReLU or GELU) fused into the BIAS, RELU_BIAS or GELU_BIAS epilogue (the feed-forward
+// block's first layer, the output layer and the query projection in decoding).
 //
 // Why plans, and why row-count classes: decoding meets a new row count at almost every batch (sentences x bucketed
 // source length in the encoder, hypotheses in the steps). For each new shape cuBLAS runs its heuristic (~0.2 ms of
@@ -87,8 +87,9 @@ CudaBackend::MatmulPlan CudaBackend::describe_matmul(const MatmulKey& key, const
   set(CUBLASLT_MATMUL_DESC_TRANSA, key.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N);
   set(CUBLASLT_MATMUL_DESC_TRANSB, key.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N);
   if (key.epilogue != MatmulEpilogue::none) {
-    set(CUBLASLT_MATMUL_DESC_EPILOGUE,
-        key.epilogue == MatmulEpilogue::relu_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS);
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE, key.epilogue == MatmulEpilogue::relu_bias   ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                       : key.epilogue == MatmulEpilogue::gelu_bias ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                                   : CUBLASLT_EPILOGUE_BIAS);
     set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(cuda::cuda_type(key.ab)));
     set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // the heuristic reads the pointer's alignment
   }
@@ -206,7 +207,7 @@ void CudaBackend::single_gemm(const GemmArgs& g) {
 }
 
 void CudaBackend::linear_bias_forward(DType dt, const void* x, const void* w, const void* bias, int rows, int k, int n,
-                                      bool relu, void* y, int ld_y) {
+                                      BiasActivation act, void* y, int ld_y) {
   check_linear_bias_shape(rows, k, n);
   const int ld = row_stride("linear_bias_forward", ld_y, n);
   if (rows == 0 || n == 0) return;
@@ -220,7 +221,9 @@ void CudaBackend::linear_bias_forward(DType dt, const void* x, const void* w, co
   key.ld_first = key.ld_second = k, key.ld_out = ld;
   key.align = std::min({operand_alignment(x, k, dt), operand_alignment(w, k, dt), operand_alignment(y, ld, dt),
                         alignment_of(bias)});
-  key.epilogue = relu ? MatmulEpilogue::relu_bias : MatmulEpilogue::bias;
+  key.epilogue = act == BiasActivation::relu   ? MatmulEpilogue::relu_bias
+                 : act == BiasActivation::gelu ? MatmulEpilogue::gelu_bias
+                                               : MatmulEpilogue::bias;
   const MatmulPlan& plan = matmul_plan(key, bias);
   LSEQ_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));

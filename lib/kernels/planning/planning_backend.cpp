@@ -24,7 +24,8 @@ class PlanningBackend final : public Backend {
   void dropout(DType, const void*, std::size_t, const Dropout&, void*) override {}
   void gather_rows(DType, const void*, int64_t, const int32_t*, int, int64_t, void*, int64_t, const int32_t*) override {}
   void gemm(const GemmArgs&) override {}
-  void linear_bias_forward(DType, const void*, const void*, const void*, int, int, int, bool, void*, int) override {}
+  void linear_bias_forward(DType, const void*, const void*, const void*, int, int, int, BiasActivation, void*,
+                           int) override {}
   void embedding_forward(DType, const int32_t*, int, int, const void*, int, float, const void*, const Dropout&,
                          void*) override {}
   void embedding_backward(DType, const int32_t*, int, int, int, float, const Dropout&, const void*, float*,

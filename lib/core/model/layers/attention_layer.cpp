@@ -71,7 +71,8 @@ void AttentionLayer::project_q(const LayerContext& ctx, const void* x, int batch
   if (q_len == 1 && padded_len == 1) {
     // One query per sentence (decoding's steps): [batch, heads*hd] already is the [batch][heads][1][hd] head layout,
     // so the bias rides in the product's epilogue and nothing is split.
-    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_q_), ctx.w(b_q_), batch, dim_, dim_, false, q_heads);
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_q_), ctx.w(b_q_), batch, dim_, dim_,
+                                    kernels::BiasActivation::none, q_heads);
     return;
   }
   TempScope scope(ctx.memory);
@@ -237,14 +238,17 @@ void AttentionLayer::forward_fused(const LayerContext& ctx, Saved& s) const {
     s.q = ctx.keep(static_cast<std::size_t>(q_rows) * 3 * dim_);
     s.k = offset_ptr(s.q, dim_, ctx.dt);
     s.v = offset_ptr(s.q, 2 * dim_, ctx.dt);
-    ctx.backend.linear_bias_forward(ctx.dt, s.x, ctx.w(w_qkv_), ctx.w(b_qkv_), q_rows, dim_, 3 * dim_, false, s.q);
+    ctx.backend.linear_bias_forward(ctx.dt, s.x, ctx.w(w_qkv_), ctx.w(b_qkv_), q_rows, dim_, 3 * dim_,
+                                    kernels::BiasActivation::none, s.q);
   } else {  // q [q_rows, dim]; k, v: column ranges of [k_rows, 2*dim]
     s.ldq = dim_, s.ldkv = 2 * dim_;
     s.q = ctx.keep(static_cast<std::size_t>(q_rows) * dim_);
     s.k = ctx.keep(static_cast<std::size_t>(k_rows) * 2 * dim_);
     s.v = offset_ptr(s.k, dim_, ctx.dt);
-    ctx.backend.linear_bias_forward(ctx.dt, s.x, ctx.w(w_q_), ctx.w(b_q_), q_rows, dim_, dim_, false, s.q);
-    ctx.backend.linear_bias_forward(ctx.dt, s.memory, ctx.w(w_kv_), ctx.w(b_kv_), k_rows, dim_, 2 * dim_, false, s.k);
+    ctx.backend.linear_bias_forward(ctx.dt, s.x, ctx.w(w_q_), ctx.w(b_q_), q_rows, dim_, dim_,
+                                    kernels::BiasActivation::none, s.q);
+    ctx.backend.linear_bias_forward(ctx.dt, s.memory, ctx.w(w_kv_), ctx.w(b_kv_), k_rows, dim_, 2 * dim_,
+                                    kernels::BiasActivation::none, s.k);
   }
   s.lse = ctx.memory.keep_n<float>(static_cast<std::size_t>(s.batch) * heads_ * s.q_len);
   ctx.backend.attention_forward(ctx.dt, s.q, s.ldq, s.k, s.v, s.ldkv, s.k_lengths, s.batch, heads_, s.q_len, s.k_len,

@@ -16,7 +16,8 @@ FeedForwardLayer::FeedForwardLayer(ParamTable& table, const std::string& prefix,
 void FeedForwardLayer::hidden_forward(const LayerContext& ctx, const void* x, int rows, bool fused_relu,
                                       void* hidden) const {
   if (fused_relu) {
-    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_, true, hidden);
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_,
+                                    kernels::BiasActivation::relu, hidden);
   } else {
     linear_forward(ctx, x, rows, dim_, dim_ffn_, w_in_, hidden);
   }

@@ -40,7 +40,8 @@ void OutputLayer::forward(const LayerContext& ctx, const void* x, int rows, Save
   saved.x = x;
   saved.rows = rows;
   saved.logits = ctx.keep(static_cast<std::size_t>(rows) * vocab_);
-  ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_), ctx.w(bias_), rows, dim_, vocab_, false, saved.logits);
+  ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_), ctx.w(bias_), rows, dim_, vocab_,
+                                  kernels::BiasActivation::none, saved.logits);
 }
 
 OutputLayer::StepLogits OutputLayer::step_logits(const LayerContext& ctx, const void* x, int rows) const {
@@ -49,7 +50,7 @@ OutputLayer::StepLogits OutputLayer::step_logits(const LayerContext& ctx, const 
   for_aligned_parts(vocab_, [&](int first, int count) {
     const std::size_t at = static_cast<std::size_t>(first);
     ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_ + at * dim_), ctx.w(bias_ + at), rows, dim_, count,
-                                    false, offset_ptr(logits, at, ctx.dt), ld);
+                                    kernels::BiasActivation::none, offset_ptr(logits, at, ctx.dt), ld);
   });
   return {logits, ld};
 }
