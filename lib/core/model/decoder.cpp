@@ -121,10 +121,9 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
   }
   TempScope scope(ctx.memory);
   ResidualBlock::Saved block;
-  FeedForwardLayer::Saved ffn;
   const void* in = ffn_block_.sublayer_input(ctx, h2, rows, block);
   void* o = ctx.temp(count);
-  ffn_.forward(ctx, in, rows, none, o, ffn);
+  ffn_.infer(ctx, in, rows, o);
   return ffn_block_.output(ctx, h2, o, ffn_.out_bias(), rows, none, block, false);
 }
 

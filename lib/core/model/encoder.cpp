@@ -64,11 +64,25 @@ const void* EncoderLayer::step(const LayerContext& ctx, const void* x, const Cac
   }
   TempScope scope(ctx.memory);
   ResidualBlock::Saved block;
-  FeedForwardLayer::Saved ffn;
   const void* in = ffn_block_.sublayer_input(ctx, h, rows, block);
   void* o = ctx.temp(count);
-  ffn_.forward(ctx, in, rows, none, o, ffn);
+  ffn_.infer(ctx, in, rows, o);
   return ffn_block_.output(ctx, h, o, ffn_.out_bias(), rows, none, block, false);
+}
+
+void EncoderLayer::step_pre_norm(const LayerContext& ctx, void* x, void* normed, const CachedSelfAttention& st,
+                                 void* cache, bool cache_only, const LayerNormLayer& next_norm) const {
+  if (!causal_ || config_.norm != NormPlacement::pre)
+    fail("internal error: step_pre_norm needs a causal pre-norm stack");
+  const int rows = st.rows;
+  TempScope scope(ctx.memory);
+  void* o = cache_only ? nullptr : ctx.temp(static_cast<std::size_t>(rows) * config_.dim_emb);
+  attn_.step_self(ctx, normed, st, cache, o, cache_only);
+  if (cache_only) return;
+  // normed is free once the attention has read it: it takes each block's next input.
+  ffn_block_.norm().forward_residual_sum(ctx, o, ctx.w(attn_.out_bias()), x, rows, x, normed);
+  ffn_.infer(ctx, normed, rows, o);
+  next_norm.forward_residual_sum(ctx, o, ctx.w(ffn_.out_bias()), x, rows, x, normed);
 }
 
 void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare) const {
@@ -163,18 +177,24 @@ const void* Encoder::step(const LayerContext& ctx, const int32_t* tokens, const 
   // prompt's prefill holds one layer's worth of activations (as encode() does).
   void* x = ctx.keep(count);
   embedding_.forward(ctx, tokens, 1, st.rows, positions, kernels::Dropout{}, x, position_ids);
+  if (config_.norm == NormPlacement::pre) {
+    void* normed = ctx.keep(count);
+    LayerNormLayer::Saved saved;
+    (layers_.empty() ? final_norm_ : layers_.front().attention_norm()).forward(ctx, x, st.rows, normed, saved);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const bool last = i + 1 == layers_.size();
+      layers_[i].step_pre_norm(ctx, x, normed, st, caches.at(i), cache_only && last,
+                               last ? final_norm_ : layers_[i + 1].attention_norm());
+    }
+    return cache_only ? nullptr : normed;
+  }
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const std::size_t mark = ctx.memory.kept();
     const void* h = layers_[i].step(ctx, x, st, caches.at(i), cache_only && i + 1 == layers_.size());
     if (h) ctx.backend.copy(x, h, ctx.bytes(count));
     ctx.memory.release_kept(mark);
   }
-  if (cache_only) return nullptr;
-  if (config_.norm == NormPlacement::post) return x;
-  void* out = ctx.keep(count);
-  LayerNormLayer::Saved saved;
-  final_norm_.forward(ctx, x, st.rows, out, saved);
-  return out;
+  return cache_only ? nullptr : x;
 }
 
 void Encoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, void* spare) const {

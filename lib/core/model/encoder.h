@@ -54,6 +54,13 @@ class EncoderLayer {
   // layer of a prompt's prefill, whose outputs nothing reads); returns null.
   const void* step(const LayerContext& ctx, const void* x, const CachedSelfAttention& st, void* cache,
                    bool cache_only = false) const;
+  // The same step for a pre-norm stack, over its residual stream x [st.rows, dim], updated in place. `normed` holds
+  // this layer's attention input, LN(x), and receives next_norm(x out): the next layer's attention norm, or the
+  // stack's final one. Each block's residual add and the LayerNorm after it are one op, so a layer runs two such ops
+  // where step() runs two adds, two LayerNorms and (in Encoder::step) a copy.
+  void step_pre_norm(const LayerContext& ctx, void* x, void* normed, const CachedSelfAttention& st, void* cache,
+                     bool cache_only, const LayerNormLayer& next_norm) const;
+  const LayerNormLayer& attention_norm() const { return attn_block_.norm(); }
 
  private:
   ModelConfig config_;

@@ -93,17 +93,21 @@ void expect_incremental_equals_full(Lm& lm, const std::vector<std::vector<int32_
   }
 }
 
+// Steps run the feed-forward activation inside the first product (ReLU, GELU) or after it (swish), and a pre-norm
+// stack's residual adds fused with the next LayerNorm: the full pass runs neither.
 TEST(LmStepModel, IncrementalEqualsFullForwardForPromptsOfDifferentLengths) {
-  for (bool learned : {false, true})
-    for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
-      SCOPED_TRACE(std::string(learned ? "learned" : "sinusoidal") + (norm == NormPlacement::pre ? " pre" : " post"));
-      Lm lm(tiny_lm_config(norm, learned, kernels::Activation::gelu, 0.3f));  // dropout must not apply
-      std::mt19937_64 rng(3);
-      auto prompts = random_lines(rng, 4, 1, 9, kVocab);
-      prompts[2].clear();  // an empty prompt: the first step feeds bos
-      const auto continuations = random_lines(rng, 4, 1, 6, kVocab);
-      expect_incremental_equals_full(lm, prompts, continuations);
-    }
+  for (auto act : {kernels::Activation::gelu, kernels::Activation::swish})
+    for (bool learned : {false, true})
+      for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
+        SCOPED_TRACE(std::string(learned ? "learned" : "sinusoidal") + (norm == NormPlacement::pre ? " pre" : " post") +
+                     (act == kernels::Activation::gelu ? " gelu" : " swish"));
+        Lm lm(tiny_lm_config(norm, learned, act, 0.3f));  // dropout must not apply
+        std::mt19937_64 rng(3);
+        auto prompts = random_lines(rng, 4, 1, 9, kVocab);
+        prompts[2].clear();  // an empty prompt: the first step feeds bos
+        const auto continuations = random_lines(rng, 4, 1, 6, kVocab);
+        expect_incremental_equals_full(lm, prompts, continuations);
+      }
 }
 
 TEST(LmStepModel, PrefillInPiecesEqualsOnePiece) {

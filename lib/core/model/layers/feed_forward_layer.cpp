@@ -44,6 +44,23 @@ void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows,
   linear_forward(ctx, a, rows, dim_ffn_, dim_, w_out_, o);
 }
 
+void FeedForwardLayer::infer(const LayerContext& ctx, const void* x, int rows, void* o) const {
+  const std::size_t count = static_cast<std::size_t>(rows) * dim_ffn_;
+  TempScope scope(ctx.memory);
+  void* hidden = ctx.temp(count);
+  if (act_ == kernels::Activation::swish) {
+    linear_forward(ctx, x, rows, dim_, dim_ffn_, w_in_, hidden);
+    void* a = ctx.temp(count);
+    ctx.backend.bias_activation_dropout_forward(ctx.dt, hidden, ctx.w(b_in_), rows, dim_ffn_, act_, kernels::Dropout{},
+                                                a);
+    linear_forward(ctx, a, rows, dim_ffn_, dim_, w_out_, o);
+    return;
+  }
+  const auto fused = act_ == kernels::Activation::relu ? kernels::BiasActivation::relu : kernels::BiasActivation::gelu;
+  ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(w_in_), ctx.w(b_in_), rows, dim_, dim_ffn_, fused, hidden);
+  linear_forward(ctx, hidden, rows, dim_ffn_, dim_, w_out_, o);
+}
+
 void FeedForwardLayer::backward(const LayerContext& ctx, const Saved& s, const void* d_o, void* dx,
                                 bool accumulate_dx) const {
   TempScope scope(ctx.memory);

@@ -6,6 +6,7 @@
 //   backward: W_out's gradient needs it, and relu' is a > 0, so backward needs no other pass.
 // - Otherwise (GELU, swish, or activation dropout): the hidden layer kept is h = x W_in^T; a = dropout(act(h + b_in))
 //   is recomputed in backward (one memory-bound pass instead of rows * ffn more saved values).
+// - Decoding's steps (infer()) keep nothing for a backward, so GELU too runs inside the first product.
 // With LayerContext::recompute_ffn nothing of the hidden layer is kept: backward runs the first product again from
 // the saved input x (kept anyway: it is the previous block's output) into a temporary. That saves rows * dim_ffn
 // values a block, the largest single activation of a layer, for one more matrix product; the gradients are the
@@ -32,6 +33,9 @@ class FeedForwardLayer {
 
   void forward(const LayerContext& ctx, const void* x, int rows, const kernels::Dropout& drop, void* o,
                Saved& saved) const;
+  // Forward with nothing kept for a backward (decoding's steps): ReLU and GELU run inside the first product
+  // (Backend::linear_bias_forward's epilogue), so a block is two products; swish adds one pass. o as forward's.
+  void infer(const LayerContext& ctx, const void* x, int rows, void* o) const;
   // dx overwritten or added (accumulate_dx).
   void backward(const LayerContext& ctx, const Saved& saved, const void* d_o, void* dx, bool accumulate_dx) const;
   std::size_t out_bias() const { return b_out_; }

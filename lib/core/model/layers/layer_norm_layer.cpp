@@ -25,6 +25,12 @@ void LayerNormLayer::forward_residual(const LayerContext& ctx, const void* o, co
                                           eps_, nullptr, y, nullptr, saved.rstd);
 }
 
+void LayerNormLayer::forward_residual_sum(const LayerContext& ctx, const void* o, const void* bias,
+                                          const void* residual, int rows, void* sum, void* y) const {
+  ctx.backend.residual_layer_norm_forward(ctx.dt, o, bias, residual, rows, dim_, kernels::Dropout{}, ctx.w(gamma_),
+                                          ctx.w(beta_), eps_, sum, y, nullptr, nullptr);
+}
+
 void LayerNormLayer::backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const {
   ctx.backend.layer_norm_backward(ctx.dt, saved.x, ctx.w(gamma_), saved.mean, saved.rstd, dy, rows, dim_, dx,
                                   ctx.g(gamma_), ctx.g(beta_));

@@ -27,6 +27,10 @@ class LayerNormLayer {
   // the next sublayer's input, so the sum itself is never stored. Without (decoding) nothing is kept.
   void forward_residual(const LayerContext& ctx, const void* o, const void* bias, const void* residual, int rows,
                         const kernels::Dropout& drop, bool backward, void* y, Saved& saved) const;
+  // Decoding's pre-norm residual stream: s = residual + o + bias into `sum` (which may be `residual`: the stream
+  // updated in place) and y = LN(s), in one op; nothing kept.
+  void forward_residual_sum(const LayerContext& ctx, const void* o, const void* bias, const void* residual, int rows,
+                            void* sum, void* y) const;
   // forward()'s backward: dx overwritten (dx may not alias dy).
   void backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const;
   // forward_residual()'s backward in one op (Backend::residual_layer_norm_backward): ds, the gradient of the sum

@@ -32,6 +32,7 @@ class ResidualBlock {
   ResidualBlock(ParamTable& table, const std::string& norm_name, int dim, float eps, NormPlacement placement);
 
   const void* sublayer_input(const LayerContext& ctx, const void* x, int rows, Saved& saved) const;
+  const LayerNormLayer& norm() const { return norm_; }
   // Returns the block output (kept until the step ends). `backward` false (decoding's steps) keeps nothing that only
   // the backward reads.
   void* output(const LayerContext& ctx, const void* x, const void* o, std::size_t bias, int rows,
