@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "util/error.h"
+
 namespace lseq {
 
 namespace {
@@ -80,9 +82,38 @@ void DecoderLayer::project_memory(const LayerContext& ctx, const void* states, i
   cross_attn_.project_kv(ctx, states, sentences, src_len, memory_len, memory_sentences, cross_kv);
 }
 
+void DecoderLayer::self_attention_step(const LayerContext& ctx, const void* in, const DecoderStep& st,
+                                       const DecoderLayerCache& cache, void* o) const {
+  // Position t's keys and values appended to every row's slices, then attention over positions 0..t (the first
+  // self_lengths[r] = t + 1 of max_len), each read where the origin table says the hypothesis' history wrote it.
+  CachedSelfAttention self;
+  self.rows = st.rows, self.max_len = st.max_len;
+  self.lengths = st.self_lengths;
+  self.key_starts = st.key_starts;
+  self.append_dst = st.append_dst;
+  self.origin = st.origin;
+  self_attn_.step_self(ctx, in, self, cache.self_kv, o);
+}
+
+void DecoderLayer::cross_attention_step(const LayerContext& ctx, const void* in, const DecoderStep& st,
+                                        const DecoderLayerCache& cache, void* o) const {
+  const int rows = st.rows, hd = config_.head_dim();
+  const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
+  TempScope scope(ctx.memory);
+  void* q = ctx.temp(count);
+  cross_attn_.project_q(ctx, in, rows, 1, 1, q);
+  // Rows share their sentence's keys/values: slices are picked by st.cross_slices, not copied per hypothesis.
+  const std::size_t memory_count = static_cast<std::size_t>(st.memory_sentences) * st.src_len * config_.dim_emb;
+  void* context = ctx.temp(count);
+  cross_attn_.attend_step(ctx, q, cache.cross_kv, offset_ptr(cache.cross_kv, memory_count, ctx.dt),
+                          static_cast<int64_t>(st.src_len) * hd, st.cross_slices, nullptr, 0, st.src_lengths, rows,
+                          st.src_len, context);
+  cross_attn_.project_out(ctx, context, rows, o);
+}
+
 const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const DecoderStep& st,
                                const DecoderLayerCache& cache) const {
-  const int rows = st.rows, hd = config_.head_dim();
+  const int rows = st.rows;
   const std::size_t count = static_cast<std::size_t>(rows) * config_.dim_emb;
   const kernels::Dropout none;
   const void* h1;
@@ -90,16 +121,8 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     TempScope scope(ctx.memory);
     ResidualBlock::Saved block;
     const void* in = self_block_.sublayer_input(ctx, x, rows, block);
-    // Position t's keys and values appended to every row's slices, then attention over positions 0..t (the first
-    // self_lengths[r] = t + 1 of max_len), each read where the origin table says the hypothesis' history wrote it.
-    CachedSelfAttention self;
-    self.rows = rows, self.max_len = st.max_len;
-    self.lengths = st.self_lengths;
-    self.key_starts = st.key_starts;
-    self.append_dst = st.append_dst;
-    self.origin = st.origin;
     void* o = ctx.temp(count);
-    self_attn_.step_self(ctx, in, self, cache.self_kv, o);
+    self_attention_step(ctx, in, st, cache, o);
     h1 = self_block_.output(ctx, x, o, self_attn_.out_bias(), rows, none, block, false);
   }
   const void* h2;
@@ -107,16 +130,8 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
     TempScope scope(ctx.memory);
     ResidualBlock::Saved block;
     const void* in = cross_block_.sublayer_input(ctx, h1, rows, block);
-    void* q = ctx.temp(count);
-    cross_attn_.project_q(ctx, in, rows, 1, 1, q);
-    // Rows share their sentence's keys/values: slices are picked by st.cross_slices, not copied per hypothesis.
-    const std::size_t memory_count = static_cast<std::size_t>(st.memory_sentences) * st.src_len * config_.dim_emb;
-    void* context = ctx.temp(count);
-    cross_attn_.attend_step(ctx, q, cache.cross_kv, offset_ptr(cache.cross_kv, memory_count, ctx.dt),
-                            static_cast<int64_t>(st.src_len) * hd, st.cross_slices, nullptr, 0, st.src_lengths, rows,
-                            st.src_len, context);
     void* o = ctx.temp(count);
-    cross_attn_.project_out(ctx, context, rows, o);
+    cross_attention_step(ctx, in, st, cache, o);
     h2 = cross_block_.output(ctx, h1, o, cross_attn_.out_bias(), rows, none, block, false);
   }
   TempScope scope(ctx.memory);
@@ -125,6 +140,21 @@ const void* DecoderLayer::step(const LayerContext& ctx, const void* x, const Dec
   void* o = ctx.temp(count);
   ffn_.infer(ctx, in, rows, o);
   return ffn_block_.output(ctx, h2, o, ffn_.out_bias(), rows, none, block, false);
+}
+
+void DecoderLayer::step_pre_norm(const LayerContext& ctx, void* x, void* normed, const DecoderStep& st,
+                                 const DecoderLayerCache& cache, const LayerNormLayer& next_norm) const {
+  if (config_.norm != NormPlacement::pre) fail("internal error: step_pre_norm needs a pre-norm stack");
+  const int rows = st.rows;
+  TempScope scope(ctx.memory);
+  void* o = ctx.temp(static_cast<std::size_t>(rows) * config_.dim_emb);
+  // normed is free once a sublayer has read it: it takes each block's next input.
+  self_attention_step(ctx, normed, st, cache, o);
+  cross_block_.norm().forward_residual_sum(ctx, o, ctx.w(self_attn_.out_bias()), x, rows, x, normed);
+  cross_attention_step(ctx, normed, st, cache, o);
+  ffn_block_.norm().forward_residual_sum(ctx, o, ctx.w(cross_attn_.out_bias()), x, rows, x, normed);
+  ffn_.infer(ctx, normed, rows, o);
+  next_norm.forward_residual_sum(ctx, o, ctx.w(ffn_.out_bias()), x, rows, x, normed);
 }
 
 Decoder::Decoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table)
@@ -185,13 +215,18 @@ const void* Decoder::step(const LayerContext& ctx, const int32_t* tokens, const 
   void* emb = ctx.keep(count);
   // One sequence of rows tokens, each taking its own positions row: the same sums as a batch of rows at one position.
   embedding_.forward(ctx, tokens, 1, st.rows, positions, kernels::Dropout{}, emb, st.positions);
+  if (config_.norm == NormPlacement::pre) {  // the residual stream in place (DecoderLayer::step_pre_norm)
+    void* normed = ctx.keep(count);
+    LayerNormLayer::Saved saved;
+    (layers_.empty() ? final_norm_ : layers_.front().self_attention_norm()).forward(ctx, emb, st.rows, normed, saved);
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      layers_[i].step_pre_norm(ctx, emb, normed, st, caches.at(i),
+                               i + 1 == layers_.size() ? final_norm_ : layers_[i + 1].self_attention_norm());
+    return normed;
+  }
   const void* h = emb;
   for (std::size_t i = 0; i < layers_.size(); ++i) h = layers_[i].step(ctx, h, st, caches.at(i));
-  if (config_.norm == NormPlacement::post) return h;
-  void* out = ctx.keep(count);
-  LayerNormLayer::Saved saved;
-  final_norm_.forward(ctx, h, st.rows, out, saved);
-  return out;
+  return h;
 }
 
 void Decoder::backward(const LayerContext& ctx, const Saved& s, void* d_out, void* spare, void* d_memory) const {

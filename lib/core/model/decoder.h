@@ -84,8 +84,21 @@ class DecoderLayer {
   // caches.
   const void* step(const LayerContext& ctx, const void* x, const DecoderStep& step,
                    const DecoderLayerCache& cache) const;
+  // The same step for a pre-norm stack, over its residual stream x [rows, dim], updated in place, as
+  // EncoderLayer::step_pre_norm: `normed` holds LN(x) for the self-attention and receives next_norm(x out); each
+  // block's residual add and the LayerNorm after it are one op.
+  void step_pre_norm(const LayerContext& ctx, void* x, void* normed, const DecoderStep& step,
+                     const DecoderLayerCache& cache, const LayerNormLayer& next_norm) const;
+  const LayerNormLayer& self_attention_norm() const { return self_block_.norm(); }
 
  private:
+  // A step's self-attention over the cache (o: its output before the out bias) and cross-attention over the
+  // encoder's keys and values, from their sublayer inputs.
+  void self_attention_step(const LayerContext& ctx, const void* in, const DecoderStep& step,
+                           const DecoderLayerCache& cache, void* o) const;
+  void cross_attention_step(const LayerContext& ctx, const void* in, const DecoderStep& step,
+                            const DecoderLayerCache& cache, void* o) const;
+
   ModelConfig config_;
   int index_ = 0;
   std::size_t self_begin_ = 0, cross_begin_ = 0, ffn_begin_ = 0;  // table offsets of the blocks' first tensors
