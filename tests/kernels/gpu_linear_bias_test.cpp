@@ -67,25 +67,33 @@ TEST_F(GpuKernels, LinearBiasReluForwardMatchesCpu) {
     }
 }
 
+// One shape's forward with a given activation on the GPU (in dt) and on the CPU (fp32): outputs and reference.
+struct ForwardPair {
+  std::vector<float> got, ref;
+  std::string what;
+};
+ForwardPair forward_on_both(Backend& gpu, Backend& cpu, Shape s, DType dt, BiasActivation act, uint64_t& seed) {
+  const std::size_t count = std::size_t(s.rows) * s.n;
+  const Operands op(s, dt, seed);
+  const auto& [x, w, bias, what] = op;
+  std::vector<float> ref_y(count);
+  DeviceBuffer dx(gpu, dt, x), dw(gpu, dt, w), dbias(gpu, dt, bias), y(gpu, dt, count);
+  cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, act, ref_y.data());
+  y.poison();
+  gpu.linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, act, y.get());
+  return {y.download(), ref_y, what};
+}
+
 // The bias-only epilogue, as the output layer (vocabulary-wide n) and decoding's query projection use it.
 TEST_F(GpuKernels, LinearBiasForwardWithoutReluMatchesCpu) {
   uint64_t seed = 9800;
   const std::vector<Shape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {512, 512, 512}, {96, 512, 32000}};
   for (DType dt : dtypes())
     for (Shape s : shapes) {
-      const std::size_t count = std::size_t(s.rows) * s.n;
-      const Operands op(s, dt, seed);
-      const auto& [x, w, bias, what] = op;
-      std::vector<float> ref_y(count);
-      DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), y(gpu(), dt, count);
-      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, BiasActivation::none,
-                              ref_y.data());
-      y.poison();
-      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, BiasActivation::none, y.get());
-      const auto got_y = y.download();
+      const auto [got_y, ref_y, what] = forward_on_both(gpu(), cpu, s, dt, BiasActivation::none, seed);
       EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
       const auto negative = std::count_if(got_y.begin(), got_y.end(), [](float v) { return v < 0.0f; });
-      if (count > 100) EXPECT_GT(negative, 0) << what << ": no ReLU, so negative outputs stay";
+      if (got_y.size() > 100) EXPECT_GT(negative, 0) << what << ": no ReLU, so negative outputs stay";
     }
 }
 
@@ -97,21 +105,12 @@ TEST_F(GpuKernels, LinearBiasGeluForwardMatchesCpu) {
   const std::vector<Shape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {128, 768, 3072}, {128, 1024, 4096}};
   for (DType dt : dtypes())
     for (Shape s : shapes) {
-      const std::size_t count = std::size_t(s.rows) * s.n;
-      const Operands op(s, dt, seed);
-      const auto& [x, w, bias, what] = op;
-      std::vector<float> ref_y(count);
-      DeviceBuffer dx(gpu(), dt, x), dw(gpu(), dt, w), dbias(gpu(), dt, bias), y(gpu(), dt, count);
-      cpu.linear_bias_forward(DType::f32, x.data(), w.data(), bias.data(), s.rows, s.k, s.n, BiasActivation::gelu,
-                              ref_y.data());
-      y.poison();
-      gpu().linear_bias_forward(dt, dx.get(), dw.get(), dbias.get(), s.rows, s.k, s.n, BiasActivation::gelu, y.get());
-      const auto got_y = y.download();
+      const auto [got_y, ref_y, what] = forward_on_both(gpu(), cpu, s, dt, BiasActivation::gelu, seed);
       EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
       // GELU's negative lobe (down to about -0.17) stays; a ReLU or no activation would fail one of these.
       const auto lobe = std::count_if(got_y.begin(), got_y.end(), [](float v) { return v < -0.01f && v > -0.2f; });
       const auto below = std::count_if(got_y.begin(), got_y.end(), [](float v) { return v < -0.2f; });
-      if (count > 100) {
+      if (got_y.size() > 100) {
         EXPECT_GT(lobe, 0) << what << ": no output in GELU's negative lobe";
         EXPECT_EQ(below, 0) << what << ": outputs below GELU's minimum";
       }
