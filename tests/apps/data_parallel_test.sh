@@ -39,7 +39,30 @@ same_costs() {  # same_costs <log a> <log b> <tolerance> <expected updates>
       d > tol * $2 { bad = 1; print "update " $1 ": " $2 " vs " $4 }
       END { exit bad }'
 }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
+# A port below the kernel's ephemeral range, drawn at random and checked free: a port from a bind to 0 may go to
+# another test's outgoing connection before the master binds it (tests/core/dist/dist_test_util.h says more).
+free_port() {
+  python3 -c '
+import random, socket
+try:
+    floor = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    floor = 32768
+for _ in range(100 if floor > 11000 else 0):
+    port = random.randrange(10000, floor)
+    s = socket.socket()
+    try:
+        s.bind(("", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])
+'
+}
 rank_of() { tr '\0' '\n' </proc/"$1"/environ 2>/dev/null | sed -n 's/^RANK=//p'; }
 # The child of launcher $1 that runs rank $2.
 child_rank() {

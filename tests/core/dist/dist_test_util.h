@@ -1,8 +1,13 @@
 #pragma once
 // Ranks as threads of one test process: each runs the same function with its rank over a process group on the CPU
 // (loopback TCP, the stand-in for NCCL), and the failures of every rank come back to the test.
+#include <unistd.h>
+
 #include <exception>
+#include <fstream>
 #include <functional>
+#include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -10,10 +15,34 @@
 #include "core/dist/launch_env.h"
 #include "core/dist/process_group.h"
 #include "core/dist/socket.h"
+#include "util/error.h"
 
 namespace lseq::dist::test {
 
+// A port for a test's master to listen on. Not one the kernel hands out (a bind to port 0): between that check and
+// the master's own bind, the kernel may give the same port to another test's outgoing connection (ctest runs tests
+// side by side), and the master then fails with "Address already in use" (seen once in CI, under the sanitizers).
+// Ports below the kernel's ephemeral range are taken only by explicit binds: one drawn at random there, checked free.
 inline int free_port() {
+  int ephemeral_floor = 32768;  // Linux's default
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int first = 0, last = 0;
+  if (range >> first >> last && first > 0) ephemeral_floor = first;
+  if (ephemeral_floor > 10000 + 1000) {
+    static std::mutex mutex;
+    static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+    std::lock_guard<std::mutex> lock(mutex);
+    std::uniform_int_distribution<int> pick(10000, ephemeral_floor - 1);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const int port = pick(rng);
+      try {
+        listen_on(port, "a test port");
+        return port;
+      } catch (const lseq::Error&) {
+        // taken: draw another
+      }
+    }
+  }
   Socket s = listen_on(0, "a test port");
   return bound_port(s);
 }
