@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,34 @@ const char* tied_name(TiedEmbeddings t) {
   }
   return "?";
 }
+
+// --timeline: the host clock at each point where a timed step synchronises with its device (steady_clock, which is
+// one clock for every process of a machine, so the ranks' files line up). The loss read marks the end of this
+// rank's backward; the totals come back after the gradients' exchange and the small exchange of the totals.
+struct StepTimeline {
+  struct Step {
+    int batch = 0;
+    int64_t target_tokens = 0;
+    double start = 0, backward_done = 0, totals_known = 0, optimizer_issued = 0;
+  };
+  std::vector<Step> steps;
+
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void write(const std::string& path, int rank, int ranks) const {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) fail("cannot write the step timeline to {} (--timeline); check the directory", path);
+    std::fprintf(f, "rank,ranks,step,batch,target_tokens,start,backward_done,totals_known,optimizer_issued\n");
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      const Step& t = steps[s];
+      std::fprintf(f, "%d,%d,%zu,%d,%lld,%.7f,%.7f,%.7f,%.7f\n", rank, ranks, s, t.batch,
+                   static_cast<long long>(t.target_tokens), t.start, t.backward_done, t.totals_known,
+                   t.optimizer_issued);
+    }
+    if (std::fclose(f) != 0) fail("cannot write the step timeline to {} (--timeline): disk full?", path);
+  }
+};
 
 void print_status(const std::string& prefix, const char* status, const std::string& reason) {
   fmt::print("{} status={} reason={}\n", prefix, status, bench::one_word(reason));
@@ -118,6 +147,7 @@ int run(const Options& options) {
   const bool recompute_ffn = options.get_bool("recompute-ffn");
   const bool plan_only = options.get_bool("plan-only");
   const std::string dump_path = options.get_string("dump-batches");
+  const std::string timeline_path = options.get_string("timeline");
   if (budgets.empty()) fail("--tokens needs at least one budget");
   bench::Ranks ranks = bench::join_ranks(options);
   if (ranks.launcher && !plan_only && !options.get_bool("dump-only")) return bench::launch_ranks(options);
@@ -257,11 +287,15 @@ int run(const Options& options) {
       memory.sample();
 
       int64_t step_counter = 0, timed_tokens = 0, timed_sentences = 0;
+      StepTimeline timeline;
       // lstrain's update (Trainer::update with one batch): over several ranks the gradient exchange starts in
       // backward, and the tokens of all ranks scale the gradients.
       auto update = [&](const data::Batch& b) {
+        StepTimeline::Step marks;
+        marks.start = StepTimeline::now();
         parallel->arm();
         const StepLoss loss = model->forward_backward(b, seed, static_cast<uint64_t>(step_counter++), grad_scale, ws);
+        marks.backward_done = StepTimeline::now();  // the loss is read back: this rank's backward has finished
         DataParallel::Totals totals;
         totals.loss_sum = loss.loss_sum;
         totals.target_tokens = static_cast<double>(loss.target_tokens);
@@ -269,10 +303,14 @@ int run(const Options& options) {
           parallel->finish();
           totals = parallel->sum(totals);
         }
+        marks.totals_known = StepTimeline::now();  // over ranks: after the gradients' exchange and the totals'
         ParamStore& store = model->param_store();
         optimizer->step(model->master(), model->grads(),
                         1.0f / (grad_scale * static_cast<float>(std::max(1.0, totals.target_tokens))), 1e-4,
                         store.working_dtype(), store.separate_working());
+        marks.optimizer_issued = StepTimeline::now();
+        marks.target_tokens = b.tgt_tokens();
+        return marks;
       };
       // Rank r's s-th batch: the r-th of round s over the pool.
       auto batch_of = [&](int s) -> const data::Batch& {
@@ -285,11 +323,16 @@ int run(const Options& options) {
       const auto begin = std::chrono::steady_clock::now();
       for (int s = 0; s < steps; ++s) {
         const data::Batch& b = batch_of(s);
-        update(b);
+        StepTimeline::Step marks = update(b);
+        marks.batch = static_cast<int>(static_cast<std::size_t>(s * ranks.size + ranks.rank) % batches.size());
+        timeline.steps.push_back(marks);
         timed_tokens += b.tgt_tokens();
         timed_sentences += b.size;
       }
       backend->synchronize();
+      if (!timeline_path.empty()) {
+        timeline.write(fmt::format("{}.{}.rank{}.csv", timeline_path, budgets[c], ranks.rank), ranks.rank, ranks.size);
+      }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
       const double waited = parallel->comm_wait_seconds() - waited_before;
       memory.sample();

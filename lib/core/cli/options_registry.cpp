@@ -728,6 +728,9 @@ std::vector<OptionSpec> build_registry() {
             "bench_train_throughput: write every case's batch shapes to this file (for bench/pytorch_train.py)"),
         Opt("dump-only", T::boolean, G::benchmark, kBench, def("false"),
             "bench_train_throughput: stop after --dump-batches (needs no device)"),
+        Opt("timeline", T::string, G::benchmark, kBench, def(""),
+            "bench_train_throughput: write each rank's timed steps, host clock at each synchronisation point, to "
+            "FILE.rank<r>.csv (where a data-parallel step spends its time: bench/step_timeline.py)"),
         Opt("batch-sizes", T::ints, G::benchmark, kBench, empty_list(),
             "Sentences per batch, one case each: bench_decode_throughput (default: 32 64 128), "
             "bench_search_overhead (default: 1 16 64 128)")
