@@ -2,7 +2,7 @@
 // utilisation and device memory, for batches of given target-token budgets drawn from a WMT-like length
 // distribution (wmt_batches.h). Each case: `--pool` distinct batches, `--warmup` untimed steps, then `--steps`
 // timed steps of the whole update (forward_backward with gradients in step memory, as lstrain has for updates of
-// one batch, then Optimizer::step), cycling the pool from its first
+// one batch, or over several GPUs in the exchange's window, then Optimizer::step), cycling the pool from its first
 // batch, between two backend synchronisations. Reports one RESULT line per case (bench_support.h); never asserts.
 // Usage: bench_train_throughput [--preset configs/transformer-base.yaml] [--tokens 4096 8192 16384]
 //   [--precision fp32|bf16|fp16 (default bf16, fp32 with --cpu)] [--cpu] [--cpu-threads N] [--devices N]
@@ -218,7 +218,8 @@ int run(const Options& options) {
     const std::vector<float> initial = model->initial_params(1);
     model->load_params(initial);
     model->set_recompute_ffn(recompute_ffn);
-    model->set_gradients_in_step_memory(true);  // as lstrain does for updates of one batch
+    // As lstrain does for updates of one batch: in step memory, except over several GPUs (the exchange's window).
+    model->set_gradients_in_step_memory(ranks.size == 1 || cpu);
     optimizer = std::make_unique<Optimizer>(*backend, model->num_params(), preset_optimizer(preset.options), shard);
     optimizer->load_master(initial);
     parallel = std::make_unique<DataParallel>(*model, ranks.comm, sync);
@@ -293,6 +294,7 @@ int run(const Options& options) {
       auto update = [&](const data::Batch& b) {
         StepTimeline::Step marks;
         marks.start = StepTimeline::now();
+        model->zero_grads();  // as Trainer::update (nothing to do with gradients in step memory)
         parallel->arm();
         const StepLoss loss = model->forward_backward(b, seed, static_cast<uint64_t>(step_counter++), grad_scale, ws);
         marks.backward_done = StepTimeline::now();  // the loss is read back: this rank's backward has finished

@@ -288,12 +288,15 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
   Model& model = *built;
   model.set_recompute_ffn(options.get_bool("recompute-ffn"));
   // Updates of one batch need no gradients between steps: backward places them in the activations' room (also
-  // under data parallelism: the exchange works on them there, and the optimizer steps before the next forward).
+  // under data parallelism on CPUs: the exchange works on them there, and the optimizer steps before the next
+  // forward). Over several GPUs the store keeps them, in NCCL's symmetric window (DataParallel), which the
+  // exchange sums in place over NVLink at less cost to the backward beside it (bench/results/README.md, issue 24).
   // Updates of several batches in one process add each batch's gradients to a sum, as data parallelism adds the
   // ranks' (2 ranks with batch B make the update of 1 with --optimizer-delay 2); with several ranks each
   // accumulates its batches in place, which the exchange during the last backward needs.
   const bool delayed = options.get_int("optimizer-delay") > 1;
-  model.set_gradients_in_step_memory(!delayed || ranks == 1, delayed && ranks == 1);
+  const bool gpu_ranks = ranks > 1 && !place.cpu;
+  model.set_gradients_in_step_memory(ranks == 1 || (!delayed && !gpu_ranks), delayed && ranks == 1);
   // Sharded 16-bit training: each rank's optimizer keeps its shard of the fp32 master, the store none.
   if (sharded && dt != kernels::DType::f32) model.param_store().release_master();
   if (options.has("pretrained-model") && !options.get_string("pretrained-model").empty()) {

@@ -47,6 +47,18 @@ class Communicator {
   // waits (the host does not); on the CPU the call blocks until they are done.
   virtual void wait() = 0;
 
+  // Device memory that collectives over it run faster on, for buffers every rank allocates with the same size at
+  // the same point (a collective: all ranks call it, or none): NCCL allocates it with ncclMemAlloc and registers it
+  // as a symmetric window, so that sums over it run NCCL's symmetric kernels, which read the other ranks' memory
+  // directly over NVLink instead of staging it through NCCL's buffers (fewer SMs and less memory traffic beside
+  // the backward it overlaps). Null where the implementation has none (the caller then allocates from the backend,
+  // and every rank gets null alike). release_window frees it; the communicator must still exist.
+  virtual void* allocate_window(std::size_t bytes) {
+    (void)bytes;
+    return nullptr;
+  }
+  virtual void release_window(void* window) { (void)window; }
+
   // Blocking, on host values: every rank gets the element-wise sums over ranks (in double, in rank order). Also
   // waits for the collectives issued before it. The trainer's per-update exchange of losses, token counts and the
   // stop request.

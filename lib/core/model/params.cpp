@@ -75,10 +75,22 @@ ParamStore::ParamStore(ParamTable table, kernels::Backend& backend, kernels::DTy
 
 ParamStore::~ParamStore() {
   if (working_) backend_.release(working_);
-  if (own_grads_) backend_.release(own_grads_);
+  if (own_grads_ && !grads_placed_) backend_.release(own_grads_);
   if (side_grads_) backend_.release(side_grads_);
   if (step_sum_) backend_.release(step_sum_);
   if (master_) backend_.release(master_);
+}
+
+void ParamStore::place_grads(float* buffer) {
+  if (!training_ || grads_in_step_memory()) {
+    fail("internal error: gradients can be placed only in a training store that keeps its own");
+  }
+  // Allocated before anything changes: if it fails, the store still holds (and will not free) a placed buffer.
+  float* next = buffer ? buffer : static_cast<float*>(backend_.allocate(table_.size() * sizeof(float)));
+  if (own_grads_ && !grads_placed_) backend_.release(own_grads_);
+  grads_placed_ = buffer != nullptr;
+  grads_ = own_grads_ = next;
+  zero_grads();
 }
 
 void ParamStore::set_grads_in_step_memory(bool on, std::size_t side_end, bool sum_steps) {
@@ -90,6 +102,7 @@ void ParamStore::set_grads_in_step_memory(bool on, std::size_t side_end, bool su
   side_grads_ = step_sum_ = nullptr;
   side_end_ = 0;
   if (on) {
+    if (grads_placed_) fail("internal error: placed gradients cannot move into step memory");
     if (own_grads_) backend_.release(own_grads_);
     grads_ = own_grads_ = nullptr;
     if (side_end > 0) side_grads_ = static_cast<float*>(backend_.allocate(side_end * sizeof(float)));

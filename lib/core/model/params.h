@@ -124,6 +124,10 @@ class ParamStore {
   // partial sums differently, and W ranks with batch B would then not make one process's update with
   // --optimizer-delay W bit for bit.
   void set_grads_in_step_memory(bool on, std::size_t side_end, bool sum_steps = false);
+  // The store's gradients (not in step memory) live in `buffer` (size() floats, the caller's, zeroed here: data
+  // parallelism's exchange window) instead of its own; null gives it a buffer of its own again (the placed one is
+  // not touched: the caller may have freed it already).
+  void place_grads(float* buffer);
   // sum += the step's gradients (after forward_backward's backward); grads() is then the sum. With sum_steps only.
   void add_step_grads();
   bool sums_steps() const { return step_sum_ != nullptr; }
@@ -140,6 +144,7 @@ class ParamStore {
   float* master_ = nullptr;
   float* grads_ = nullptr;      // what grads() returns
   float* own_grads_ = nullptr;  // the store's own buffer (null with gradients in step memory)
+  bool grads_placed_ = false;   // own_grads_ is a buffer placed by the caller (place_grads), not ours to free
   float* side_grads_ = nullptr;  // [side_end_] with gradients in step memory
   float* step_sum_ = nullptr;    // the sum of the steps' gradients (sum_steps)
   std::size_t side_end_ = 0;

@@ -1,5 +1,7 @@
 #include "core/train/data_parallel.h"
 
+#include <spdlog/spdlog.h>
+
 #include "util/error.h"
 
 namespace lseq {
@@ -8,10 +10,30 @@ DataParallel::DataParallel(Model& model, kernels::Communicator* comm, GradientSy
     : model_(model), comm_(comm) {
   if (comm_ && comm_->size() > 1) {
     sync_ = std::make_unique<GradientSync>(model.backend(), *comm_, model.num_params(), std::move(sync));
+    // Gradients the store keeps between steps are exchanged from the communicator's window where it has one (all
+    // ranks take the same branch: the choice of step memory follows the same options everywhere).
+    if (!model.gradients_in_step_memory()) {
+      window_ = static_cast<float*>(comm_->allocate_window(model.num_params() * sizeof(float)));
+      if (window_) {
+        model.param_store().place_grads(window_);
+        spdlog::info("gradients kept in a window of {} ({:.1f} MiB): the exchange reads the other ranks' memory",
+                     comm_->name(), static_cast<double>(model.num_params()) * 4 / 1048576.0);
+      }
+    }
   }
 }
 
-DataParallel::~DataParallel() { model_.set_gradients_ready(nullptr); }
+DataParallel::~DataParallel() {
+  model_.set_gradients_ready(nullptr);
+  if (!window_) return;
+  // The window first, then the store's own buffer again: both at once might not fit at the end of a run.
+  try {
+    comm_->release_window(window_);
+    model_.param_store().place_grads(nullptr);
+  } catch (const std::exception& e) {
+    spdlog::debug("after data parallelism the model keeps no gradient buffer: {}", e.what());
+  }
+}
 
 void DataParallel::arm() {
   if (!sync_) return;

@@ -55,6 +55,7 @@ class DataParallel {
   Model& model_;
   kernels::Communicator* comm_;
   std::unique_ptr<GradientSync> sync_;
+  float* window_ = nullptr;  // the store's gradients in the communicator's window (allocate_window), or null
 };
 
 }  // namespace lseq

@@ -19,12 +19,19 @@ GradientSync::GradientSync(kernels::Backend& backend, kernels::Communicator& com
     fail("internal error: {} shard offsets for {} ranks", options_.shards.size(), comm_.size());
   }
   if (options_.wire != DType::f32) {
-    wire_ = backend_.allocate(std::max<std::size_t>(size_, 1) * kernels::dtype_size(options_.wire));
+    const std::size_t bytes = std::max<std::size_t>(size_, 1) * kernels::dtype_size(options_.wire);
+    wire_ = comm_.allocate_window(bytes);
+    wire_is_window_ = wire_ != nullptr;
+    if (!wire_) wire_ = backend_.allocate(bytes);
   }
 }
 
 GradientSync::~GradientSync() {
-  if (wire_) backend_.release(wire_);
+  if (wire_is_window_) {
+    comm_.release_window(wire_);
+  } else if (wire_) {
+    backend_.release(wire_);
+  }
 }
 
 void GradientSync::issue(float* grads, std::size_t begin, std::size_t end) {

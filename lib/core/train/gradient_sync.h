@@ -49,6 +49,7 @@ class GradientSync {
   std::size_t size_;
   GradientSyncOptions options_;
   void* wire_ = nullptr;     // the 16-bit copy, when the wire type is not fp32
+  bool wire_is_window_ = false;  // wire_ is the communicator's window (allocate_window), else the backend's
   std::size_t issued_;       // from here to size_ is issued in this step
   float* grads_ = nullptr;   // this step's buffer
   int buckets_ = 0, buckets_last_ = 0;

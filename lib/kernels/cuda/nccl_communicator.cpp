@@ -8,6 +8,9 @@
 // unfinished collective every 100 ms; on an error or a collective older than the time-out it aborts the communicator
 // (ncclCommAbort stops NCCL's kernels, so the streams drain) and every later call throws the reason. The rank-failure
 // monitor of the process group calls abort() the same way when another rank dies.
+// Windows (allocate_window): ncclMemAlloc memory registered as a symmetric window, which NCCL's symmetric kernels
+// (AllReduce_RSxLD_AGxST and kin, no NVLink multicast) sum in place over NVLink; the trainer's gradient buffer is
+// one (DataParallel).
 // Ranges: equal contiguous ranges use NCCL's in-place ncclReduceScatter / ncclAllGather; uneven ones (a bucket that
 // crosses a shard boundary) a group of ncclReduce / ncclBroadcast, one per non-empty range, which NCCL runs as one
 // operation.
@@ -62,6 +65,8 @@ class NcclCommunicator final : public Communicator {
   void broadcast(DType dt, void* data, std::size_t count, int root) override;
   void wait() override;
   void sum_host(std::vector<double>& values) override;
+  void* allocate_window(std::size_t bytes) override;
+  void release_window(void* window) override;
   double waited_seconds() override;
   void abort(const std::string& reason) override;
 
@@ -92,6 +97,7 @@ class NcclCommunicator final : public Communicator {
   double* device_values_ = nullptr;  // sum_host's buffer
   double* host_values_ = nullptr;    // and its pinned twin: a copy to pageable memory would block under our lock
   std::size_t device_values_capacity_ = 0;
+  std::vector<std::pair<void*, ncclWindow_t>> windows_;  // allocate_window's memory and its registration
 
   std::mutex mutex_;  // every use of comm_, the pending list and the abort reason
   std::string aborted_;
@@ -138,6 +144,11 @@ NcclCommunicator::~NcclCommunicator() {
   stop_changed_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   cudaSetDevice(device_);
+  // Windows their owners did not release: freed here, unless an error is unwinding the process (NCCL's kernels
+  // might still read them; the process ends anyway).
+  if (std::uncaught_exceptions() == 0) {
+    while (!windows_.empty()) release_window(windows_.back().first);
+  }
   {
     Lock lock(mutex_);
     if (comm_ != nullptr) {
@@ -414,6 +425,42 @@ void NcclCommunicator::sum_host(std::vector<double>& values) {
   LSEQ_CUDA_CHECK(cudaMemcpyAsync(host_values_, device_values_, bytes, cudaMemcpyDeviceToHost, stream_));
   sync_stream(lock, "the losses' all-reduce");
   std::copy(host_values_, host_values_ + values.size(), values.begin());
+}
+
+void* NcclCommunicator::allocate_window(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* memory = nullptr;
+  {
+    Lock lock(mutex_);
+    if (!aborted_.empty()) throw Error(aborted_);
+    LSEQ_CUDA_CHECK(cudaSetDevice(device_));
+    if (ncclMemAlloc(&memory, bytes) != ncclSuccess) memory = nullptr;
+    cudaGetLastError();  // a failed allocation leaves nothing to report: the caller takes the backend's memory
+  }
+  // The registration is a collective: a window on some ranks only would leave them waiting for the others.
+  std::vector<double> failed = {memory == nullptr ? 1.0 : 0.0};
+  sum_host(failed);
+  if (failed[0] > 0) {
+    if (memory != nullptr) ncclMemFree(memory);
+    return nullptr;
+  }
+  Lock lock(mutex_);
+  ncclWindow_t window = nullptr;
+  check(lock, ncclCommWindowRegister(comm_, memory, bytes, &window, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
+  settle(lock, "registering a symmetric window (every rank must reach this point)");
+  windows_.emplace_back(memory, window);
+  return memory;
+}
+
+void NcclCommunicator::release_window(void* memory) {
+  Lock lock(mutex_);
+  auto it = std::find_if(windows_.begin(), windows_.end(), [&](const auto& w) { return w.first == memory; });
+  if (it == windows_.end()) fail("internal error: release_window of memory that is not a window");
+  cudaSetDevice(device_);
+  // After an abort the registration went with the communicator; the memory is still ours to free.
+  if (comm_ != nullptr && it->second != nullptr) ncclCommWindowDeregister(comm_, it->second);
+  ncclMemFree(memory);
+  windows_.erase(it);
 }
 
 void NcclCommunicator::watch() {

@@ -1,15 +1,19 @@
 // Data parallelism's pieces on the CPU stand-in for NCCL (ranks as threads over loopback TCP): the bucketed
-// gradient exchange (all-reduce, reduce-scatter over shards, bf16 on the wire) and the sharded optimizer (ZeRO-1),
+// gradient exchange (all-reduce, reduce-scatter over shards, bf16 on the wire), the gradients placed in a
+// communicator's window (NCCL's symmetric memory; a counting fake here) and the sharded optimizer (ZeRO-1),
 // which must update exactly as the unsharded one does, keep 1/ranks of the state, write the same checkpoint state
 // and resume it on another number of ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "core/dist/process_group.h"
+#include "core/model/encoder_decoder_model.h"
 #include "core/model/params.h"
+#include "core/train/data_parallel.h"
 #include "core/train/gradient_sync.h"
 #include "core/train/optimizer.h"
 #include "core/train/shard.h"
@@ -152,6 +156,95 @@ TEST(GradientSync, BucketsStartDuringBackward) {
     covered += comm.calls[i].second;
   }
   EXPECT_EQ(covered, g.size());
+}
+
+// ---------------------------------------------------------------- the gradients in the communicator's window
+
+// A communicator of two ranks whose collectives do nothing and whose windows come from the backend, counted.
+struct Windowed : kernels::Communicator {
+  kernels::Backend& backend;
+  std::vector<std::pair<void*, std::size_t>> windows;  // live ones
+  int allocated = 0, released = 0;
+  explicit Windowed(kernels::Backend& b) : backend(b) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string name() const override { return "windowed"; }
+  void all_reduce(DType, void*, std::size_t) override {}
+  void reduce_scatter(DType, void*, const std::vector<std::size_t>&) override {}
+  void all_gather(DType, void*, const std::vector<std::size_t>&) override {}
+  void broadcast(DType, void*, std::size_t, int) override {}
+  void wait() override {}
+  void sum_host(std::vector<double>&) override {}
+  double waited_seconds() override { return 0; }
+  void abort(const std::string&) override {}
+  void* allocate_window(std::size_t bytes) override {
+    ++allocated;
+    windows.emplace_back(backend.allocate(bytes), bytes);
+    return windows.back().first;
+  }
+  void release_window(void* w) override {
+    ++released;
+    for (std::size_t i = 0; i < windows.size(); ++i) {
+      if (windows[i].first != w) continue;
+      backend.release(w);
+      windows.erase(windows.begin() + static_cast<long>(i));
+      return;
+    }
+    ADD_FAILURE() << "release_window of memory that is not a window";
+  }
+};
+
+ModelConfig tiny_config() {
+  ModelConfig c;
+  c.src_vocab = c.tgt_vocab = 50;
+  c.dim_emb = 16;
+  c.enc_depth = c.dec_depth = 1;
+  c.heads = 2;
+  c.dim_ffn = 32;
+  c.max_length = 20;
+  return c;
+}
+
+TEST(DataParallelWindow, TheStoresGradientsLiveInTheWindowWhileItLasts) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(tiny_config(), *backend);
+  ASSERT_FALSE(model.gradients_in_step_memory());
+  const std::size_t n = model.num_params();
+  backend->fill(DType::f32, model.grads(), n, 3.0f);  // what a zeroed window must not show
+  Windowed comm(*backend);
+  GradientSyncOptions sync;
+  sync.wire = DType::bf16;  // the 16-bit copy is a window too
+  {
+    DataParallel parallel(model, &comm, sync);
+    ASSERT_EQ(comm.allocated, 2);
+    ASSERT_EQ(comm.windows.size(), 2u);
+    const auto grads = std::find_if(comm.windows.begin(), comm.windows.end(),
+                                    [&](const auto& w) { return w.second == n * sizeof(float); });
+    ASSERT_NE(grads, comm.windows.end()) << "a window of the gradients' size";
+    EXPECT_EQ(model.grads(), grads->first) << "the store's gradients are in the window";
+    EXPECT_FALSE(model.gradients_in_step_memory());
+    std::vector<float> host(n, 1.0f);
+    backend->copy_to_host(host.data(), model.grads(), n * sizeof(float));
+    EXPECT_EQ(std::count(host.begin(), host.end(), 0.0f), static_cast<long>(n)) << "placed zeroed";
+    model.zero_grads();  // writes the window (a sanitizer sees a wrong size here)
+  }
+  EXPECT_EQ(comm.released, 2);
+  EXPECT_TRUE(comm.windows.empty());
+  ASSERT_NE(model.grads(), nullptr) << "a buffer of its own again";
+  EXPECT_FALSE(model.gradients_in_step_memory());
+  model.zero_grads();
+}
+
+TEST(DataParallelWindow, GradientsInStepMemoryTakeNoWindow) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(tiny_config(), *backend);
+  model.set_gradients_in_step_memory(true);
+  Windowed comm(*backend);
+  {
+    DataParallel parallel(model, &comm, GradientSyncOptions{});
+    EXPECT_EQ(comm.allocated, 0) << "fp32 on the wire and the gradients in the step's memory: nothing to place";
+  }
+  EXPECT_EQ(comm.released, 0);
 }
 
 // ---------------------------------------------------------------- the sharded optimizer
