@@ -115,24 +115,32 @@ TEST(GradientSync, Bf16OnTheWire) {
   check_sync(3, true, DType::bf16);
 }
 
+// Rank 0 of `ranks` whose collectives do nothing: the fakes below override what they watch.
+struct Silent : kernels::Communicator {
+  int ranks;
+  explicit Silent(int world) : ranks(world) {}
+  int rank() const override { return 0; }
+  int size() const override { return ranks; }
+  std::string name() const override { return "silent"; }
+  void all_reduce(DType, void*, std::size_t) override {}
+  void reduce_scatter(DType, void*, const std::vector<std::size_t>&) override {}
+  void all_gather(DType, void*, const std::vector<std::size_t>&) override {}
+  void broadcast(DType, void*, std::size_t, int) override {}
+  void wait() override {}
+  void sum_host(std::vector<double>&) override {}
+  double waited_seconds() override { return 0; }
+  void abort(const std::string&) override {}
+};
+
 TEST(GradientSync, BucketsStartDuringBackward) {
   // A communicator that counts what it was given and when.
-  struct Counting : kernels::Communicator {
+  struct Counting : Silent {
     std::vector<std::pair<std::size_t, std::size_t>> calls;  // (begin element, count)
     const float* base = nullptr;
-    int rank() const override { return 0; }
-    int size() const override { return 1; }
-    std::string name() const override { return "counting"; }
+    Counting() : Silent(1) {}
     void all_reduce(DType, void* data, std::size_t count) override {
       calls.emplace_back(static_cast<const float*>(data) - base, count);
     }
-    void reduce_scatter(DType, void*, const std::vector<std::size_t>&) override {}
-    void all_gather(DType, void*, const std::vector<std::size_t>&) override {}
-    void broadcast(DType, void*, std::size_t, int) override {}
-    void wait() override {}
-    void sum_host(std::vector<double>&) override {}
-    double waited_seconds() override { return 0; }
-    void abort(const std::string&) override {}
   } comm;
   auto backend = kernels::make_cpu_backend(1);
   std::vector<float> g(10000, 1.0f);
@@ -161,22 +169,11 @@ TEST(GradientSync, BucketsStartDuringBackward) {
 // ---------------------------------------------------------------- the gradients in the communicator's window
 
 // A communicator of two ranks whose collectives do nothing and whose windows come from the backend, counted.
-struct Windowed : kernels::Communicator {
+struct Windowed : Silent {
   kernels::Backend& backend;
   std::vector<std::pair<void*, std::size_t>> windows;  // live ones
   int allocated = 0, released = 0;
-  explicit Windowed(kernels::Backend& b) : backend(b) {}
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  std::string name() const override { return "windowed"; }
-  void all_reduce(DType, void*, std::size_t) override {}
-  void reduce_scatter(DType, void*, const std::vector<std::size_t>&) override {}
-  void all_gather(DType, void*, const std::vector<std::size_t>&) override {}
-  void broadcast(DType, void*, std::size_t, int) override {}
-  void wait() override {}
-  void sum_host(std::vector<double>&) override {}
-  double waited_seconds() override { return 0; }
-  void abort(const std::string&) override {}
+  explicit Windowed(kernels::Backend& b) : Silent(2), backend(b) {}
   void* allocate_window(std::size_t bytes) override {
     ++allocated;
     windows.emplace_back(backend.allocate(bytes), bytes);
