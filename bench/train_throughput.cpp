@@ -315,9 +315,8 @@ int run(const Options& options) {
         return marks;
       };
       // Rank r's s-th batch: the r-th of round s over the pool.
-      auto batch_of = [&](int s) -> const data::Batch& {
-        return batches[static_cast<std::size_t>(s * ranks.size + ranks.rank) % batches.size()];
-      };
+      auto batch_index = [&](int s) { return static_cast<std::size_t>(s * ranks.size + ranks.rank) % batches.size(); };
+      auto batch_of = [&](int s) -> const data::Batch& { return batches[batch_index(s)]; };
       for (int s = 0; s < warmup; ++s) update(batch_of(s));
       backend->synchronize();
       memory.sample();
@@ -326,16 +325,16 @@ int run(const Options& options) {
       for (int s = 0; s < steps; ++s) {
         const data::Batch& b = batch_of(s);
         StepTimeline::Step marks = update(b);
-        marks.batch = static_cast<int>(static_cast<std::size_t>(s * ranks.size + ranks.rank) % batches.size());
+        marks.batch = static_cast<int>(batch_index(s));
         timeline.steps.push_back(marks);
         timed_tokens += b.tgt_tokens();
         timed_sentences += b.size;
       }
       backend->synchronize();
-      if (!timeline_path.empty()) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      if (!timeline_path.empty()) {  // after the clock stopped: the file is not part of the timed steps
         timeline.write(fmt::format("{}.{}.rank{}.csv", timeline_path, budgets[c], ranks.rank), ranks.rank, ranks.size);
       }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
       const double waited = parallel->comm_wait_seconds() - waited_before;
       memory.sample();
       const float grad_norm = optimizer->last_grad_norm();
