@@ -40,6 +40,7 @@ inline Ranks join_ranks(const Options& options) {
     dist::ProcessGroupOptions o;
     o.connect_timeout_s = o.timeout_s = static_cast<double>(options.get_int("dist-timeout"));
     o.fingerprint = version_string();
+    o.sync_ctas = options.get_ints("sync-ctas");
     r.group = std::make_unique<dist::ProcessGroup>(env, options.get_bool("cpu") ? "cpu" : "cuda", o);
   }
   return r;

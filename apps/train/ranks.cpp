@@ -61,6 +61,7 @@ std::unique_ptr<dist::ProcessGroup> join_job(const TrainPlace& place, const Opti
   dist::ProcessGroupOptions o;
   o.connect_timeout_s = o.timeout_s = static_cast<double>(options.get_int("dist-timeout"));
   o.fingerprint = version_string();
+  o.sync_ctas = options.get_ints("sync-ctas");
   spdlog::info("rank {} of {} (local rank {}, launched by {}); rank 0 at {}:{}", place.env.rank, place.env.world,
                place.env.local_rank, place.env.launcher, place.env.master_addr, place.env.master_port);
   return std::make_unique<dist::ProcessGroup>(place.env, place.cpu ? "cpu" : "cuda", o);

@@ -41,6 +41,16 @@ class Communicator {
   virtual void reduce_scatter(DType dt, void* data, const std::vector<std::size_t>& offsets) = 0;
   // Each rank's range is copied from that rank to every other rank (in place): the updated shards to all.
   virtual void all_gather(DType dt, void* data, const std::vector<std::size_t>& offsets) = 0;
+  // all_reduce and reduce_scatter for a collective that nothing runs beside (the step waits for it, as for the
+  // gradients left at backward's end): where the implementation can, it runs on more of the device than a
+  // collective that overlaps computation, which takes as few SMs as give it most of the bandwidth.
+  virtual void all_reduce_alone(DType dt, void* data, std::size_t count) { all_reduce(dt, data, count); }
+  virtual void reduce_scatter_alone(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+    reduce_scatter(dt, data, offsets);
+  }
+  virtual void all_gather_alone(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+    all_gather(dt, data, offsets);
+  }
   // data[0..count) of rank `root` to every rank.
   virtual void broadcast(DType dt, void* data, std::size_t count, int root) = 0;
   // Later ops of the backend see the results of every collective issued so far. On the GPU the backend's stream
@@ -80,7 +90,21 @@ constexpr std::size_t kNcclIdBytes = 128;  // sizeof(ncclUniqueId)
 std::string nccl_unique_id();              // made by rank 0, handed to the others by the rendezvous
 struct NcclOptions {
   double timeout_seconds = 600;  // a collective not finished after this long ends the job (a rank hangs or died)
+  // NCCL's blocks (CTAs, one SM each) for collectives that overlap computation, and for those nothing runs beside
+  // (the *_alone calls, on a second communicator split from the first; without one they take the first), as
+  // --sync-ctas gives them; 0 and 0: see one_machine.
+  int overlap_ctas = 0;
+  int alone_ctas = 0;
+  // All ranks share one machine: without numbers given, GPUs of compute capability 9.0 and newer (where NCCL runs
+  // its symmetric kernels over NVLink, and where these were measured) take kOverlapCtasOneMachine and
+  // kAloneCtasOneMachine; anything else keeps NCCL's own choice.
+  bool one_machine = false;
 };
+// Measured on two H200s (bench/results/data-parallel-h200x2-2026-11-27c.txt): 4 blocks beside backward and 16 for
+// what the step waits for trained transformer-base and -big 2.5-3% faster than NCCL's own choice (7 blocks for
+// both); 2 or 3 beside backward, or 32 alone, were no better. Across machines NCCL's network rings need their
+// channels, and nothing was measured there.
+constexpr int kOverlapCtasOneMachine = 4, kAloneCtasOneMachine = 16;
 // The communicator of `rank` in a world of `ranks`, on the CUDA backend's device and stream. Creating it is itself
 // a collective over all ranks (it times out like one).
 std::unique_ptr<Communicator> make_nccl_communicator(Backend& backend, const std::string& unique_id, int rank,

@@ -445,6 +445,11 @@ std::vector<OptionSpec> build_registry() {
         Opt("sync-bucket-mib", T::integer, G::training, kTrain | kBench, def("25"),
             "Gradients are exchanged in buckets of this many MiB (fp32), each as soon as backward has finished it")
             .in(1, 4096),
+        Opt("sync-ctas", T::ints, G::training, kTrain | kBench, empty_list(),
+            "NCCL's blocks (one SM each) for the gradient buckets exchanged beside backward and for the exchanges "
+            "the step waits for, two numbers; default 4 16 on one machine of Hopper or newer GPUs, elsewhere "
+            "NCCL's own choice")
+            .in(1, 64),
         Opt("dist-timeout", T::integer, G::training, kTrain | kBench, def("600"),
             "Seconds to wait for the other processes of a multi-device job (start-up, a collective) before stopping")
             .in(1, 86400),

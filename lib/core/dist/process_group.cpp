@@ -71,6 +71,20 @@ void ProcessGroup::on_rank_failure(const std::string& reason) {
   }).detach();
 }
 
+kernels::NcclOptions nccl_options(const LaunchEnv& env, const ProcessGroupOptions& options) {
+  kernels::NcclOptions nccl;
+  nccl.timeout_seconds = options.timeout_s;
+  if (options.sync_ctas.size() == 2) {
+    nccl.overlap_ctas = static_cast<int>(options.sync_ctas[0]);
+    nccl.alone_ctas = static_cast<int>(options.sync_ctas[1]);
+  } else if (!options.sync_ctas.empty()) {
+    fail("--sync-ctas takes two numbers (NCCL's blocks beside backward, and when the step waits), not {}",
+         options.sync_ctas.size());
+  }
+  nccl.one_machine = env.local_world == env.world;
+  return nccl;
+}
+
 kernels::Communicator* ProcessGroup::connect(kernels::Backend& backend) {
   if (env_.world == 1) return nullptr;
   if (communicator_) fail("internal error: the process group is already connected");
@@ -81,8 +95,7 @@ kernels::Communicator* ProcessGroup::connect(kernels::Backend& backend) {
     data_listener_.close();
     made = std::make_unique<TcpCommunicator>(env_.rank, env_.world, std::move(mesh), options_.timeout_s);
   } else {
-    kernels::NcclOptions nccl;
-    nccl.timeout_seconds = options_.timeout_s;
+    const kernels::NcclOptions nccl = nccl_options(env_, options_);
     made = kernels::make_nccl_communicator(backend, payload_, env_.rank, env_.world, nccl);
   }
   std::lock_guard<std::mutex> lock(communicator_mutex_);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/dist/launch_env.h"
 #include "core/dist/rank_monitor.h"
@@ -25,7 +26,13 @@ struct ProcessGroupOptions {
   double grace_s = 20;             // after a rank failure, how long this process may take to stop by itself
                                    // (<= 0: no limit; tests that fail ranks on purpose)
   std::string fingerprint;         // must be equal on every rank (the version)
+  // --sync-ctas: NCCL's blocks beside backward and when alone (kernels::NcclOptions); empty: the measured
+  // numbers within one machine, NCCL's choice across machines.
+  std::vector<int64_t> sync_ctas;
 };
+
+// The NCCL options of this job's communicator; fails on a --sync-ctas that is not two numbers.
+kernels::NcclOptions nccl_options(const LaunchEnv& env, const ProcessGroupOptions& options);
 
 class ProcessGroup {
  public:

@@ -34,7 +34,7 @@ GradientSync::~GradientSync() {
   }
 }
 
-void GradientSync::issue(float* grads, std::size_t begin, std::size_t end) {
+void GradientSync::issue(float* grads, std::size_t begin, std::size_t end, bool alone) {
   if (begin >= end) return;
   const std::size_t n = end - begin;
   void* data = grads;
@@ -45,9 +45,18 @@ void GradientSync::issue(float* grads, std::size_t begin, std::size_t end) {
   if (sharded()) {
     std::vector<std::size_t> ranges(options_.shards.size());
     for (std::size_t r = 0; r < ranges.size(); ++r) ranges[r] = std::clamp(options_.shards[r], begin, end);
-    comm_.reduce_scatter(options_.wire, data, ranges);
+    if (alone) {
+      comm_.reduce_scatter_alone(options_.wire, data, ranges);
+    } else {
+      comm_.reduce_scatter(options_.wire, data, ranges);
+    }
   } else {
-    comm_.all_reduce(options_.wire, static_cast<char*>(data) + begin * kernels::dtype_size(options_.wire), n);
+    void* bucket = static_cast<char*>(data) + begin * kernels::dtype_size(options_.wire);
+    if (alone) {
+      comm_.all_reduce_alone(options_.wire, bucket, n);
+    } else {
+      comm_.all_reduce(options_.wire, bucket, n);
+    }
   }
   ++buckets_;
 }
@@ -57,11 +66,11 @@ void GradientSync::ready(float* grads, std::size_t first) {
   if (grads != grads_) fail("internal error: the gradient buffer moved during backward");
   const std::size_t bucket = options_.bucket_elements;
   while (issued_ > first && issued_ - first >= bucket) {
-    issue(grads, issued_ - bucket, issued_);
+    issue(grads, issued_ - bucket, issued_, /*alone=*/first == 0);  // 0: backward is done
     issued_ -= bucket;
   }
   if (first == 0 && issued_ > 0) {  // backward is done: the rest now, not after the step's host synchronisation
-    issue(grads, 0, issued_);
+    issue(grads, 0, issued_, true);
     issued_ = 0;
   }
 }
@@ -70,7 +79,7 @@ void GradientSync::finish(float* grads) {
   if (grads_ != nullptr && grads != grads_) fail("internal error: the gradient buffer moved during backward");
   while (issued_ > 0) {
     const std::size_t begin = issued_ > options_.bucket_elements ? issued_ - options_.bucket_elements : 0;
-    issue(grads, begin, issued_);
+    issue(grads, begin, issued_, true);
     issued_ = begin;
   }
   comm_.wait();

@@ -42,7 +42,8 @@ class GradientSync {
   bool sharded() const { return !options_.shards.empty(); }
 
  private:
-  void issue(float* grads, std::size_t begin, std::size_t end);
+  // alone: nothing of backward is left to run beside it (the communicator's *_alone collectives).
+  void issue(float* grads, std::size_t begin, std::size_t end, bool alone);
 
   kernels::Backend& backend_;
   kernels::Communicator& comm_;

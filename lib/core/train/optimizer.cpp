@@ -73,7 +73,7 @@ void Optimizer::global_norm(const float* grads, float grad_scale) {
   }
   backend_.fill(DType::f32, norms, static_cast<std::size_t>(ranks), 0.0f);
   backend_.copy(norms + shard_.comm->rank(), scalars_, sizeof(float));
-  shard_.comm->all_reduce(DType::f32, norms, static_cast<std::size_t>(ranks));
+  shard_.comm->all_reduce_alone(DType::f32, norms, static_cast<std::size_t>(ranks));
   shard_.comm->wait();
   backend_.grad_norm(norms, static_cast<std::size_t>(ranks), 1.0f, options_.clip_norm, scalars_, scalars_ + 1);
   backend_.scale(DType::f32, scalars_ + 1, 1, grad_scale, scalars_ + 1);
@@ -111,11 +111,12 @@ void Optimizer::step(float* params, const float* grads, float grad_scale, double
     backend_.add(DType::f32, smoothed_, scratch_, length_, smoothed_);
   }
   if (sharded()) {
-    // Every rank's updated shard to every rank: the working copy (or the fp32 master the layers read).
+    // Every rank's updated shard to every rank: the working copy (or the fp32 master the layers read). Nothing
+    // runs beside it: the next step needs the weights.
     if (working) {
-      shard_.comm->all_gather(working_dt, working, shard_.offsets);
+      shard_.comm->all_gather_alone(working_dt, working, shard_.offsets);
     } else {
-      shard_.comm->all_gather(DType::f32, params, shard_.offsets);
+      shard_.comm->all_gather_alone(DType::f32, params, shard_.offsets);
     }
     shard_.comm->wait();
   }

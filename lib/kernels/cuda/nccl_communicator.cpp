@@ -11,6 +11,11 @@
 // Windows (allocate_window): ncclMemAlloc memory registered as a symmetric window, which NCCL's symmetric kernels
 // (AllReduce_RSxLD_AGxST and kin, no NVLink multicast) sum in place over NVLink; the trainer's gradient buffer is
 // one (DataParallel).
+// Two communicators (NcclOptions::overlap_ctas, alone_ctas): the gradient buckets that run beside backward take few
+// blocks, since every SM they hold is one backward's kernels lose (a bucket's sum alone in NCCL's default 7 blocks
+// slowed the backward beside it by about its own time); the collectives the step waits for (the buckets left at
+// backward's end, the optimizer's) go to a split of it with many blocks. Both share the stream, so every rank still
+// runs its collectives in the order it issued them.
 // Ranges: equal contiguous ranges use NCCL's in-place ncclReduceScatter / ncclAllGather; uneven ones (a bucket that
 // crosses a shard boundary) a group of ncclReduce / ncclBroadcast, one per non-empty range, which NCCL runs as one
 // operation.
@@ -61,6 +66,9 @@ class NcclCommunicator final : public Communicator {
   std::string name() const override { return name_; }
   void all_reduce(DType dt, void* data, std::size_t count) override;
   void reduce_scatter(DType dt, void* data, const std::vector<std::size_t>& offsets) override;
+  void all_reduce_alone(DType dt, void* data, std::size_t count) override;
+  void reduce_scatter_alone(DType dt, void* data, const std::vector<std::size_t>& offsets) override;
+  void all_gather_alone(DType dt, void* data, const std::vector<std::size_t>& offsets) override;
   void all_gather(DType dt, void* data, const std::vector<std::size_t>& offsets) override;
   void broadcast(DType dt, void* data, std::size_t count, int root) override;
   void wait() override;
@@ -84,6 +92,11 @@ class NcclCommunicator final : public Communicator {
   void watch();
   void harvest_waits(bool block);
   void check_offsets(const std::vector<std::size_t>& offsets) const;
+  void all_reduce_on(ncclComm_t comm, DType dt, void* data, std::size_t count);
+  void reduce_scatter_on(ncclComm_t comm, DType dt, void* data, const std::vector<std::size_t>& offsets);
+  void all_gather_on(ncclComm_t comm, DType dt, void* data, const std::vector<std::size_t>& offsets);
+  // The communicator for collectives nothing runs beside: alone_ where there is one.
+  ncclComm_t alone_or_main() const { return alone_ != nullptr ? alone_ : comm_; }
   // Blocks the host until the comm stream is done, bounded by the time-out.
   void sync_stream(Lock& lock, const char* what);
 
@@ -92,12 +105,17 @@ class NcclCommunicator final : public Communicator {
   NcclOptions options_;
   std::string name_;
   ncclComm_t comm_ = nullptr;
+  ncclComm_t alone_ = nullptr;  // split from comm_ with more CTAs (NcclOptions::alone_ctas), or null
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   double* device_values_ = nullptr;  // sum_host's buffer
   double* host_values_ = nullptr;    // and its pinned twin: a copy to pageable memory would block under our lock
   std::size_t device_values_capacity_ = 0;
-  std::vector<std::pair<void*, ncclWindow_t>> windows_;  // allocate_window's memory and its registration
+  struct Window {
+    void* memory;
+    ncclWindow_t main, alone;  // its registration with comm_ and with alone_
+  };
+  std::vector<Window> windows_;  // allocate_window's memory
 
   std::mutex mutex_;  // every use of comm_, the pending list and the abort reason
   std::string aborted_;
@@ -117,6 +135,17 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, const std::string& id, 
   int version = 0;
   ncclGetVersion(&version);
   name_ = fmt::format("nccl {}.{}.{}", version / 10000, version / 100 % 100, version % 100);
+  int major = 0;
+  LSEQ_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
+  if (options_.overlap_ctas == 0 && options_.alone_ctas == 0 && options_.one_machine && major >= 9) {
+    options_.overlap_ctas = kOverlapCtasOneMachine;
+    options_.alone_ctas = kAloneCtasOneMachine;
+  }
+  if (options_.overlap_ctas > 0 || options_.alone_ctas > 0) {
+    auto ctas = [](int n) { return n > 0 ? std::to_string(n) : std::string("NCCL's choice of"); };
+    name_ += fmt::format(" ({} blocks beside backward, {} when alone)", ctas(options_.overlap_ctas),
+                         ctas(options_.alone_ctas));
+  }
   LSEQ_CUDA_CHECK(cudaSetDevice(device_));
   LSEQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -125,6 +154,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, const std::string& id, 
   std::memcpy(&unique, id.data(), sizeof unique);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
+  if (options_.overlap_ctas > 0) config.maxCTAs = options_.overlap_ctas;
   Lock lock(mutex_);
   const ncclResult_t made = ncclCommInitRankConfig(&comm_, ranks, unique, rank, &config);
   if (made != ncclSuccess && made != ncclInProgress) {
@@ -132,6 +162,13 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, const std::string& id, 
          ncclGetErrorString(made), comm_ ? ncclGetLastError(comm_) : "");
   }
   settle(lock, "creating the NCCL communicator (every rank must reach this point)");
+  if (options_.alone_ctas > 0) {
+    ncclConfig_t alone_config = NCCL_CONFIG_INITIALIZER;
+    alone_config.blocking = 0;
+    alone_config.minCTAs = alone_config.maxCTAs = options_.alone_ctas;
+    check(lock, ncclCommSplit(comm_, 0, rank, &alone_, &alone_config), "ncclCommSplit");
+    settle(lock, "creating the second NCCL communicator (every rank must reach this point)");
+  }
   lock.unlock();
   watchdog_ = std::thread([this] { watch(); });
 }
@@ -147,7 +184,7 @@ NcclCommunicator::~NcclCommunicator() {
   // Windows their owners did not release: freed here, unless an error is unwinding the process (NCCL's kernels
   // might still read them; the process ends anyway).
   if (std::uncaught_exceptions() == 0) {
-    while (!windows_.empty()) release_window(windows_.back().first);
+    while (!windows_.empty()) release_window(windows_.back().memory);
   }
   {
     Lock lock(mutex_);
@@ -157,19 +194,23 @@ NcclCommunicator::~NcclCommunicator() {
         // Flush and release in step with the other ranks; an abort if that does not finish in time.
         try {
           // Bounded more tightly than a collective: a process must not linger at its end.
+          if (alone_ != nullptr) check(lock, ncclCommFinalize(alone_), "ncclCommFinalize");
           check(lock, ncclCommFinalize(comm_), "ncclCommFinalize");
           settle(lock, "closing the NCCL communicator", std::min(options_.timeout_seconds, 30.0));
         } catch (const std::exception&) {
           clean = false;
         }
       }
-      if (comm_ != nullptr) {
-        if (clean) {
-          ncclCommDestroy(comm_);
-        } else {
-          ncclCommAbort(comm_);
+      if (comm_ != nullptr) {  // an abort in check() released both
+        for (ncclComm_t* c : {&alone_, &comm_}) {
+          if (*c == nullptr) continue;
+          if (clean) {
+            ncclCommDestroy(*c);
+          } else {
+            ncclCommAbort(*c);
+          }
+          *c = nullptr;
         }
-        comm_ = nullptr;
       }
     }
   }
@@ -187,10 +228,11 @@ NcclCommunicator::~NcclCommunicator() {
 void NcclCommunicator::abort_locked(const std::string& reason) {
   if (!aborted_.empty()) return;
   aborted_ = reason;
-  if (comm_ != nullptr) {
-    cudaSetDevice(device_);
-    ncclCommAbort(comm_);
-    comm_ = nullptr;
+  cudaSetDevice(device_);
+  for (ncclComm_t* c : {&alone_, &comm_}) {
+    if (*c == nullptr) continue;
+    ncclCommAbort(*c);
+    *c = nullptr;
   }
 }
 
@@ -213,13 +255,19 @@ void NcclCommunicator::settle(Lock& lock, const char* what, double timeout_secon
   const double start = now_seconds();
   for (int polls = 0;; ++polls) {
     if (!aborted_.empty()) throw Error(aborted_);
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
-    if (queried != ncclSuccess) check(lock, queried, what);
-    if (state != ncclInProgress) {
-      check(lock, state, what);
-      return;
+    bool in_progress = false;
+    for (ncclComm_t c : {comm_, alone_}) {
+      if (c == nullptr) continue;
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t queried = ncclCommGetAsyncError(c, &state);
+      if (queried != ncclSuccess) check(lock, queried, what);
+      if (state == ncclInProgress) {
+        in_progress = true;
+      } else {
+        check(lock, state, what);
+      }
     }
+    if (!in_progress) return;
     if (now_seconds() - start > timeout_seconds) {
       const std::string reason = fmt::format("rank {}: {} did not finish within {:.0f} s (--dist-timeout): a rank "
                                              "hangs, stopped or cannot be reached", rank_, what, timeout_seconds);
@@ -262,15 +310,30 @@ void NcclCommunicator::check_offsets(const std::vector<std::size_t>& offsets) co
     if (offsets[r] > offsets[r + 1]) fail("internal error: a collective's ranges are not ascending");
 }
 
-void NcclCommunicator::all_reduce(DType dt, void* data, std::size_t count) {
+void NcclCommunicator::all_reduce(DType dt, void* data, std::size_t count) { all_reduce_on(comm_, dt, data, count); }
+
+void NcclCommunicator::all_reduce_alone(DType dt, void* data, std::size_t count) {
+  all_reduce_on(alone_or_main(), dt, data, count);
+}
+
+void NcclCommunicator::reduce_scatter(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+  reduce_scatter_on(comm_, dt, data, offsets);
+}
+
+void NcclCommunicator::reduce_scatter_alone(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+  reduce_scatter_on(alone_or_main(), dt, data, offsets);
+}
+
+void NcclCommunicator::all_reduce_on(ncclComm_t comm, DType dt, void* data, std::size_t count) {
   if (count == 0) return;
   Lock lock = begin();
-  check(lock, ncclAllReduce(data, data, count, nccl_type(dt), ncclSum, comm_, stream_), "ncclAllReduce");
+  check(lock, ncclAllReduce(data, data, count, nccl_type(dt), ncclSum, comm, stream_), "ncclAllReduce");
   settle(lock, "ncclAllReduce");
   issued(lock);
 }
 
-void NcclCommunicator::reduce_scatter(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+void NcclCommunicator::reduce_scatter_on(ncclComm_t comm, DType dt, void* data,
+                                         const std::vector<std::size_t>& offsets) {
   check_offsets(offsets);
   const std::size_t es = dtype_size(dt);
   char* base = static_cast<char*>(data);
@@ -281,14 +344,14 @@ void NcclCommunicator::reduce_scatter(DType dt, void* data, const std::vector<st
   if (equal) {
     // In place: rank r's result lands at send + r * count.
     check(lock, ncclReduceScatter(base + offsets[0] * es, base + offsets[rank_] * es, first, nccl_type(dt), ncclSum,
-                                  comm_, stream_), "ncclReduceScatter");
+                                  comm, stream_), "ncclReduceScatter");
   } else {
     check(lock, ncclGroupStart(), "ncclGroupStart");
     for (int r = 0; r < size_; ++r) {
       const std::size_t n = offsets[r + 1] - offsets[r];
       if (n == 0) continue;
       char* p = base + offsets[r] * es;
-      check(lock, ncclReduce(p, p, n, nccl_type(dt), ncclSum, r, comm_, stream_), "ncclReduce");
+      check(lock, ncclReduce(p, p, n, nccl_type(dt), ncclSum, r, comm, stream_), "ncclReduce");
     }
     check(lock, ncclGroupEnd(), "ncclGroupEnd (reduce)");
   }
@@ -297,6 +360,14 @@ void NcclCommunicator::reduce_scatter(DType dt, void* data, const std::vector<st
 }
 
 void NcclCommunicator::all_gather(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+  all_gather_on(comm_, dt, data, offsets);
+}
+
+void NcclCommunicator::all_gather_alone(DType dt, void* data, const std::vector<std::size_t>& offsets) {
+  all_gather_on(alone_or_main(), dt, data, offsets);
+}
+
+void NcclCommunicator::all_gather_on(ncclComm_t comm, DType dt, void* data, const std::vector<std::size_t>& offsets) {
   check_offsets(offsets);
   const std::size_t es = dtype_size(dt);
   char* base = static_cast<char*>(data);
@@ -305,15 +376,15 @@ void NcclCommunicator::all_gather(DType dt, void* data, const std::vector<std::s
   for (int r = 1; r < size_ && equal; ++r) equal = offsets[r + 1] - offsets[r] == first;
   Lock lock = begin();
   if (equal) {
-    check(lock, ncclAllGather(base + offsets[rank_] * es, base + offsets[0] * es, first, nccl_type(dt), comm_,
-                              stream_), "ncclAllGather");
+    check(lock, ncclAllGather(base + offsets[rank_] * es, base + offsets[0] * es, first, nccl_type(dt), comm, stream_),
+          "ncclAllGather");
   } else {
     check(lock, ncclGroupStart(), "ncclGroupStart");
     for (int r = 0; r < size_; ++r) {
       const std::size_t n = offsets[r + 1] - offsets[r];
       if (n == 0) continue;
       char* p = base + offsets[r] * es;
-      check(lock, ncclBroadcast(p, p, n, nccl_type(dt), r, comm_, stream_), "ncclBroadcast");
+      check(lock, ncclBroadcast(p, p, n, nccl_type(dt), r, comm, stream_), "ncclBroadcast");
     }
     check(lock, ncclGroupEnd(), "ncclGroupEnd (broadcast)");
   }
@@ -445,20 +516,27 @@ void* NcclCommunicator::allocate_window(std::size_t bytes) {
     return nullptr;
   }
   Lock lock(mutex_);
-  ncclWindow_t window = nullptr;
-  check(lock, ncclCommWindowRegister(comm_, memory, bytes, &window, NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
+  Window window{memory, nullptr, nullptr};
+  windows_.push_back(window);  // released by the destructor if a registration fails
+  check(lock, ncclCommWindowRegister(comm_, memory, bytes, &windows_.back().main, NCCL_WIN_COLL_SYMMETRIC),
+        "ncclCommWindowRegister");
   settle(lock, "registering a symmetric window (every rank must reach this point)");
-  windows_.emplace_back(memory, window);
+  if (alone_ != nullptr) {
+    check(lock, ncclCommWindowRegister(alone_, memory, bytes, &windows_.back().alone, NCCL_WIN_COLL_SYMMETRIC),
+          "ncclCommWindowRegister");
+    settle(lock, "registering a symmetric window (every rank must reach this point)");
+  }
   return memory;
 }
 
 void NcclCommunicator::release_window(void* memory) {
   Lock lock(mutex_);
-  auto it = std::find_if(windows_.begin(), windows_.end(), [&](const auto& w) { return w.first == memory; });
+  auto it = std::find_if(windows_.begin(), windows_.end(), [&](const Window& w) { return w.memory == memory; });
   if (it == windows_.end()) fail("internal error: release_window of memory that is not a window");
   cudaSetDevice(device_);
-  // After an abort the registration went with the communicator; the memory is still ours to free.
-  if (comm_ != nullptr && it->second != nullptr) ncclCommWindowDeregister(comm_, it->second);
+  // After an abort the registrations went with the communicators; the memory is still ours to free.
+  if (alone_ != nullptr && it->alone != nullptr) ncclCommWindowDeregister(alone_, it->alone);
+  if (comm_ != nullptr && it->main != nullptr) ncclCommWindowDeregister(comm_, it->main);
   ncclMemFree(memory);
   windows_.erase(it);
 }
@@ -469,11 +547,17 @@ void NcclCommunicator::watch() {
   while (!stop_) {
     stop_changed_.wait_for(lock, std::chrono::milliseconds(100));
     if (stop_ || !aborted_.empty() || comm_ == nullptr) continue;
-    ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &state);
-    if (state != ncclSuccess && state != ncclInProgress) {
-      abort_locked(fmt::format("rank {}: NCCL reported an error during a collective: {} ({}); a rank or a link "
-                               "failed", rank_, ncclGetErrorString(state), ncclGetLastError(comm_)));
+    std::string failed;
+    for (ncclComm_t c : {comm_, alone_}) {
+      ncclResult_t state = ncclSuccess;
+      if (c != nullptr) ncclCommGetAsyncError(c, &state);
+      if (failed.empty() && state != ncclSuccess && state != ncclInProgress) {
+        failed = fmt::format("rank {}: NCCL reported an error during a collective: {} ({}); a rank or a link failed",
+                             rank_, ncclGetErrorString(state), ncclGetLastError(c));
+      }
+    }
+    if (!failed.empty()) {
+      abort_locked(failed);
       continue;
     }
     while (!pending_.empty() && cudaEventQuery(pending_.front().first) == cudaSuccess) {

@@ -132,38 +132,57 @@ struct Silent : kernels::Communicator {
   void abort(const std::string&) override {}
 };
 
-TEST(GradientSync, BucketsStartDuringBackward) {
-  // A communicator that counts what it was given and when.
+TEST(GradientSync, BucketsStartDuringBackwardAndTheRestGoesAlone) {
+  // A communicator that counts what it was given, when, and whether as a collective nothing runs beside.
   struct Counting : Silent {
-    std::vector<std::pair<std::size_t, std::size_t>> calls;  // (begin element, count)
+    struct Call {
+      std::size_t begin, count;
+      bool alone;
+    };
+    std::vector<Call> calls;
     const float* base = nullptr;
     Counting() : Silent(1) {}
-    void all_reduce(DType, void* data, std::size_t count) override {
-      calls.emplace_back(static_cast<const float*>(data) - base, count);
+    void record(const void* data, std::size_t count, bool alone) {
+      calls.push_back({static_cast<std::size_t>(static_cast<const float*>(data) - base), count, alone});
     }
-  } comm;
-  auto backend = kernels::make_cpu_backend(1);
-  std::vector<float> g(10000, 1.0f);
-  comm.base = g.data();
-  GradientSyncOptions o;
-  o.bucket_elements = 1000;
-  GradientSync sync(*backend, comm, g.size(), o);
-  sync.ready(g.data(), 9000);
-  EXPECT_EQ(comm.calls.size(), 1u) << "the top 1000 are final: one bucket at once";
-  sync.ready(g.data(), 8100);
-  EXPECT_EQ(comm.calls.size(), 1u) << "900 more are not a whole bucket";
-  sync.ready(g.data(), 5000);
-  EXPECT_EQ(comm.calls.size(), 5u);
-  sync.ready(g.data(), 0);
-  EXPECT_EQ(comm.calls.size(), 10u) << "the end of backward issues the rest at once";
-  sync.finish(g.data());
-  ASSERT_EQ(comm.calls.size(), 10u);
-  std::size_t covered = 0;
-  for (std::size_t i = 0; i < comm.calls.size(); ++i) {
-    EXPECT_EQ(comm.calls[i].first, 9000 - 1000 * i) << "from the top down";
-    covered += comm.calls[i].second;
+    void all_reduce(DType, void* data, std::size_t count) override { record(data, count, false); }
+    void all_reduce_alone(DType, void* data, std::size_t count) override { record(data, count, true); }
+    void reduce_scatter(DType, void* data, const std::vector<std::size_t>& r) override { scatter(data, r, false); }
+    void reduce_scatter_alone(DType, void* data, const std::vector<std::size_t>& r) override {
+      scatter(data, r, true);
+    }
+    void scatter(void* data, const std::vector<std::size_t>& ranges, bool alone) {
+      record(static_cast<float*>(data) + ranges.front(), ranges.back() - ranges.front(), alone);
+    }
+  };
+  for (bool sharded : {false, true}) {
+    SCOPED_TRACE(sharded ? "reduce-scatter" : "all-reduce");
+    Counting comm;
+    auto backend = kernels::make_cpu_backend(1);
+    std::vector<float> g(10400, 1.0f);
+    comm.base = g.data();
+    GradientSyncOptions o;
+    o.bucket_elements = 1000;
+    if (sharded) o.shards = {0, g.size()};
+    GradientSync sync(*backend, comm, g.size(), o);
+    sync.ready(g.data(), 9400);
+    EXPECT_EQ(comm.calls.size(), 1u) << "the top 1000 are final: one bucket at once";
+    sync.ready(g.data(), 8500);
+    EXPECT_EQ(comm.calls.size(), 1u) << "900 more are not a whole bucket";
+    sync.ready(g.data(), 5400);
+    EXPECT_EQ(comm.calls.size(), 5u);
+    sync.ready(g.data(), 0);
+    EXPECT_EQ(comm.calls.size(), 11u) << "the end of backward issues the rest at once: 5 buckets and 400 elements";
+    sync.finish(g.data());
+    ASSERT_EQ(comm.calls.size(), 11u);
+    std::size_t covered = 0;
+    for (std::size_t i = 0; i < comm.calls.size(); ++i) {
+      EXPECT_EQ(comm.calls[i].begin, i < 10 ? 9400 - 1000 * i : 0) << "from the top down";
+      EXPECT_EQ(comm.calls[i].alone, i >= 5) << "bucket " << i << ": beside backward, or issued after its end";
+      covered += comm.calls[i].count;
+    }
+    EXPECT_EQ(covered, g.size());
   }
-  EXPECT_EQ(covered, g.size());
 }
 
 // ---------------------------------------------------------------- the gradients in the communicator's window
