@@ -10,7 +10,9 @@
 #      --optimizer-delay 2 (batch B), the largest relative difference of the logged cost per update (target 1e-5);
 #   5. the torchrun way: two lstrain processes started with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
 #      set by hand, against --devices 0 1 (the same costs and the same weights file);
-#   6. predictions for 8 GPUs in one machine and for 2 machines from the 2-GPU numbers (the model is printed).
+#   6. predictions for 8 GPUs in one machine and for 2 machines from the 2-GPU numbers (the model is printed);
+#   7. faults on the GPUs (bf16, NCCL): SIGTERM to rank 1 stops both ranks after one checkpoint (exit 130) and the run
+#      resumes; kill -9 of rank 1 stops rank 0 within 30 s with a message naming rank 1.
 # Every part runs under its own time limit and the whole under TOTAL_S (540 s); logs go under $OUT (/tmp/gpu-multi).
 # NCCL_NVLS_ENABLE=0 is exported for every process (NVLink SHARP stays off on these machines).
 #   bash scripts/gpu-multi.sh
@@ -18,8 +20,8 @@
 #   LONG=1 bash scripts/gpu-multi.sh                # also 1000 bf16 updates each way, validation perplexity compared
 #                                                   # (and the one-GPU run with --seed 2: the noise)
 #   INTERNODE_BUSBW_GBS=45 bash scripts/gpu-multi.sh # the bus bandwidth between machines the prediction assumes
-#   CTAS="4 8 16" bash scripts/gpu-multi.sh         # also transformer-big on 2 GPUs with NCCL_MAX_CTAS at each value
-#                                                   # (fewer SMs for NCCL's kernels while they overlap backward)
+#   CTAS="2,16 7,7" bash scripts/gpu-multi.sh       # also transformer-big on 2 GPUs with each --sync-ctas pair
+#                                                   # (NCCL's blocks beside backward, and when the step waits)
 #   SYNC_AB=1 bash scripts/gpu-multi.sh             # also both models on 2 GPUs by --sync-precision (WIRES) and
 #                                                   # --sync-bucket-mib (BUCKETS), beside the 1-GPU step
 set -uo pipefail
@@ -83,7 +85,7 @@ for model in base big; do
     name="$model ${mode// /_}"
     # shellcheck disable=SC2086
     if timeout "$(limit 75)" "$bench" --preset "$root/configs/transformer-$model.yaml" --tokens 16384 \
-        --precision bf16 --warmup 4 --steps 16 --pool 8 --devices $mode >"$out/bench-${name// /-}.log" 2>&1; then
+        --precision bf16 --warmup 4 --steps 32 --pool 16 --devices $mode >"$out/bench-${name// /-}.log" 2>&1; then
       grep '^RESULT' "$out/bench-${name// /-}.log" | tee -a "$out/throughput.txt"
     else
       note "throughput $name" "FAILED or timed out (see $out/bench-${name// /-}.log)"
@@ -91,11 +93,12 @@ for model in base big; do
   done
 done
 
-# NCCL's share of the SMs: the 2-GPU big step with the communicator limited to N CTAs (blocks).
+# NCCL's share of the SMs: the 2-GPU big step with each --sync-ctas pair (blocks beside backward, when alone).
 for ctas in ${CTAS:-}; do
-  if NCCL_MAX_CTAS=$ctas timeout "$(limit 75)" "$bench" --preset "$root/configs/transformer-big.yaml" --tokens 16384 \
-      --precision bf16 --warmup 4 --steps 16 --pool 8 --devices 0 1 >"$out/bench-big-ctas$ctas.log" 2>&1; then
-    grep '^RESULT bench=train' "$out/bench-big-ctas$ctas.log" | sed "s/^RESULT /RESULT nccl_max_ctas=$ctas /" |
+  if timeout "$(limit 75)" "$bench" --preset "$root/configs/transformer-big.yaml" --tokens 16384 \
+      --precision bf16 --warmup 4 --steps 32 --pool 16 --devices 0 1 --sync-ctas ${ctas/,/ } \
+      >"$out/bench-big-ctas$ctas.log" 2>&1; then
+    grep '^RESULT bench=train' "$out/bench-big-ctas$ctas.log" | sed "s/^RESULT /RESULT sync_ctas=$ctas /" |
       tee -a "$out/ctas.txt"
   else
     note "throughput big ctas=$ctas" "FAILED or timed out (see $out/bench-big-ctas$ctas.log)"
@@ -165,6 +168,44 @@ wait "${pids[1]}"; rc1=$?
 loss_torchrun=$(max_rel "$out/train-2gpu.log" "$out/train-torchrun.0.log")
 same_weights=no
 cmp -s "$work/dp/model.safetensors" "$work/torchrun/model.safetensors" && same_weights=yes
+
+# ---- 7. faults: a stop signal and a killed rank, on the GPUs ----
+faults=(-c "$root/configs/transformer-base.yaml" -t "$sample/train.de" "$sample/train.en" --vocabs "$work/vocab.spm"
+        --dim-vocabs 2000 --precision bf16 --mini-batch-words 2048 --disp-freq 1u --valid-freq 0u
+        --save-freq 100000u --devices 0 1 --dist-timeout 60)
+rank_of() { tr '\0' '\n' </proc/"$1"/environ 2>/dev/null | sed -n 's/^RANK=//p'; }
+child_rank() { local c; for c in $(pgrep -P "$1"); do [ "$(rank_of "$c")" = "$2" ] && echo "$c" && return; done; }
+wait_for() { local i; for i in $(seq 1 "$3"); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+fault() {  # fault <name> <signal>: the job's exit code, seconds from the signal to its end, checkpoints, rank 0's words
+  local name=$1 sig=$2 launcher rank1 t0 rc
+  "$lstrain" "${faults[@]}" --after 100000u -m "$work/$name" >"$out/fault-$name.log" 2>&1 &
+  launcher=$!
+  if ! wait_for "$out/fault-$name.log" 'Up\. 5 ' "$(( $(limit 90) * 10 ))"; then
+    pkill -9 -P "$launcher"; kill -9 "$launcher"; wait "$launcher" 2>/dev/null
+    echo "did not reach update 5 (see $out/fault-$name.log)"; return
+  fi
+  rank1=$(child_rank "$launcher" 1)
+  t0=$(date +%s.%N)
+  kill "-$sig" "$rank1"
+  # Bounded: a job still running 60 s after the signal is a failure of this check, not a hang of the script.
+  for _ in $(seq 1 600); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$launcher" 2>/dev/null; then
+    pkill -9 -P "$launcher"; kill -9 "$launcher"; wait "$launcher" 2>/dev/null
+    echo "still running 60 s after signal $sig (see $out/fault-$name.log)"; return
+  fi
+  wait "$launcher"; rc=$?
+  printf 'exit %s after %s s; checkpoints saved: %s; %s\n' "$rc" \
+    "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" \
+    "$(grep -c 'saved checkpoint' "$out/fault-$name.log")" \
+    "$(grep -m1 '^error: .*rank 1\|\[rank 0\].*another rank' "$out/fault-$name.log" | head -c 200)"
+}
+fault_term=$(fault term TERM)
+fault_resume=n/a
+if [ -f "$work/term/model.safetensors" ]; then
+  timeout "$(limit 90)" "$lstrain" "${faults[@]}" --after 7u -m "$work/term" >"$out/fault-resume.log" 2>&1
+  fault_resume="exit $?, $(grep -c 'resumed from' "$out/fault-resume.log") 'resumed from' line(s)"
+fi
+fault_kill=$(fault kill 9)
 
 if [ "${LONG:-0}" = 1 ]; then
   long=(-c "$root/configs/transformer-base.yaml" -t "$sample/train.de" "$sample/train.en" --vocabs "$work/vocab.spm"
@@ -239,6 +280,12 @@ echo "  2 GPUs x batch B, --sharding global vs the same:         $loss_sharded"
 echo "  1 GPU --optimizer-delay 2, run again (the floor):          $loss_floor"
 echo "  torchrun-style launch vs --devices 0 1:                   $loss_torchrun"
 echo "    (exit codes $rc0 $rc1; the same weights file: $same_weights)"
+echo
+echo "faults, 2 GPUs, bf16 (target: SIGTERM exits 130 after one checkpoint and resumes; kill -9: a non-zero exit"
+echo "within 30 s, rank 0 naming rank 1):"
+echo "  SIGTERM to rank 1: $fault_term"
+echo "  ... resumed: $fault_resume"
+echo "  kill -9 of rank 1: $fault_kill"
 if [ "${LONG:-0}" = 1 ]; then
   for f in long-1gpu-delay2 long-2gpu long-1gpu-delay2-seed2; do
     echo "  $f: validation perplexity $(grep -o 'perplexity : [0-9.]*' "$out/$f.log" | tail -n 1 | awk '{ print $3 }')"
@@ -246,8 +293,8 @@ if [ "${LONG:-0}" = 1 ]; then
 fi
 if [ -s "$out/ctas.txt" ]; then
   echo
-  echo "transformer-big, 2 GPUs, NCCL_MAX_CTAS (the one-GPU step above is the ratio's base):"
-  sed -E 's/.*nccl_max_ctas=([0-9]+) .* tgt_tok_s=([0-9.]+) ms_step=([0-9.]+) comm_frac=([0-9.]+).*/  max CTAs \1: \2 tok\/s, \3 ms a step, comm \4/' "$out/ctas.txt"
+  echo "transformer-big, 2 GPUs, --sync-ctas (the one-GPU step above is the ratio's base):"
+  sed -E 's/.*sync_ctas=([0-9,]+) .* tgt_tok_s=([0-9.]+) ms_step=([0-9.]+) comm_frac=([0-9.]+).*/  --sync-ctas \1: \2 tok\/s, \3 ms a step, comm \4/' "$out/ctas.txt"
 fi
 if [ -s "$out/sync.txt" ]; then
   echo
