@@ -41,8 +41,8 @@ class Communicator {
   virtual void reduce_scatter(DType dt, void* data, const std::vector<std::size_t>& offsets) = 0;
   // Each rank's range is copied from that rank to every other rank (in place): the updated shards to all.
   virtual void all_gather(DType dt, void* data, const std::vector<std::size_t>& offsets) = 0;
-  // all_reduce and reduce_scatter for a collective that nothing runs beside (the step waits for it, as for the
-  // gradients left at backward's end): where the implementation can, it runs on more of the device than a
+  // all_reduce, reduce_scatter and all_gather for a collective that nothing runs beside (the step waits for it, as
+  // for the gradients left at backward's end): where the implementation can, it runs on more of the device than a
   // collective that overlaps computation, which takes as few SMs as give it most of the bandwidth.
   virtual void all_reduce_alone(DType dt, void* data, std::size_t count) { all_reduce(dt, data, count); }
   virtual void reduce_scatter_alone(DType dt, void* data, const std::vector<std::size_t>& offsets) {

@@ -143,5 +143,30 @@ TEST(ProcessGroup, AnExceptionThatLeavesARankTellsTheOthers) {
   EXPECT_EQ(errors[1], "rank 0 failed: it stopped on an error (see its log)");
 }
 
+TEST(NcclOptions, TheMeasuredBlockCountsApplyOnOneMachineUnlessGiven) {
+  ProcessGroupOptions o;
+  o.timeout_s = 42;
+  LaunchEnv env;
+  env.world = env.local_world = 2;
+  kernels::NcclOptions nccl = nccl_options(env, o);
+  EXPECT_TRUE(nccl.one_machine);
+  EXPECT_EQ(nccl.overlap_ctas, 0) << "left to the communicator, which knows the GPU";
+  EXPECT_EQ(nccl.alone_ctas, 0);
+  EXPECT_EQ(nccl.timeout_seconds, 42);
+  env.world = 4;  // two machines of two
+  EXPECT_FALSE(nccl_options(env, o).one_machine);
+  o.sync_ctas = {2, 32};
+  nccl = nccl_options(env, o);
+  EXPECT_EQ(nccl.overlap_ctas, 2);
+  EXPECT_EQ(nccl.alone_ctas, 32);
+  o.sync_ctas = {2};
+  try {
+    nccl_options(env, o);
+    FAIL() << "one number was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--sync-ctas takes two numbers"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace lseq::dist::test
