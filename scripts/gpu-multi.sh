@@ -20,8 +20,9 @@
 #   LONG=1 bash scripts/gpu-multi.sh                # also 1000 bf16 updates each way, validation perplexity compared
 #                                                   # (and the one-GPU run with --seed 2: the noise)
 #   INTERNODE_BUSBW_GBS=45 bash scripts/gpu-multi.sh # the bus bandwidth between machines the prediction assumes
-#   CTAS="2,16 7,7" bash scripts/gpu-multi.sh       # also transformer-big on 2 GPUs with each --sync-ctas pair
-#                                                   # (NCCL's blocks beside backward, and when the step waits)
+#   CTAS="2,16 0,0" bash scripts/gpu-multi.sh       # also transformer-big on 2 GPUs with each --sync-ctas pair
+#                                                   # (NCCL's blocks beside backward, and when the step waits;
+#                                                   # 0: NCCL's own choice)
 #   SYNC_AB=1 bash scripts/gpu-multi.sh             # also both models on 2 GPUs by --sync-precision (WIRES) and
 #                                                   # --sync-bucket-mib (BUCKETS), beside the 1-GPU step
 set -uo pipefail

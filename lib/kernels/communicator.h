@@ -92,13 +92,13 @@ struct NcclOptions {
   double timeout_seconds = 600;  // a collective not finished after this long ends the job (a rank hangs or died)
   // NCCL's blocks (CTAs, one SM each) for collectives that overlap computation, and for those nothing runs beside
   // (the *_alone calls, on a second communicator split from the first; without one they take the first), as
-  // --sync-ctas gives them; 0 and 0: see one_machine.
+  // --sync-ctas gives them; 0: NCCL's own choice (and for alone_ctas no second communicator).
   int overlap_ctas = 0;
   int alone_ctas = 0;
-  // All ranks share one machine: without numbers given, GPUs of compute capability 9.0 and newer (where NCCL runs
-  // its symmetric kernels over NVLink, and where these were measured) take kOverlapCtasOneMachine and
-  // kAloneCtasOneMachine; anything else keeps NCCL's own choice.
-  bool one_machine = false;
+  // No numbers were given and all ranks share one machine: GPUs of compute capability 9.0 and newer (where NCCL
+  // runs its symmetric kernels over NVLink, and where these were measured) take kOverlapCtasOneMachine and
+  // kAloneCtasOneMachine instead of the two above; anything else keeps them.
+  bool measured_defaults = false;
 };
 // Measured on two H200s (bench/results/data-parallel-h200x2-2026-11-27c.txt): 4 blocks beside backward and 16 for
 // what the step waits for trained transformer-base and -big 2.5-3% faster than NCCL's own choice (7 blocks for

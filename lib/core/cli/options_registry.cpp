@@ -447,9 +447,9 @@ std::vector<OptionSpec> build_registry() {
             .in(1, 4096),
         Opt("sync-ctas", T::ints, G::training, kTrain | kBench, empty_list(),
             "NCCL's blocks (one SM each) for the gradient buckets exchanged beside backward and for the exchanges "
-            "the step waits for, two numbers; default 4 16 on one machine of Hopper or newer GPUs, elsewhere "
-            "NCCL's own choice")
-            .in(1, 64),
+            "the step waits for, two numbers (0: NCCL's own choice); default 4 16 on one machine of Hopper or newer "
+            "GPUs, elsewhere NCCL's own choice")
+            .in(0, 64),
         Opt("dist-timeout", T::integer, G::training, kTrain | kBench, def("600"),
             "Seconds to wait for the other processes of a multi-device job (start-up, a collective) before stopping")
             .in(1, 86400),

@@ -81,7 +81,7 @@ kernels::NcclOptions nccl_options(const LaunchEnv& env, const ProcessGroupOption
     fail("--sync-ctas takes two numbers (NCCL's blocks beside backward, and when the step waits), not {}",
          options.sync_ctas.size());
   }
-  nccl.one_machine = env.local_world == env.world;
+  nccl.measured_defaults = options.sync_ctas.empty() && env.local_world == env.world;
   return nccl;
 }
 

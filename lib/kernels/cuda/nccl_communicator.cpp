@@ -137,14 +137,14 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, const std::string& id, 
   name_ = fmt::format("nccl {}.{}.{}", version / 10000, version / 100 % 100, version % 100);
   int major = 0;
   LSEQ_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_));
-  if (options_.overlap_ctas == 0 && options_.alone_ctas == 0 && options_.one_machine && major >= 9) {
+  if (options_.measured_defaults && major >= 9) {
     options_.overlap_ctas = kOverlapCtasOneMachine;
     options_.alone_ctas = kAloneCtasOneMachine;
   }
   if (options_.overlap_ctas > 0 || options_.alone_ctas > 0) {
-    auto ctas = [](int n) { return n > 0 ? std::to_string(n) : std::string("NCCL's choice of"); };
-    name_ += fmt::format(" ({} blocks beside backward, {} when alone)", ctas(options_.overlap_ctas),
-                         ctas(options_.alone_ctas));
+    auto blocks = [](int n) { return n > 0 ? fmt::format("{} blocks", n) : std::string("NCCL's choice of blocks"); };
+    name_ += fmt::format(" ({} beside backward, {} when alone)", blocks(options_.overlap_ctas),
+                         options_.alone_ctas > 0 ? std::to_string(options_.alone_ctas) : "the same");
   }
   LSEQ_CUDA_CHECK(cudaSetDevice(device_));
   LSEQ_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

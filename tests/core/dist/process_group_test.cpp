@@ -149,16 +149,21 @@ TEST(NcclOptions, TheMeasuredBlockCountsApplyOnOneMachineUnlessGiven) {
   LaunchEnv env;
   env.world = env.local_world = 2;
   kernels::NcclOptions nccl = nccl_options(env, o);
-  EXPECT_TRUE(nccl.one_machine);
+  EXPECT_TRUE(nccl.measured_defaults);
   EXPECT_EQ(nccl.overlap_ctas, 0) << "left to the communicator, which knows the GPU";
   EXPECT_EQ(nccl.alone_ctas, 0);
   EXPECT_EQ(nccl.timeout_seconds, 42);
   env.world = 4;  // two machines of two
-  EXPECT_FALSE(nccl_options(env, o).one_machine);
+  EXPECT_FALSE(nccl_options(env, o).measured_defaults);
   o.sync_ctas = {2, 32};
   nccl = nccl_options(env, o);
   EXPECT_EQ(nccl.overlap_ctas, 2);
   EXPECT_EQ(nccl.alone_ctas, 32);
+  env.world = 2;
+  o.sync_ctas = {0, 0};
+  nccl = nccl_options(env, o);
+  EXPECT_FALSE(nccl.measured_defaults) << "0 0 asks for NCCL's own choice, also on one machine";
+  EXPECT_EQ(nccl.overlap_ctas, 0);
   o.sync_ctas = {2};
   try {
     nccl_options(env, o);
