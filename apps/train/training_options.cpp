@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/cli/backend_select.h"
+#include "core/dist/process_group.h"
 #include "util/error.h"
 
 namespace lseq {
@@ -85,10 +86,7 @@ TrainerOptions trainer_options(const Options& options) {
   t.precision = precision_dtype(options);
   t.sync.wire = options.get_string("sync-precision") == "bf16" ? kernels::DType::bf16 : kernels::DType::f32;
   t.sync.bucket_elements = static_cast<std::size_t>(options.get_int("sync-bucket-mib")) << 18;  // MiB of fp32
-  const std::size_t sync_ctas = options.get_ints("sync-ctas").size();
-  if (sync_ctas != 0 && sync_ctas != 2) {
-    fail("--sync-ctas takes two numbers (NCCL's blocks beside backward, and when the step waits), not {}", sync_ctas);
-  }
+  dist::check_sync_ctas(options.get_ints("sync-ctas"));  // here, before the model directory is touched
 
   t.lr.base = options.get_float("learn-rate");
   const Schedule warmup = options.get_schedule("lr-warmup");

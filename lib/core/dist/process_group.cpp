@@ -71,15 +71,20 @@ void ProcessGroup::on_rank_failure(const std::string& reason) {
   }).detach();
 }
 
+void check_sync_ctas(const std::vector<int64_t>& sync_ctas) {
+  if (!sync_ctas.empty() && sync_ctas.size() != 2) {
+    fail("--sync-ctas takes two numbers (NCCL's blocks beside backward, and when the step waits), not {}",
+         sync_ctas.size());
+  }
+}
+
 kernels::NcclOptions nccl_options(const LaunchEnv& env, const ProcessGroupOptions& options) {
+  check_sync_ctas(options.sync_ctas);
   kernels::NcclOptions nccl;
   nccl.timeout_seconds = options.timeout_s;
   if (options.sync_ctas.size() == 2) {
     nccl.overlap_ctas = static_cast<int>(options.sync_ctas[0]);
     nccl.alone_ctas = static_cast<int>(options.sync_ctas[1]);
-  } else if (!options.sync_ctas.empty()) {
-    fail("--sync-ctas takes two numbers (NCCL's blocks beside backward, and when the step waits), not {}",
-         options.sync_ctas.size());
   }
   nccl.measured_defaults = options.sync_ctas.empty() && env.local_world == env.world;
   return nccl;

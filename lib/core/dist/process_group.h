@@ -31,7 +31,9 @@ struct ProcessGroupOptions {
   std::vector<int64_t> sync_ctas;
 };
 
-// The NCCL options of this job's communicator; fails on a --sync-ctas that is not two numbers.
+// Fails on a --sync-ctas that is not empty or two numbers.
+void check_sync_ctas(const std::vector<int64_t>& sync_ctas);
+// The NCCL options of this job's communicator; fails as check_sync_ctas does.
 kernels::NcclOptions nccl_options(const LaunchEnv& env, const ProcessGroupOptions& options);
 
 class ProcessGroup {
