@@ -15,7 +15,7 @@
 // --plan-only prints each case's workspace plan (what its batches need, counted over the planning backend) and the
 // counted model and optimizer state, and runs no step: memory changes can be studied on the CPU backend.
 // --devices 0 1 runs one process per device (data parallelism, bench_ranks.h) with lstrain's update: each rank takes
-// its own batch of the pool (rank r the r-th of each round), the gradients are exchanged in buckets during
+// its own batch of the pool (rank r the r-th of each round; --rank-batches), the gradients are exchanged in buckets during
 // backward (--sync-precision, --sync-bucket-mib), the token counts summed, and with --sharding the optimizer state
 // sharded. tokens is then per device, tgt_tok_s the whole job's, peak_mem_mib the largest device's, comm_frac the
 // share of the step a device stood waiting for communication; a RESULT bench=allreduce line times the all-reduce
@@ -314,8 +314,20 @@ int run(const Options& options) {
         marks.target_tokens = b.tgt_tokens();
         return marks;
       };
-      // Rank r's s-th batch: the r-th of round s over the pool.
-      auto batch_index = [&](int s) { return static_cast<std::size_t>(s * ranks.size + ranks.rank) % batches.size(); };
+      // Rank r's s-th batch: the r-th of round s over the pool, in length order (--rank-batches by-length: a round's
+      // batches are neighbours in length, as lstrain's rounds take neighbouring batches of a sorted window, so the
+      // ranks' steps take about the same time) or in the pool's shuffled order.
+      std::vector<std::size_t> pool_order(batches.size());
+      for (std::size_t i = 0; i < pool_order.size(); ++i) pool_order[i] = i;
+      if (options.get_string("rank-batches") == "by-length") {
+        std::stable_sort(pool_order.begin(), pool_order.end(), [&](std::size_t a, std::size_t b) {
+          const data::Batch &x = batches[a], &y = batches[b];
+          return x.tgt_len != y.tgt_len ? x.tgt_len < y.tgt_len : x.src_len < y.src_len;
+        });
+      }
+      auto batch_index = [&](int s) {
+        return pool_order[static_cast<std::size_t>(s * ranks.size + ranks.rank) % batches.size()];
+      };
       auto batch_of = [&](int s) -> const data::Batch& { return batches[batch_index(s)]; };
       for (int s = 0; s < warmup; ++s) update(batch_of(s));
       backend->synchronize();

@@ -32,7 +32,7 @@ namespace {
 
 // One epoch's batches: spans of a sentence order that is shuffled, then sorted by length within windows.
 struct Plan {
-  int64_t epoch = 0;
+  int64_t epoch = 0, group = 1, phase = 0;  // BatcherState's layout of the batch order
   std::vector<uint32_t> order;
   struct Span {
     uint64_t start;
@@ -70,7 +70,13 @@ struct Batcher::Impl {
   bool stop = false;
   std::thread worker;
 
-  const Plan& plan_for(int64_t epoch) const;
+  // Where the last restore() put the position: an update boundary of that epoch.
+  BatcherState restored;
+
+  const Plan& plan_for(int64_t epoch, int64_t group, int64_t phase) const;
+  const Plan& plan_for(const BatcherState& s) const { return plan_for(s.epoch, s.group, s.phase); }
+  // The layout of the epoch after `s`'s, which has `total` batches: runs aligned with the updates.
+  int64_t next_phase(const BatcherState& s, int64_t total) const;
   void cut_window(Plan& p, uint64_t begin, uint64_t end) const;
   void cut_blocks(Plan& p) const;
   Item produce();
@@ -80,11 +86,36 @@ struct Batcher::Impl {
   void stop_worker();
 };
 
-const Plan& Batcher::Impl::plan_for(int64_t epoch) const {
-  if (plan.epoch == epoch && !plan.batches.empty()) return plan;
+// Shuffles the batches in runs of `group` neighbours (the batches before `phase` and the last incomplete run stay
+// where they are, so that every run lines up with one update); group 1 is a plain shuffle of the batches.
+template <class T>
+void shuffle_runs(std::vector<T>& batches, int64_t group, int64_t phase, SplitMix64& rng) {
+  if (group <= 1) {
+    shuffle_in_place(batches.data(), batches.size(), rng);
+    return;
+  }
+  const std::size_t n = batches.size(), g = static_cast<std::size_t>(group);
+  const std::size_t head = std::min(n, static_cast<std::size_t>(phase)), runs = (n - head) / g;
+  std::vector<std::size_t> order(runs);
+  for (std::size_t r = 0; r < runs; ++r) order[r] = r;
+  shuffle_in_place(order.data(), runs, rng);
+  std::vector<T> out(batches.begin(), batches.begin() + static_cast<std::ptrdiff_t>(head));
+  out.reserve(n);
+  for (std::size_t r : order) {
+    const auto first = batches.begin() + static_cast<std::ptrdiff_t>(head + r * g);
+    out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(g));
+  }
+  out.insert(out.end(), batches.begin() + static_cast<std::ptrdiff_t>(head + runs * g), batches.end());
+  batches.swap(out);
+}
+
+const Plan& Batcher::Impl::plan_for(int64_t epoch, int64_t group, int64_t phase) const {
+  if (plan.epoch == epoch && plan.group == group && plan.phase == phase && !plan.batches.empty()) return plan;
   const auto n = static_cast<uint64_t>(blocks ? blocks->count() : corpus->size());
   Plan p;
   p.epoch = epoch;
+  p.group = group;
+  p.phase = phase;
   p.order.resize(n);
   for (uint64_t i = 0; i < n; ++i) p.order[i] = static_cast<uint32_t>(i);
   if (options.shuffle && !options.shuffle_batches_only) {
@@ -104,10 +135,20 @@ const Plan& Batcher::Impl::plan_for(int64_t epoch) const {
          "ranks; use a larger corpus, smaller batches or fewer devices", p.batches.size(), n, options.world_size);
   if (options.shuffle) {
     SplitMix64 rng(mix_seed(options.seed, static_cast<uint64_t>(epoch), 2));
-    shuffle_in_place(p.batches.data(), p.batches.size(), rng);
+    shuffle_runs(p.batches, group, phase, rng);
   }
   plan = std::move(p);
   return plan;
+}
+
+int64_t Batcher::Impl::next_phase(const BatcherState& s, int64_t total) const {
+  // Updates take update_batches global batches each, so their boundaries in s's epoch lie on one grid: the run
+  // starts of its layout, or, where a resumed run changed update_batches, the position it resumed from (a
+  // checkpoint is written between updates). The next epoch's first whole update starts where that grid goes on.
+  const int64_t g = options.update_batches;
+  const bool resumed_here = restored.epoch == s.epoch && s.group != g;
+  const int64_t boundary = resumed_here ? restored.batch_in_epoch : s.phase;
+  return ((boundary - total) % g + g) % g;
 }
 
 // Sorts order[begin, end) by (target, source) length and cuts it into batches within the token budget.
@@ -239,27 +280,33 @@ void Batcher::Impl::fill(const Plan::Span& span, Batch& b) const {
 // this one ends); this rank takes the rank-th. Every rank moves its cursor past the whole round, so all ranks keep
 // the same state, and a world of W sees the global stream of one rank with --optimizer-delay W.
 Item Batcher::Impl::produce() {
-  int64_t total = static_cast<int64_t>(plan_for(cursor.epoch).batches.size());
+  int64_t total = static_cast<int64_t>(plan_for(cursor).batches.size());
+  auto next_epoch = [&](int64_t batch_in_epoch) {
+    BatcherState s;
+    s.epoch = cursor.epoch + 1;
+    s.batch_in_epoch = batch_in_epoch;
+    s.group = options.update_batches;
+    s.phase = next_phase(cursor, total);
+    return s;
+  };
   if (cursor.batch_in_epoch >= total) {
-    ++cursor.epoch;
-    cursor.batch_in_epoch = 0;
-    total = static_cast<int64_t>(plan_for(cursor.epoch).batches.size());
+    cursor = next_epoch(0);
+    total = static_cast<int64_t>(plan_for(cursor).batches.size());
   }
   const int64_t world = options.world_size;
   const int64_t mine = cursor.batch_in_epoch + options.rank;
   Item item;
   item.epoch_end = cursor.batch_in_epoch + world >= total;  // the round takes this epoch's last batch
   if (mine < total) {
-    fill(plan_for(cursor.epoch).batches[static_cast<std::size_t>(mine)], item.batch);
+    fill(plan_for(cursor).batches[static_cast<std::size_t>(mine)], item.batch);
   } else {
-    const Plan& next = plan_for(cursor.epoch + 1);
+    const Plan& next = plan_for(next_epoch(0));
     if (mine - total >= static_cast<int64_t>(next.batches.size()))
       fail("internal error: a round of {} ranks reaches past the next epoch", world);
     fill(next.batches[static_cast<std::size_t>(mine - total)], item.batch);
   }
   if (cursor.batch_in_epoch + world > total) {  // the round ends inside the next epoch
-    cursor.batch_in_epoch = cursor.batch_in_epoch + world - total;
-    ++cursor.epoch;
+    cursor = next_epoch(cursor.batch_in_epoch + world - total);
   } else {
     cursor.batch_in_epoch += world;  // may end exactly at the epoch's end: the next round moves on
   }
@@ -312,9 +359,12 @@ Batcher::Batcher(std::shared_ptr<const EncodedCorpus> corpus, BatcherOptions opt
   if (options.prefetch < 0) fail("the batch prefetch must not be negative (got {})", options.prefetch);
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size)
     fail("rank {} is outside the world of {} ranks", options.rank, options.world_size);
+  if (options.update_batches < 1) fail("internal error: updates of {} batches", options.update_batches);
   auto& d = *impl_;
   d.corpus = std::move(corpus);
   d.options = options;
+  d.state.group = options.update_batches;  // a fresh start lays out its first epoch for its own updates
+  d.restored = d.state;
   if (d.corpus->streams() == 1) d.src_side = -1, d.tgt_side = 0;
   if (options.block_length > 0) {
     d.blocks = std::make_shared<LmBlocks>(*d.corpus, options.block_length);
@@ -365,16 +415,19 @@ Batch Batcher::next() {
 BatcherState Batcher::state() const { return impl_->state; }
 
 void Batcher::restore(const BatcherState& s) {
-  if (s.epoch < 1 || s.batch_in_epoch < 0)
-    fail("invalid batcher state (epoch {}, batch {}); the progress file is damaged", s.epoch, s.batch_in_epoch);
+  if (s.epoch < 1 || s.batch_in_epoch < 0 || s.group < 1 || s.phase < 0 || s.phase >= s.group)
+    fail("invalid batcher state (epoch {}, batch {}, runs of {} from {}); the progress file is damaged", s.epoch,
+         s.batch_in_epoch, s.group, s.phase);
   impl_->stop_worker();
   impl_->state = s;
+  impl_->restored = s;
   impl_->finished = false;
 }
 
 bool Batcher::epoch_finished() const { return impl_->finished; }
 
 int64_t Batcher::batches_in_epoch(int64_t epoch) const {
+  // The count does not depend on the order's layout: the cached plan where it is this epoch's.
   auto& d = *impl_;
   if (d.worker.joinable()) {  // the worker owns the cached plan: plan a copy
     Impl copy;
@@ -382,9 +435,10 @@ int64_t Batcher::batches_in_epoch(int64_t epoch) const {
     copy.options = d.options;
     copy.src_side = d.src_side, copy.tgt_side = d.tgt_side, copy.window = d.window;
     copy.blocks = d.blocks;
-    return static_cast<int64_t>(copy.plan_for(epoch).batches.size());
+    return static_cast<int64_t>(copy.plan_for(epoch, 1, 0).batches.size());
   }
-  return static_cast<int64_t>(d.plan_for(epoch).batches.size());
+  if (d.plan.epoch == epoch && !d.plan.batches.empty()) return static_cast<int64_t>(d.plan.batches.size());
+  return static_cast<int64_t>(d.plan_for(epoch, 1, 0).batches.size());
 }
 
 }  // namespace lseq::data

@@ -23,10 +23,15 @@ struct BatcherOptions {
   bool sort_by_length = true;       // sort each maxi-batch window by length (false: only to measure padding)
   uint64_t seed = 1234;
   int rank = 0, world_size = 1;     // data parallelism: the global stream of batches (the same for every world
-                                    // size) is handed out in rounds of world_size consecutive batches, rank r
-                                    // taking the r-th of each round; a round may reach into the next epoch. So a
-                                    // world of W with batch B trains on what one rank with --optimizer-delay W
-                                    // does, and every rank makes the same number of steps.
+                                    // size with the same update_batches) is handed out in rounds of world_size
+                                    // consecutive batches, rank r taking the r-th of each round; a round may reach
+                                    // into the next epoch. So a world of W with batch B trains on what one rank
+                                    // with --optimizer-delay W does, and every rank makes the same number of steps.
+  int64_t update_batches = 1;       // batches of one update over all ranks (world_size x --optimizer-delay): the
+                                    // epoch's shuffle keeps runs of this many neighbouring batches of a sorted
+                                    // window together, aligned with the updates, so that the ranks of a round get
+                                    // batches of about the same shape and reach the gradient exchange together
+                                    // (1: every batch shuffled on its own).
   int prefetch = 8;                 // batches prepared ahead by the background thread (0: none)
   int block_length = 0;             // > 0: language-model blocks of this many tokens (--lm-pack-blocks: --max-length)
   bool document_masks = false;      // blocks: batches carry doc_starts (--lm-document-masks)
@@ -39,6 +44,10 @@ struct BatcherState {
                               // rank after the same number of next() calls. A position in the global stream, so
                               // it means the same for any world size: a run resumed on another number of devices
                               // continues with the next global batch, none skipped and none repeated.
+  // How this epoch's batch order was shuffled: runs of `group` neighbouring batches kept together, the first whole
+  // run starting at batch `phase` (the batches before it finish an update that began in the previous epoch). Saved
+  // with the position, so that a run resumed with another update_batches finishes the epoch in the same order.
+  int64_t group = 1, phase = 0;
 };
 
 class EncodedCorpus;  // corpus_cache.h

@@ -192,9 +192,12 @@ TEST(Batcher, RestoreContinuesExactlyMidEpochAndAcrossTheEpochBoundary) {
   }
 }
 
-// The global stream of one rank: `count` batches and the state after each.
-std::vector<std::pair<Batch, BatcherState>> global_stream(int64_t count, int prefetch = 0) {
-  Batcher single(sample_corpus(), small_batches(prefetch));
+// The global stream of one rank: `count` batches and the state after each (update_batches: what the rank's
+// --optimizer-delay makes it).
+std::vector<std::pair<Batch, BatcherState>> global_stream(int64_t count, int prefetch = 0, int64_t update_batches = 1) {
+  BatcherOptions o = small_batches(prefetch);
+  o.update_batches = update_batches;
+  Batcher single(sample_corpus(), o);
   std::vector<std::pair<Batch, BatcherState>> stream;
   for (int64_t i = 0; i < count; ++i) {
     Batch b = single.next();
@@ -207,33 +210,121 @@ TEST(Batcher, RanksTakeRoundsOfTheOneRankStreamAndStayInStep) {
   // Rank r's i-th batch is global batch i * world + r of the one-rank stream (what --optimizer-delay world
   // consumes in one update), across epoch ends; every rank's state after its i-th batch is the one-rank state
   // after the round, and all ranks see the epoch end in the same round.
+  // With updates of one round (update_batches = world) the one-rank stream is that of --optimizer-delay world.
   Batcher probe(sample_corpus(), small_batches());
   const int64_t per_epoch = probe.batches_in_epoch(1);
   ASSERT_GT(per_epoch, 10);
-  const auto stream = global_stream(3 * per_epoch + 7);
-  for (int world : {2, 3}) {
-    const int64_t rounds = static_cast<int64_t>(stream.size()) / world;
-    std::vector<std::vector<bool>> epoch_ends(static_cast<std::size_t>(world));
-    for (int rank = 0; rank < world; ++rank) {
-      auto o = small_batches(rank % 2 ? 2 : 0);
-      o.world_size = world;
-      o.rank = rank;
-      Batcher b(sample_corpus(), o);
-      for (int64_t i = 0; i < rounds; ++i) {
-        const Batch got = b.next();
-        const auto& expected = stream[static_cast<std::size_t>(i * world + rank)].first;
-        ASSERT_EQ(got.line_ids, expected.line_ids) << "world " << world << " rank " << rank << " round " << i;
-        ASSERT_EQ(got.src, expected.src);
-        const BatcherState after_round = stream[static_cast<std::size_t>((i + 1) * world - 1)].second;
-        // Where a round ends exactly at an epoch's end the one-rank state says (e, total) as the ranks do.
-        ASSERT_EQ(b.state().epoch, after_round.epoch) << "world " << world << " round " << i;
-        ASSERT_EQ(b.state().batch_in_epoch, after_round.batch_in_epoch) << "world " << world << " round " << i;
-        epoch_ends[static_cast<std::size_t>(rank)].push_back(b.epoch_finished());
+  for (int world : {2, 3})
+    for (bool whole_updates : {false, true}) {
+      SCOPED_TRACE(whole_updates ? "updates of a round" : "every batch shuffled on its own");
+      const int64_t update_batches = whole_updates ? world : 1;
+      const auto stream = global_stream(3 * per_epoch + 7, 0, update_batches);
+      const int64_t rounds = static_cast<int64_t>(stream.size()) / world;
+      std::vector<std::vector<bool>> epoch_ends(static_cast<std::size_t>(world));
+      for (int rank = 0; rank < world; ++rank) {
+        auto o = small_batches(rank % 2 ? 2 : 0);
+        o.world_size = world;
+        o.rank = rank;
+        o.update_batches = update_batches;
+        Batcher b(sample_corpus(), o);
+        for (int64_t i = 0; i < rounds; ++i) {
+          const Batch got = b.next();
+          const auto& expected = stream[static_cast<std::size_t>(i * world + rank)].first;
+          ASSERT_EQ(got.line_ids, expected.line_ids) << "world " << world << " rank " << rank << " round " << i;
+          ASSERT_EQ(got.src, expected.src);
+          const BatcherState after_round = stream[static_cast<std::size_t>((i + 1) * world - 1)].second;
+          // Where a round ends exactly at an epoch's end the one-rank state says (e, total) as the ranks do.
+          ASSERT_EQ(b.state().epoch, after_round.epoch) << "world " << world << " round " << i;
+          ASSERT_EQ(b.state().batch_in_epoch, after_round.batch_in_epoch) << "world " << world << " round " << i;
+          epoch_ends[static_cast<std::size_t>(rank)].push_back(b.epoch_finished());
+        }
       }
+      for (int rank = 1; rank < world; ++rank) EXPECT_EQ(epoch_ends[static_cast<std::size_t>(rank)], epoch_ends[0]);
+      EXPECT_GE(std::count(epoch_ends[0].begin(), epoch_ends[0].end(), true), 3) << "world " << world;
     }
-    for (int rank = 1; rank < world; ++rank) EXPECT_EQ(epoch_ends[static_cast<std::size_t>(rank)], epoch_ends[0]);
-    EXPECT_GE(std::count(epoch_ends[0].begin(), epoch_ends[0].end(), true), 3) << "world " << world;
+}
+
+// Rounds whose batches are neighbours of one sorted window: each batch's shortest target is at least as long as
+// the previous batch's longest (a window is sorted by target length, then cut in order).
+double neighbouring_rounds(const std::vector<std::vector<Batch>>& rounds) {
+  int neighbours = 0;
+  for (const auto& round : rounds) {
+    bool sorted = true;
+    for (std::size_t i = 1; i < round.size(); ++i) {
+      const auto& a = round[i - 1].tgt_lengths;
+      const auto& b = round[i].tgt_lengths;
+      sorted = sorted && *std::min_element(b.begin(), b.end()) >= *std::max_element(a.begin(), a.end());
+    }
+    neighbours += sorted;
   }
+  return static_cast<double>(neighbours) / static_cast<double>(rounds.size());
+}
+
+// `count` rounds of `world` ranks (one batcher each, from `from` where given): rounds[i][r] is rank r's i-th batch.
+std::vector<std::vector<Batch>> rounds_of(int world, int64_t update_batches, int64_t count,
+                                          const BatcherState* from = nullptr) {
+  std::vector<std::vector<Batch>> rounds(static_cast<std::size_t>(count));
+  for (int rank = 0; rank < world; ++rank) {
+    auto o = small_batches();
+    o.world_size = world;
+    o.rank = rank;
+    o.update_batches = update_batches;
+    Batcher b(sample_corpus(), o);
+    if (from) b.restore(*from);
+    for (auto& round : rounds) round.push_back(b.next());
+  }
+  return rounds;
+}
+
+TEST(Batcher, AnUpdatesBatchesAreNeighboursInLength) {
+  // The ranks of a round wait for each other in the gradient exchange: with update_batches the round's batches
+  // come from one run of neighbours of a sorted window, in every epoch (also where the epoch's batch count is not
+  // a multiple of the round, so that rounds reach into the next epoch).
+  Batcher probe(sample_corpus(), small_batches());
+  const int64_t per_epoch = probe.batches_in_epoch(1);
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(world);
+    ASSERT_NE(per_epoch % world, 0) << "the sample should make rounds reach into the next epoch";
+    const int64_t count = (3 * per_epoch) / world;
+    const double grouped = neighbouring_rounds(rounds_of(world, world, count));
+    const double shuffled = neighbouring_rounds(rounds_of(world, 1, count));
+    // Runs that straddle two windows, and the rounds at an epoch's ends, are the exceptions.
+    EXPECT_GE(grouped, 0.85);
+    EXPECT_LE(shuffled, 0.5 * grouped);
+  }
+}
+
+TEST(Batcher, ResumingWithOtherUpdatesFinishesTheEpochInItsOrder) {
+  // Two ranks (updates of 2) save inside epoch 1; three ranks (updates of 3) resume: epoch 1 goes on in the saved
+  // order (each pair once), and the rounds of epoch 2 are laid out for updates of 3.
+  auto corpus = sample_corpus();
+  Batcher probe(corpus, small_batches());
+  const int64_t per_epoch = probe.batches_in_epoch(1);
+  auto o = small_batches();
+  o.world_size = 2;
+  o.update_batches = 2;
+  Batcher two(corpus, o);  // rank 0, for the state
+  for (int i = 0; i < 5; ++i) two.next();
+  const BatcherState saved = two.state();
+  std::vector<Batch> epoch1;
+  for (auto& round : rounds_of(2, 2, 5)) epoch1.insert(epoch1.end(), round.begin(), round.end());
+  ASSERT_EQ(saved.batch_in_epoch, 10);
+  ASSERT_EQ(saved.group, 2);
+
+  const int64_t rounds = (2 * per_epoch) / 3;
+  const auto resumed = rounds_of(3, 3, rounds, &saved);
+  std::vector<std::vector<Batch>> epoch2_rounds;
+  for (int64_t i = 0; i < rounds; ++i) {
+    const int64_t first = 10 + 3 * i;  // global position of the round's first batch
+    for (int rank = 0; rank < 3; ++rank) {
+      if (first + rank < per_epoch)
+        epoch1.push_back(resumed[static_cast<std::size_t>(i)][static_cast<std::size_t>(rank)]);
+    }
+    if (first >= per_epoch) epoch2_rounds.push_back(resumed[static_cast<std::size_t>(i)]);
+  }
+  expect_each_pair_once(lines_of(epoch1), *corpus);
+  ASSERT_GT(epoch2_rounds.size(), 10u);
+  EXPECT_GE(neighbouring_rounds(epoch2_rounds), 0.85);
 }
 
 TEST(Batcher, ResumingOnAnotherWorldSizeContinuesTheGlobalStream) {

@@ -102,6 +102,8 @@ std::string TrainingProgress::to_yaml() const {
   out << YAML::Key << "optimizer-steps" << YAML::Value << optimizer_steps;
   out << YAML::Key << "batcher-epoch" << YAML::Value << batcher_epoch;
   out << YAML::Key << "batcher-batch" << YAML::Value << batcher_batch;
+  out << YAML::Key << "batcher-group" << YAML::Value << batcher_group;
+  out << YAML::Key << "batcher-phase" << YAML::Value << batcher_phase;
   out << YAML::Key << "stalled" << YAML::Value << stalled;
   out << YAML::Key << "seconds" << YAML::Value << seconds;
   if (loss_scale > 0) {
@@ -138,6 +140,14 @@ TrainingProgress TrainingProgress::from_yaml(const std::string& text, const std:
   p.optimizer_steps = field.count("optimizer-steps");
   p.batcher_epoch = field.count("batcher-epoch", 1);
   p.batcher_batch = field.count("batcher-batch");
+  if (field.has("batcher-group")) {  // absent in older files
+    p.batcher_group = field.count("batcher-group", 1);
+    p.batcher_phase = field.count("batcher-phase");
+    if (p.batcher_phase >= p.batcher_group) {
+      field.damaged(fmt::format("field 'batcher-phase' is {}, but it must be below batcher-group ({})", p.batcher_phase,
+                                p.batcher_group));
+    }
+  }
   p.stalled = field.count("stalled");
   p.seconds = field.real("seconds");
   if (p.seconds < 0) field.damaged(fmt::format("field 'seconds' is {}, which is negative", p.seconds));

@@ -15,6 +15,8 @@ struct TrainingProgress {
   int64_t optimizer_steps = 0;     // Adam's step count (bias correction)
   int64_t batcher_epoch = 1;       // data::BatcherState
   int64_t batcher_batch = 0;
+  int64_t batcher_group = 1;       // the epoch's batch order (BatcherState::group, phase); 1, 0 in progress files
+  int64_t batcher_phase = 0;       // older than the fields, whose runs shuffled every batch on its own
   std::map<std::string, double> best;  // best validation value per metric
   std::map<std::string, double> last;  // last validation value per metric
   int64_t stalled = 0;             // validations without improvement of the first metric (--early-stopping)

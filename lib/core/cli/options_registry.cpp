@@ -733,6 +733,11 @@ std::vector<OptionSpec> build_registry() {
             "bench_train_throughput: write every case's batch shapes to this file (for bench/pytorch_train.py)"),
         Opt("dump-only", T::boolean, G::benchmark, kBench, def("false"),
             "bench_train_throughput: stop after --dump-batches (needs no device)"),
+        Opt("rank-batches", T::string, G::benchmark, kBench, def("by-length"),
+            "bench_train_throughput over several devices: each step's batches (one a rank) are neighbours of the "
+            "pool in length order, as lstrain's rounds are (by-length), or taken in the pool's shuffled order "
+            "(shuffled)")
+            .one_of({"by-length", "shuffled"}),
         Opt("timeline", T::string, G::benchmark, kBench, def(""),
             "bench_train_throughput: write each rank's timed steps, host clock at each synchronisation point, to "
             "FILE.rank<r>.csv (where a data-parallel step spends its time: bench/step_timeline.py)"),

@@ -79,7 +79,14 @@ void Trainer::start(const std::string& checkpoint, bool restore_data) {
   if (progress_.loss_scale > 0) scaler_.restore(progress_.loss_scale, progress_.loss_scale_good_steps);
   optimizer_.import_state(tensors.adam_m, tensors.adam_v, tensors.smoothed, progress_.optimizer_steps);
   if (optimizer_.smoothing() && tensors.smoothed.empty()) optimizer_.start_smoothing_from(model_.master());
-  if (restore_data) batcher_.restore({progress_.batcher_epoch, progress_.batcher_batch});
+  if (restore_data) {
+    data::BatcherState s;
+    s.epoch = progress_.batcher_epoch;
+    s.batch_in_epoch = progress_.batcher_batch;
+    s.group = progress_.batcher_group;
+    s.phase = progress_.batcher_phase;
+    batcher_.restore(s);
+  }
   progress_.vocabs = options_.vocabs;
   last_saved_ = progress_.updates;
   parallel_.check_same_start(progress_.updates);
@@ -146,6 +153,8 @@ void Trainer::update() {
   const data::BatcherState state = batcher_.state();
   progress_.batcher_epoch = state.epoch;
   progress_.batcher_batch = state.batch_in_epoch;
+  progress_.batcher_group = state.group;
+  progress_.batcher_phase = state.phase;
   if (epoch_ended) {
     ++progress_.epochs_done;
     spdlog::info("epoch {} finished", progress_.epochs_done);

@@ -1,6 +1,7 @@
 // progress.yml: a round trip, and a damaged file refused with one line naming the file, the field and its value.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 
 #include "core/checkpoint/training_progress.h"
@@ -18,6 +19,8 @@ TrainingProgress sample() {
   p.optimizer_steps = 20;
   p.batcher_epoch = 2;
   p.batcher_batch = 7;
+  p.batcher_group = 4;
+  p.batcher_phase = 3;
   p.stalled = 1;
   p.seconds = 12.5;
   p.best["perplexity"] = 12.5;
@@ -51,11 +54,28 @@ TEST(TrainingProgress, RoundTripKeepsEveryField) {
   EXPECT_EQ(q.updates, 20);
   EXPECT_EQ(q.batcher_epoch, 2);
   EXPECT_EQ(q.batcher_batch, 7);
+  EXPECT_EQ(q.batcher_group, 4);
+  EXPECT_EQ(q.batcher_phase, 3);
   EXPECT_EQ(q.seconds, 12.5);
   EXPECT_EQ(q.best.at("perplexity"), 12.5);
   EXPECT_EQ(q.last.at("perplexity"), 13.25);
   EXPECT_EQ(q.vocabs, p.vocabs);
   EXPECT_EQ(q.loss_scale, 0.0);
+}
+
+TEST(TrainingProgress, FilesWithoutTheBatchOrderLayoutReadAsPlainShuffles) {
+  // Files older than batcher-group and batcher-phase: their runs shuffled every batch on its own.
+  std::string text;
+  std::istringstream lines(sample().to_yaml());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("batcher-group:", 0) != 0 && line.rfind("batcher-phase:", 0) != 0) text += line + "\n";
+  }
+  ASSERT_EQ(text.find("batcher-group"), std::string::npos);
+  ASSERT_EQ(text.find("batcher-phase"), std::string::npos);
+  const TrainingProgress q = TrainingProgress::from_yaml(text, "progress.yml");
+  EXPECT_EQ(q.batcher_group, 1);
+  EXPECT_EQ(q.batcher_phase, 0);
+  EXPECT_EQ(q.batcher_batch, 7);
 }
 
 TEST(TrainingProgress, FilesWithoutVocabularyIdentitiesStillLoad) {
@@ -77,6 +97,8 @@ TEST(TrainingProgress, EachDamagedFieldIsNamedWithItsValue) {
       {"updates", "", "field 'updates' is missing"},
       {"batcher-epoch", "batcher-epoch: 0", "field 'batcher-epoch' is 0, but it must be at least 1"},
       {"batcher-batch", "batcher-batch: [1, 2]", "field 'batcher-batch' is not a single value"},
+      {"batcher-group", "batcher-group: 0", "field 'batcher-group' is 0, but it must be at least 1"},
+      {"batcher-phase", "batcher-phase: 4", "field 'batcher-phase' is 4, but it must be below batcher-group (4)"},
       {"seconds", "seconds: .nan", "field 'seconds' is '.nan', not a finite number"},
       {"seconds", "seconds: -3", "field 'seconds' is -3"},
       {"batches", "batches: 3", "field 'updates' is 20 but only 3 batches"},
