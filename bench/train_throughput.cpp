@@ -15,9 +15,9 @@
 // --plan-only prints each case's workspace plan (what its batches need, counted over the planning backend) and the
 // counted model and optimizer state, and runs no step: memory changes can be studied on the CPU backend.
 // --devices 0 1 runs one process per device (data parallelism, bench_ranks.h) with lstrain's update: each rank takes
-// its own batch of the pool (rank r the r-th of each round; --rank-batches), the gradients are exchanged in buckets during
-// backward (--sync-precision, --sync-bucket-mib), the token counts summed, and with --sharding the optimizer state
-// sharded. tokens is then per device, tgt_tok_s the whole job's, peak_mem_mib the largest device's, comm_frac the
+// its own batch of the pool (rank r the r-th of each round; --rank-batches), the gradients are exchanged in buckets
+// during backward (--sync-precision, --sync-bucket-mib), the token counts summed, and with --sharding the optimizer
+// state sharded. tokens is then per device, tgt_tok_s the whole job's, peak_mem_mib the largest device's, comm_frac the
 // share of the step a device stood waiting for communication; a RESULT bench=allreduce line times the all-reduce
 // of the whole gradient alone (for predictions at more devices).
 #include <fmt/format.h>
