@@ -278,20 +278,23 @@ std::vector<std::vector<Batch>> rounds_of(int world, int64_t update_batches, int
 
 TEST(Batcher, AnUpdatesBatchesAreNeighboursInLength) {
   // The ranks of a round wait for each other in the gradient exchange: with update_batches the round's batches
-  // come from one run of neighbours of a sorted window, in every epoch (also where the epoch's batch count is not
-  // a multiple of the round, so that rounds reach into the next epoch).
+  // come from one run of neighbours of a sorted window, in every epoch, also where the epoch's batch count is not a
+  // multiple of the round, so that rounds reach into the next epoch (the sample's count depends on the vocabulary
+  // trained for the tests: some of these worlds do not divide it).
   Batcher probe(sample_corpus(), small_batches());
   const int64_t per_epoch = probe.batches_in_epoch(1);
-  for (int world : {2, 3}) {
+  int reaching = 0;
+  for (int world : {2, 3, 4, 5, 7}) {
     SCOPED_TRACE(world);
-    ASSERT_NE(per_epoch % world, 0) << "the sample should make rounds reach into the next epoch";
+    reaching += per_epoch % world != 0;
     const int64_t count = (3 * per_epoch) / world;
     const double grouped = neighbouring_rounds(rounds_of(world, world, count));
     const double shuffled = neighbouring_rounds(rounds_of(world, 1, count));
-    // Runs that straddle two windows, and the rounds at an epoch's ends, are the exceptions.
-    EXPECT_GE(grouped, 0.85);
-    EXPECT_LE(shuffled, 0.5 * grouped);
+    // The exceptions: runs across two sort windows (about world - 1 in a window's 20 batches) and at epoch ends.
+    EXPECT_GE(grouped, 0.95 - (world - 1) / 20.0);
+    EXPECT_LE(shuffled, grouped - 0.3);
   }
+  EXPECT_GT(reaching, 0);
 }
 
 TEST(Batcher, ResumingWithOtherUpdatesFinishesTheEpochInItsOrder) {
