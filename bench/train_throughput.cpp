@@ -303,6 +303,7 @@ int run(const Options& options) {
         totals.target_tokens = static_cast<double>(loss.target_tokens);
         if (parallel->active()) {
           parallel->finish();
+          optimizer->start_norm(model->grads());
           totals = parallel->sum(totals);
         }
         marks.totals_known = StepTimeline::now();  // over ranks: after the gradients' exchange and the totals'

@@ -61,22 +61,29 @@ float* Optimizer::shard_params(float* params) const {
   return params + begin_;
 }
 
-void Optimizer::global_norm(const float* grads, float grad_scale) {
-  // Each rank's shard norm into its slot, summed over ranks (exact: one nonzero per slot), then the norm of those
-  // norms is the whole gradient's; its clip factor, times grad_scale, is the same on every rank.
+void Optimizer::start_norm(const float* grads) {
+  if (!sharded()) return;
+  // Each rank's shard norm into its slot, summed over ranks (exact: one nonzero per slot); global_norm takes the
+  // norm of those norms. Unscaled: grad_scale is known only after the totals' exchange.
   const int ranks = shard_.comm->size();
   float* norms = scalars_ + 2;
   if (length_ > 0) {
-    backend_.grad_norm(grads, length_, grad_scale, 0.0f, scalars_, scalars_ + 1);
+    backend_.grad_norm(grads + begin_, length_, 1.0f, 0.0f, scalars_, scalars_ + 1);
   } else {
     backend_.fill(DType::f32, scalars_, 1, 0.0f);
   }
   backend_.fill(DType::f32, norms, static_cast<std::size_t>(ranks), 0.0f);
   backend_.copy(norms + shard_.comm->rank(), scalars_, sizeof(float));
   shard_.comm->all_reduce_alone(DType::f32, norms, static_cast<std::size_t>(ranks));
+  norm_started_ = true;
+}
+
+void Optimizer::global_norm(float grad_scale) {
+  // The whole gradient's norm after grad_scale, and its clip factor times grad_scale, the same on every rank.
   shard_.comm->wait();
-  backend_.grad_norm(norms, static_cast<std::size_t>(ranks), 1.0f, options_.clip_norm, scalars_, scalars_ + 1);
-  backend_.scale(DType::f32, scalars_ + 1, 1, grad_scale, scalars_ + 1);
+  const auto ranks = static_cast<std::size_t>(shard_.comm->size());
+  backend_.grad_norm(scalars_ + 2, ranks, grad_scale, options_.clip_norm, scalars_, scalars_ + 1);
+  norm_started_ = false;
 }
 
 void Optimizer::step(float* params, const float* grads, float grad_scale, double lr, DType working_dt,
@@ -88,7 +95,8 @@ void Optimizer::step(float* params, const float* grads, float grad_scale, double
   const float* g = grads + begin_;
   float* p = shard_params(params);
   if (sharded()) {
-    global_norm(g, grad_scale);
+    if (!norm_started_) start_norm(grads);
+    global_norm(grad_scale);
   } else {
     backend_.grad_norm(grads, size_, grad_scale, options_.clip_norm, scalars_, scalars_ + 1);
   }

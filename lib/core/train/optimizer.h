@@ -44,6 +44,11 @@ class Optimizer {
   // store's master (null with own_master); the step ends with every rank's working weights complete.
   void step(float* params, const float* grads, float grad_scale, double lr,
             kernels::DType working_dt = kernels::DType::f32, void* working = nullptr);
+  // Sharded: issues the gradient norm's exchange (this rank's shard norm, before grad_scale, to every rank) ahead
+  // of step, which then only scales it. For the caller that still has a host round trip to make before step (the
+  // job's totals): the exchange's launch then overlaps the gradients' last buckets instead of leaving the device
+  // idle before the update. grads as step takes them. A no-op unsharded; step does it itself when not called.
+  void start_norm(const float* grads);
   int64_t steps() const { return steps_; }
   // After a step the kernel skipped (last_step_skipped): it does not count toward Adam's bias correction, so the
   // next update uses the same step number (as if the skipped one had not been tried; fp16 overflows).
@@ -85,7 +90,7 @@ class Optimizer {
                     int64_t steps);
 
  private:
-  void global_norm(const float* grads, float grad_scale);  // sharded: scalars_ from every rank's shard norm
+  void global_norm(float grad_scale);  // sharded: scalars_ from every rank's shard norm (after start_norm)
   void gather_to_host(const float* shard, std::vector<float>& out) const;
   float* shard_params(float* params) const;  // where this rank's shard of the master lives
 
@@ -95,6 +100,7 @@ class Optimizer {
   OptimizerShard shard_;
   std::size_t begin_ = 0, length_ = 0;  // this rank's shard ([0, size) unsharded)
   int64_t steps_ = 0;
+  bool norm_started_ = false;  // start_norm was called for the coming step
   float* m_ = nullptr;
   float* v_ = nullptr;
   float* smoothed_ = nullptr;

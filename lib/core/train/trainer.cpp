@@ -136,6 +136,7 @@ void Trainer::update() {
   }
   if (parallel_.active()) {
     parallel_.finish();
+    optimizer_.start_norm(model_.grads());  // sharded: its launch overlaps the last buckets, not the idle device
     // The job's totals: the loss of the global batch, its tokens (the optimizer's 1 / tokens), whether to stop.
     DataParallel::Totals mine;
     mine.loss_sum = total.loss_sum;

@@ -329,6 +329,7 @@ std::vector<Trajectory> sharded(const std::vector<float>& start, int steps, floa
     Trajectory& t = out[static_cast<std::size_t>(r)];
     for (int s = 0; s < steps; ++s) {
       std::vector<float> g = step_grads(s, n);
+      if (s % 2 == 1) opt.start_norm(g.data());  // as the trainer does; step starts it itself otherwise
       opt.step(p.data(), g.data(), 0.25f, 1e-2);
       t.norms.push_back(opt.last_grad_norm());
     }
