@@ -375,7 +375,7 @@ int train(const Options& options, const TrainPlace& place, dist::ProcessGroup* g
   batcher_options.seed = static_cast<uint64_t>(options.get_int("seed"));
   batcher_options.rank = group ? group->rank() : 0;
   batcher_options.world_size = ranks;
-  batcher_options.update_batches = int64_t(ranks) * std::max<int64_t>(1, options.get_int("optimizer-delay"));
+  batcher_options.update_batches = int64_t(ranks) * trainer_settings.optimizer_delay;
   data::Batcher batcher(corpus, batcher_options);
   const bool restore_data = !options.get_bool("no-restore-corpus");
   if (!plan.resume_from.empty() && restore_data) {

@@ -44,8 +44,8 @@ namespace {
 
 // Between two polls of a call in progress (NCCL's non-blocking enqueue, the comm stream): yield for the first
 // milliseconds, then sleep. A short sleep lasts the kernel's timer slack (about 60 us, not the 10 or 20 asked), and
-// the step's optimizer waits behind these polls with the GPU idle: on two H200s the sharded optimizer's two calls
-// took 0.45-0.55 ms of host time a step with sleeps.
+// the step's optimizer is issued behind these polls with the GPU idle: on two H200s yielding cut the host time to
+// issue the sharded update from 0.40-0.54 to 0.33-0.46 ms (the rest is NCCL's own call time).
 void pause_between_polls(double waited_seconds) {
   if (waited_seconds < 2e-3) {
     std::this_thread::yield();
