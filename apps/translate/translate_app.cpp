@@ -91,6 +91,13 @@ int run_translate(const Options& options) {
                totals.lines, totals.target_tokens, seconds, totals.lines * per_second,
                totals.target_tokens * per_second, load_seconds, totals.search_seconds, totals.input_wait_seconds,
                totals.output_wait_seconds);
+  for (size_t i = 0; i < decoders.size(); ++i) {
+    const StepModel::RunCounts runs = decoders[i]->run_counts();
+    spdlog::debug(
+        "decoder {}: {} replays of recorded steps and encodings, {} recordings ({:.3f} s), {} runs op by "
+        "op ({:.3f} s of host time)",
+        i, runs.replays, runs.recordings, runs.recording_seconds, runs.op_by_op, runs.op_by_op_seconds);
+  }
   if (totals.line_breaks_replaced > 0)
     spdlog::warn("{} outputs held line breaks (the model's tokens decode to them); they were written as spaces, so "
                  "that every input line has one output line (--no-spm-decode writes the ids instead)",

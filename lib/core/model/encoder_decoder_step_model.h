@@ -71,6 +71,7 @@ class EncoderDecoderStepModel : public StepModel {
   void limit_recorded_steps(std::size_t max_graphs) { recorder_.limit(max_graphs); }  // --max-recorded-steps
   std::size_t recorded_graphs() const { return recorder_.graphs(); }
   RecordedSteps recorded_steps() const override { return {recorder_.graphs(), recorder_.recordings()}; }
+  RunCounts run_counts() const override { return recorder_.run_counts(); }
   const StepRecorder& recorder() const { return recorder_; }
   // Device bytes planned at construction: caches and other state, and the scratch of start/step.
   std::size_t state_bytes() const { return state_->capacity(); }

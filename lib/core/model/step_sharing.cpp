@@ -26,6 +26,7 @@ void StepRecorder::run(const Shape& shape, bool record, const std::function<void
     auto it = graphs_.find(shape);
     if (it != graphs_.end()) {
       it->second.last_use = ++uses_;
+      ++replays_;
       return it->second.graph->replay();
     }
     if (record && max_graphs_ > 0) {
@@ -51,7 +52,13 @@ void StepRecorder::run(const Shape& shape, bool record, const std::function<void
       }
     }
   }
+  const auto begin = std::chrono::steady_clock::now();
   ops();
+  ++runs_op_by_op_;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  op_by_op_seconds_ += seconds;
+  spdlog::trace("shape ({}, {}, {}, {}) ran op by op: {:.3f} ms of host time", std::get<0>(shape), std::get<1>(shape),
+                std::get<2>(shape), std::get<3>(shape), seconds * 1e3);
 }
 
 void StepRecorder::limit(std::size_t max_graphs) {

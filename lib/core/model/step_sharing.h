@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/search/step_model.h"
 #include "kernels/backend.h"
 
 namespace lseq {
@@ -55,6 +56,12 @@ class StepRecorder {
   std::size_t recordings() const { return recordings_.load(std::memory_order_relaxed); }
   // The host seconds the recordings took (the decoding thread's own figure).
   double recording_seconds() const { return recording_seconds_; }
+  // Replays, recordings and runs op by op (a shape's first uses, or recording off) with their host seconds: where a
+  // fresh decoder's time goes (lstranslate --log-level debug). The decoding thread's own figures.
+  StepModel::RunCounts run_counts() const {
+    return {replays_, recordings_.load(std::memory_order_relaxed), runs_op_by_op_, recording_seconds_,
+            op_by_op_seconds_};
+  }
 
  private:
   struct Recording {
@@ -71,6 +78,8 @@ class StepRecorder {
   uint64_t uses_ = 0;
   std::atomic<std::size_t> held_{0}, recordings_{0};
   double recording_seconds_ = 0;
+  std::size_t replays_ = 0, runs_op_by_op_ = 0;
+  double op_by_op_seconds_ = 0;
   Shape last_{-1, -1, -1, -1};
   std::set<Shape> seen_;
 };

@@ -54,6 +54,14 @@ class StepModel {
     std::size_t held = 0, made = 0;
   };
   virtual RecordedSteps recorded_steps() const { return {}; }
+  // How the steps and encodings ran (lstranslate --log-level debug): replayed recordings, recordings made and the
+  // host seconds they took, runs op by op and the host seconds spent issuing them. Read only once this decoder's
+  // thread has stopped decoding.
+  struct RunCounts {
+    std::size_t replays = 0, recordings = 0, op_by_op = 0;
+    double recording_seconds = 0, op_by_op_seconds = 0;
+  };
+  virtual RunCounts run_counts() const { return {}; }
 
   // ---- continuous batching (beam_search_continuous) ----
   // Whether admit() works; models that cannot admit decode one batch per start().

@@ -58,6 +58,7 @@ class DecoderOnlyStepModel : public StepModel {
   void limit_recorded_steps(std::size_t max_graphs) { recorder_.limit(max_graphs); }  // --max-recorded-steps
   std::size_t recorded_graphs() const { return recorder_.graphs(); }
   RecordedSteps recorded_steps() const override { return {recorder_.graphs(), recorder_.recordings()}; }
+  RunCounts run_counts() const override { return recorder_.run_counts(); }
   // Prompt tokens run per prefill pass (a long prefill runs in pieces of this many tokens; tests lower it).
   void set_prefill_chunk(int rows);
   std::size_t state_bytes() const { return state_->capacity(); }
