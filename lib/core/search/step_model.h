@@ -74,7 +74,7 @@ class StepModel {
   // Sentences a start() or the live ones plus an admit() may hold.
   virtual int max_sentences() const { return 0; }
   // Steps the caches have room for from the current one on: a sentence admitted now whose outputs may have n
-  // tokens needs n + 1 (bos included).
+  // tokens needs n + 1 (bos included). (Also what the decoders' warm-up asks; 0: unknown.)
   virtual int steps_left() const { return 0; }
 
  private:

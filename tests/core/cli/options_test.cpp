@@ -107,6 +107,10 @@ TEST(Options, PerAppDefaults) {
   EXPECT_FALSE(translate.yaml()["dim-emb"].IsDefined());
   EXPECT_FALSE(score.yaml()["beam-size"].IsDefined());
   EXPECT_FALSE(train.has("model"));  // no default: required at run time
+  // A server warms its decoders up before it listens; lstranslate only when asked; lsscore never.
+  EXPECT_TRUE(default_options(App::serve).get_bool("warm-up"));
+  EXPECT_FALSE(translate.get_bool("warm-up"));
+  EXPECT_FALSE(score.yaml()["warm-up"].IsDefined());
 }
 
 TEST(Options, DumpConfigRoundTrips) {

@@ -16,6 +16,7 @@
 // on t or on the prompts) and reads columns key_start .. P + t with key_start = P - k_s (Backend::attention_step's
 // key_starts). Its position embedding is k_s + t, gathered per row. Memory: the prompt columns are held for every
 // row, not only each prompt's first (a larger cache for a simpler layout).
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,6 +52,10 @@ class DecoderOnlyStepModel : public StepModel {
   void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
                  std::vector<float>& eos_log_probs) override;
   int live() const override { return live_; }
+  // Steps left before the planned limit (or the cache's last column after this search's prompts).
+  int steps_left() const override {
+    return started_ ? std::min(max_steps_ - t_, columns_ - prompt_columns_ - t_) : max_steps_;
+  }
 
   int steps() const { return t_; }
   // Recorded steps (on by default where the backend can record); off runs every step op by op.

@@ -1,0 +1,289 @@
+// The decoders' warm-up (warm_up_decoding, run by the model loader on a GPU): it meets every power-of-two class of
+// encoding and step rows up to the planned limits without going past them, and searches after it give exactly the
+// n-best lists of a decoder that never warmed up (translation, continuous batching, language models).
+#include "core/model/decoder_warm_up.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "core/model/encoder_decoder_model.h"
+#include "core/model/encoder_decoder_step_model.h"
+#include "core/model/lm/decoder_only_model.h"
+#include "core/model/lm/decoder_only_step_model.h"
+#include "core/model/step_sharing.h"
+#include "core/search/beam_search.h"
+#include "core/search/sampling.h"
+#include "data/translation_input.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "lm_test_util.h"
+#include "model_test_util.h"
+#include "sentence_feed.h"
+
+namespace lseq {
+namespace {
+
+// A CPU backend that says it records, so that the decoders pad rows and lengths as on the GPU (no recording is
+// ever returned: everything runs op by op).
+class PaddingBackend : public kernels::CpuBackend {
+ public:
+  PaddingBackend() : kernels::CpuBackend(1) {}
+  bool can_record() const override { return true; }
+};
+
+// Forwards to `inner` and notes the rows of every encoding (sentences x length) and step (live hypotheses).
+class ShapeLog : public StepModel {
+ public:
+  explicit ShapeLog(StepModel& inner) : inner_(inner) {}
+  int vocab_size() const override { return inner_.vocab_size(); }
+  void start(const std::vector<int32_t>& src, const std::vector<int32_t>& lengths, int sentences,
+             int src_len) override {
+    started.push_back({sentences, src_len});
+    inner_.start(src, lengths, sentences, src_len);
+  }
+  void admit(const std::vector<int32_t>& src, const std::vector<int32_t>& lengths, int sentences,
+             int src_len) override {
+    ++admissions;
+    inner_.admit(src, lengths, sentences, src_len);
+  }
+  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
+    inner_.select(parents, sentence_of);
+  }
+  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
+    inner_.step(tokens, log_probs);
+  }
+  void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
+                 std::vector<float>& eos_log_probs) override {
+    stepped.push_back(inner_.live());
+    inner_.step_topk(tokens, k, values, ids, eos_log_probs);
+  }
+  int live() const override { return inner_.live(); }
+  bool can_admit() const override { return inner_.can_admit(); }
+  int max_sentences() const override { return inner_.max_sentences(); }
+  int steps_left() const override { return inner_.steps_left(); }
+
+  std::vector<std::pair<int, int>> started;  // (sentences, source length)
+  std::vector<int64_t> stepped;
+  int admissions = 0;
+
+ private:
+  StepModel& inner_;
+};
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.src_vocab = c.tgt_vocab = 20;
+  c.dim_emb = 16;
+  c.enc_depth = c.dec_depth = 2;
+  c.heads = 2;
+  c.dim_ffn = 32;
+  c.norm = NormPlacement::pre;
+  c.tied = TiedEmbeddings::all;
+  c.max_length = 64;
+  return c;
+}
+
+// The power-of-two classes (at least 8) that `rows` fall into.
+std::set<int64_t> classes_of(const std::vector<int64_t>& rows) {
+  std::set<int64_t> classes;
+  for (int64_t n : rows) {
+    int64_t c = 8;
+    while (c < n) c *= 2;
+    classes.insert(c);
+  }
+  return classes;
+}
+
+// Every class from 8 up to the one holding `most`.
+std::set<int64_t> classes_up_to(int64_t most) {
+  std::set<int64_t> classes;
+  for (int64_t c = 8;; c *= 2) {
+    classes.insert(c);
+    if (c >= most) return classes;
+  }
+}
+
+std::vector<std::vector<int32_t>> random_sources(std::mt19937_64& rng, int count, int max_words, int vocab) {
+  std::uniform_int_distribution<int> words(1, max_words), id(4, vocab - 1);
+  std::vector<std::vector<int32_t>> sources(static_cast<std::size_t>(count));
+  for (auto& s : sources) {
+    s.resize(static_cast<std::size_t>(words(rng)));
+    for (int32_t& w : s) w = id(rng);
+  }
+  return sources;
+}
+
+std::vector<int64_t> line_ids(std::size_t n) {
+  std::vector<int64_t> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(i);
+  return ids;
+}
+
+void expect_identical(const std::vector<NBestList>& got, const std::vector<NBestList>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t s = 0; s < want.size(); ++s) {
+    ASSERT_EQ(got[s].size(), want[s].size()) << "sentence " << s;
+    for (std::size_t k = 0; k < want[s].size(); ++k) {
+      EXPECT_EQ(got[s][k].tokens, want[s][k].tokens) << "sentence " << s << " hypothesis " << k;
+      EXPECT_EQ(got[s][k].word_log_probs, want[s][k].word_log_probs) << "sentence " << s << " hypothesis " << k;
+      EXPECT_EQ(got[s][k].score, want[s][k].score) << "sentence " << s << " hypothesis " << k;
+    }
+  }
+}
+
+// The classes of rows a decoder meets: starts of every count and length within the limits (lengths up to 64), and
+// steps of every live count, padded as the decoder pads them.
+std::set<int64_t> start_classes(const std::vector<std::pair<int, int>>& starts, int sentences, int src_len) {
+  std::vector<int64_t> rows;
+  for (const auto& [count, len] : starts)
+    rows.push_back(int64_t{step_rows(count, sentences)} * step_rows(len, src_len));
+  return classes_of(rows);
+}
+std::set<int64_t> step_classes(const std::vector<int64_t>& live, int hypotheses) {
+  std::vector<int64_t> rows;
+  for (int64_t n : live) rows.push_back(step_rows(static_cast<int>(n), hypotheses));
+  return classes_of(rows);
+}
+
+// The classes met, for translation decoders of several limits (a model that cannot go past a limit fails loudly,
+// so staying within them is checked by the decoder itself): every class a batch could meet, each step class once.
+TEST(DecoderWarmUp, MeetsEveryRowClassWithinTheLimits) {
+  PaddingBackend backend;
+  EncoderDecoderModel model(small_config(), backend);
+  test::randomize_params(backend, model.param_store(), 3, 0.5);
+  struct Limits {
+    int sentences, beam, src_len, tgt_len;
+  };
+  for (const Limits l :
+       {Limits{24, 4, 20, 41}, Limits{1, 1, 9, 3}, Limits{5, 3, 64, 10}, Limits{3, 2, 100, 5}, Limits{40, 1, 9, 2}}) {
+    SCOPED_TRACE(std::to_string(l.sentences) + " sentences, beam " + std::to_string(l.beam));
+    EncoderDecoderStepModel inner(model, l.sentences * l.beam, l.src_len, l.tgt_len, l.sentences);
+    ShapeLog decoder(inner);
+    const int hypotheses = l.sentences * l.beam;
+    const int calls = warm_up_decoding(decoder, WarmUpLimits{l.sentences, hypotheses, l.src_len});
+    EXPECT_GE(static_cast<std::size_t>(calls),
+              decoder.started.size() + static_cast<std::size_t>(decoder.admissions) + decoder.stepped.size());
+    std::vector<std::pair<int, int>> every_start;
+    std::vector<int64_t> every_live;
+    for (int count = 1; count <= l.sentences; ++count)
+      for (int len = 1; len <= std::min(l.src_len, 64); ++len) every_start.push_back({count, len});
+    for (int n = 1; n <= hypotheses; ++n) every_live.push_back(n);
+    EXPECT_EQ(start_classes(decoder.started, l.sentences, l.src_len),
+              start_classes(every_start, l.sentences, l.src_len));
+    EXPECT_EQ(step_classes(decoder.stepped, hypotheses), step_classes(every_live, hypotheses));
+    EXPECT_EQ(decoder.stepped.size(), step_classes(every_live, hypotheses).size());  // each once
+    if (l.sentences > 1) EXPECT_GT(decoder.admissions, 0);
+    EXPECT_GT(inner.run_counts().op_by_op, 0u);
+  }
+}
+
+// A backend that "records" by running the ops once and counting its replays (which run nothing).
+class CountingRecorder : public kernels::CpuBackend {
+ public:
+  CountingRecorder() : kernels::CpuBackend(1) {}
+  class Graph : public kernels::OpGraph {
+   public:
+    explicit Graph(int& replays) : replays_(replays) {}
+    void replay() override { ++replays_; }
+
+   private:
+    int& replays_;
+  };
+  std::unique_ptr<kernels::OpGraph> record(const std::function<void()>& ops) override {
+    ops();
+    return std::make_unique<Graph>(replays);
+  }
+  bool can_record() const override { return true; }
+  int replays = 0;
+};
+
+// No step shape runs twice, so no step is recorded: stepping after the warm-up at a live count it met runs op by op
+// once more and then records (a step's recording comes at its shape's second use in a row), as in a fresh decoder.
+TEST(DecoderWarmUp, RecordsNoStep) {
+  CountingRecorder backend;
+  EncoderDecoderModel model(small_config(), backend);
+  test::randomize_params(backend, model.param_store(), 9, 0.5);
+  EncoderDecoderStepModel decoder(model, 21, 8, 30, 7);
+  warm_up_decoding(decoder, WarmUpLimits{7, 21, 8});
+  const StepModel::RunCounts warmed = decoder.run_counts();
+  EXPECT_EQ(decoder.recorded_steps().held, warmed.recordings);
+  decoder.start(std::vector<int32_t>(7 * 3, 9), std::vector<int32_t>(7, 3), 7, 3);
+  std::vector<float> values, eos;
+  std::vector<int32_t> ids;
+  const StepModel::RunCounts started = decoder.run_counts();
+  decoder.step_topk(std::vector<int32_t>(7, 5), 1, values, ids, eos);  // the warm-up's k, its first class
+  EXPECT_EQ(decoder.run_counts().op_by_op, started.op_by_op + 1);      // not replayed: the warm-up recorded no step
+  decoder.step_topk(std::vector<int32_t>(7, 5), 1, values, ids, eos);
+  EXPECT_EQ(decoder.run_counts().recordings, started.recordings + 1);
+}
+
+// Beam search batch by batch and continuously, after a warm-up, gives bit for bit the lists of a fresh decoder.
+TEST(DecoderWarmUp, SearchesAfterItGiveTheListsOfAFreshDecoder) {
+  PaddingBackend backend;
+  EncoderDecoderModel model(small_config(), backend);
+  test::randomize_params(backend, model.param_store(), 7, 0.5);
+  std::mt19937_64 rng(11);
+  const int max_words = 9;
+  const auto sources = random_sources(rng, 21, max_words, 20);
+  BeamSearchOptions options;
+  options.beam_size = 3;
+  options.normalize = 0.6;
+  options.max_length_factor = 2;
+  const int limit = max_output_tokens(max_words, options.max_length_factor) + 1;
+  const data::Batch batch = data::make_source_batch(sources, line_ids(sources.size()));
+  const WarmUpLimits limits{21, 21 * options.beam_size, max_words + 1};
+
+  EncoderDecoderStepModel fresh(model, 21 * options.beam_size, max_words + 1, limit, 21);
+  EncoderDecoderStepModel warmed(model, 21 * options.beam_size, max_words + 1, limit, 21);
+  ASSERT_GT(warm_up_decoding(warmed, limits), 0);
+  expect_identical(beam_search(warmed, batch, options), beam_search(fresh, batch, options));
+
+  // Continuously, four sentences at a time: admissions into the slots the warm-up used.
+  auto continuous = [&](EncoderDecoderStepModel& decoder) {
+    std::size_t next = 0;
+    std::map<int64_t, NBestList> got;
+    beam_search_continuous(decoder, test::feed_of(sources, next), options,
+                           [&](int64_t line, const NBestList& list) { got[line] = list; });
+    std::vector<NBestList> lists;
+    for (const auto& entry : got) lists.push_back(entry.second);
+    return lists;
+  };
+  EncoderDecoderStepModel fresh4(model, 4 * options.beam_size, max_words + 1, 3 * limit, 4);
+  EncoderDecoderStepModel warmed4(model, 4 * options.beam_size, max_words + 1, 3 * limit, 4);
+  warm_up_decoding(warmed4, WarmUpLimits{4, 4 * options.beam_size, max_words + 1});
+  const std::vector<NBestList> want = continuous(fresh4);
+  ASSERT_EQ(want.size(), sources.size());
+  expect_identical(continuous(warmed4), want);
+}
+
+// A language model (prompts prefilled, no admissions; the loader does not warm them up, but the warm-up takes any
+// StepModel): the classes, and generation after it.
+TEST(DecoderWarmUp, LanguageModelsGenerateAsFreshOnes) {
+  PaddingBackend backend;
+  DecoderOnlyModel model(test::tiny_lm_config(), backend);
+  test::randomize_params(backend, model.param_store(), 5, 0.3);
+  std::mt19937_64 rng(5);
+  const auto prompts = test::random_lines(rng, 6, 1, 8, 13);
+  const data::Batch batch = data::make_source_batch(prompts, line_ids(prompts.size()));
+  BeamSearchOptions options;
+  options.beam_size = 2;
+  options.max_new_tokens = 7;
+
+  DecoderOnlyStepModel fresh(model, 12, 10, 8, 6);
+  DecoderOnlyStepModel warmed(model, 12, 10, 8, 6);
+  ShapeLog log(warmed);
+  warm_up_decoding(log, WarmUpLimits{6, 12, 10});
+  EXPECT_EQ(classes_of(log.stepped), classes_up_to(12));
+  EXPECT_EQ(log.admissions, 0);
+  expect_identical(beam_search(warmed, batch, options), beam_search(fresh, batch, options));
+}
+
+}  // namespace
+}  // namespace lseq
