@@ -156,7 +156,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
   // first input (core/model/decoder_warm_up.h); the CPU has no such first-use cost. Language models are not warmed:
   // a generation's prefill and steps meet few shapes, and warming every class cost GPT-2 small and medium 0.1-0.25 s
   // more load than their generation saved (H100).
-  auto log_load = [&](StepModel& loaded, const WarmUpLimits* warm_up) {
+  auto finish_load = [&](StepModel& loaded, const WarmUpLimits* warm_up) {  // warms up where asked, logs the phases
     const double planning_seconds = lap();
     const int calls = warm_up ? warm_up_decoding(loaded, *warm_up) : 0;
     spdlog::debug(
@@ -184,7 +184,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
     auto loaded = std::make_unique<LoadedLmStepModel>(std::move(parts), sentences * beam, max_prompt, max_steps,
                                                       sentences);
     loaded->limit_recorded_steps(static_cast<std::size_t>(options.get_int("max-recorded-steps")));
-    log_load(*loaded, nullptr);
+    finish_load(*loaded, nullptr);
     spdlog::info("language model {}: {} parameters; decoding up to {} prompts x {} hypotheses, prompts of {} and {} "
                  "{} tokens",
                  files.weights, parameters, sentences, beam, max_prompt - 1, max_steps - 1,
@@ -197,7 +197,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
       std::make_unique<LoadedStepModel>(std::move(parts), sentences * beam, max_length + 1, max_tgt, sentences);
   loaded->limit_recorded_steps(static_cast<std::size_t>(options.get_int("max-recorded-steps")));
   const WarmUpLimits limits{sentences, sentences * beam, max_length + 1};
-  log_load(*loaded, warm_up ? &limits : nullptr);
+  finish_load(*loaded, warm_up ? &limits : nullptr);
   spdlog::info("model {}: {} parameters; decoding up to {} sentences x {} hypotheses, {} source and {} target tokens",
                files.weights, parameters, sentences, beam, max_length + 1, max_tgt);
   return loaded;

@@ -25,8 +25,10 @@
 #include "data/input_line_reader.h"
 #include "data/translation_input.h"
 #include "data/vocab.h"
+#include "forwarding_step_model.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model_test_util.h"
+#include "recording_backends.h"
 #include "sentence_feed.h"
 #include "util/error.h"
 
@@ -64,10 +66,9 @@ std::vector<int64_t> iota_lines(std::size_t n, int64_t first = 0) {
 }
 
 // Forwards everything to `inner` and counts what continuous batching does: starts and admissions.
-class CountingDecoder : public StepModel {
+class CountingDecoder : public test::ForwardingStepModel {
  public:
-  explicit CountingDecoder(StepModel& inner) : inner_(inner) {}
-  int vocab_size() const override { return inner_.vocab_size(); }
+  using ForwardingStepModel::ForwardingStepModel;
   void start(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
              int src_len) override {
     ++starts;
@@ -80,26 +81,13 @@ class CountingDecoder : public StepModel {
     admitted += sentences;
     inner_.admit(src, src_lengths, sentences, src_len);
   }
-  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
-    inner_.select(parents, sentence_of);
-  }
-  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
-    inner_.step(tokens, log_probs);
-  }
   void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
                  std::vector<float>& eos_log_probs) override {
     ++steps;
     inner_.step_topk(tokens, k, values, ids, eos_log_probs);
   }
-  int live() const override { return inner_.live(); }
-  bool can_admit() const override { return inner_.can_admit(); }
-  int max_sentences() const override { return inner_.max_sentences(); }
-  int steps_left() const override { return inner_.steps_left(); }
 
   int starts = 0, started = 0, admissions = 0, admitted = 0, steps = 0;
-
- private:
-  StepModel& inner_;
 };
 
 using test::feed_of;
@@ -195,13 +183,7 @@ TEST(ContinuousSearch, SlotsReusedByShorterSourcesReadOnlyTheirOwn) {
   EXPECT_GE(decoder.admitted, 6);
 }
 
-// A CPU backend that says it records (so that the decoders pad steps, encodings and admissions as on the GPU) but
-// returns no recordings: every padded shape runs op by op, and its results can be checked.
-class PaddingBackend : public kernels::CpuBackend {
- public:
-  PaddingBackend() : kernels::CpuBackend(1) {}
-  bool can_record() const override { return true; }
-};
+using test::PaddingBackend;  // pads as on the GPU, records nothing
 
 // Admissions of one sentence at a time are padded to a bucketed count with one-eos sentences encoded into free
 // slots; the padding must neither take a slot nor write into one a live sentence reads.

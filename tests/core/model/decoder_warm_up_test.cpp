@@ -1,17 +1,17 @@
-// The decoders' warm-up (warm_up_decoding, run by the model loader on a GPU): it meets every power-of-two class of
-// encoding and step rows up to the planned limits without going past them, and searches after it give exactly the
-// n-best lists of a decoder that never warmed up (translation, continuous batching, language models).
+// The decoders' warm-up (warm_up_decoding, run by the model loader on a GPU with --warm-up): it meets every
+// power-of-two class of encoding and step rows a batch within the planned limits meets, without going past them; it
+// records no step; and searches after it give exactly the n-best lists of a decoder that never warmed up
+// (translation batch by batch and continuously, language models).
 #include "core/model/decoder_warm_up.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <memory>
 #include <random>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "core/model/encoder_decoder_model.h"
@@ -20,29 +20,23 @@
 #include "core/model/lm/decoder_only_step_model.h"
 #include "core/model/step_sharing.h"
 #include "core/search/beam_search.h"
-#include "core/search/sampling.h"
 #include "data/translation_input.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "forwarding_step_model.h"
 #include "lm_test_util.h"
 #include "model_test_util.h"
+#include "recording_backends.h"
 #include "sentence_feed.h"
 
 namespace lseq {
 namespace {
 
-// A CPU backend that says it records, so that the decoders pad rows and lengths as on the GPU (no recording is
-// ever returned: everything runs op by op).
-class PaddingBackend : public kernels::CpuBackend {
- public:
-  PaddingBackend() : kernels::CpuBackend(1) {}
-  bool can_record() const override { return true; }
-};
+using test::CountingRecorder;
+using test::PaddingBackend;
 
-// Forwards to `inner` and notes the rows of every encoding (sentences x length) and step (live hypotheses).
-class ShapeLog : public StepModel {
+// Forwards to `inner` and notes every start (sentences, length), admission and step (live hypotheses).
+class ShapeLog : public test::ForwardingStepModel {
  public:
-  explicit ShapeLog(StepModel& inner) : inner_(inner) {}
-  int vocab_size() const override { return inner_.vocab_size(); }
+  using ForwardingStepModel::ForwardingStepModel;
   void start(const std::vector<int32_t>& src, const std::vector<int32_t>& lengths, int sentences,
              int src_len) override {
     started.push_back({sentences, src_len});
@@ -53,28 +47,15 @@ class ShapeLog : public StepModel {
     ++admissions;
     inner_.admit(src, lengths, sentences, src_len);
   }
-  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
-    inner_.select(parents, sentence_of);
-  }
-  void step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) override {
-    inner_.step(tokens, log_probs);
-  }
   void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
                  std::vector<float>& eos_log_probs) override {
     stepped.push_back(inner_.live());
     inner_.step_topk(tokens, k, values, ids, eos_log_probs);
   }
-  int live() const override { return inner_.live(); }
-  bool can_admit() const override { return inner_.can_admit(); }
-  int max_sentences() const override { return inner_.max_sentences(); }
-  int steps_left() const override { return inner_.steps_left(); }
 
   std::vector<std::pair<int, int>> started;  // (sentences, source length)
   std::vector<int64_t> stepped;
   int admissions = 0;
-
- private:
-  StepModel& inner_;
 };
 
 ModelConfig small_config() {
@@ -183,26 +164,6 @@ TEST(DecoderWarmUp, MeetsEveryRowClassWithinTheLimits) {
     EXPECT_GT(inner.run_counts().op_by_op, 0u);
   }
 }
-
-// A backend that "records" by running the ops once and counting its replays (which run nothing).
-class CountingRecorder : public kernels::CpuBackend {
- public:
-  CountingRecorder() : kernels::CpuBackend(1) {}
-  class Graph : public kernels::OpGraph {
-   public:
-    explicit Graph(int& replays) : replays_(replays) {}
-    void replay() override { ++replays_; }
-
-   private:
-    int& replays_;
-  };
-  std::unique_ptr<kernels::OpGraph> record(const std::function<void()>& ops) override {
-    ops();
-    return std::make_unique<Graph>(replays);
-  }
-  bool can_record() const override { return true; }
-  int replays = 0;
-};
 
 // No step shape runs twice, so no step is recorded: stepping after the warm-up at a live count it met runs op by op
 // once more and then records (a step's recording comes at its shape's second use in a row), as in a fresh decoder.

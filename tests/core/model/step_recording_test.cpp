@@ -15,6 +15,7 @@
 #include "core/model/step_sharing.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model_test_util.h"
+#include "recording_backends.h"
 #include "util/error.h"
 
 namespace lseq {
@@ -86,28 +87,7 @@ TEST(StepRecording, ABackendThatCannotRecordLeavesDecodingOpByOp) {
   EXPECT_EQ(recording.recorded_graphs(), 0u);
 }
 
-// A backend that "records" by running the ops once and counting; its replays count and run nothing. Enough to see
-// which shapes are recorded and replayed (the values after a replay are not the step's: tests here read none).
-// StepRecorder replays each recording as soon as it is made (a CUDA capture runs nothing), so every recording
-// counts one replay too.
-class CountingRecorder : public kernels::CpuBackend {
- public:
-  CountingRecorder() : kernels::CpuBackend(2) {}
-  class Graph : public kernels::OpGraph {
-   public:
-    explicit Graph(int& replays) : replays_(replays) {}
-    void replay() override { ++replays_; }
-
-   private:
-    int& replays_;
-  };
-  std::unique_ptr<kernels::OpGraph> record(const std::function<void()>& ops) override {
-    ops();
-    return std::make_unique<Graph>(replays);
-  }
-  bool can_record() const override { return true; }
-  int replays = 0;
-};
+using test::CountingRecorder;
 
 // Steps are padded to shapes that repeat only where they can be recorded: on the CPU padded rows are pure work.
 TEST(StepRecording, StepsArePaddedOnlyOnABackendThatRecords) {
