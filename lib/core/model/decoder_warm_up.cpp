@@ -62,13 +62,13 @@ class WarmUp {
   }
 
   // Every class of step rows (live hypotheses padded to step_rows), once each, in the search the last encoding
-  // began, narrowed or widened by select(); a new search only where the caches run out.
+  // began, narrowed or widened by select(); a new search where none began or the caches run out.
   void steps() {
     std::map<int64_t, int> classes;  // class -> live hypotheses that meet it
     for (int live = 1; live <= hypotheses_; ++live) classes.emplace(row_class(step_rows(live, hypotheses_)), live);
     for (const auto& entry : classes) {
       const int n = entry.second;
-      if (model_.steps_left() < 1) {
+      if (sentence_of_.empty() || model_.steps_left() < 1) {
         encode(std::min(n, sentences_), 1, false);
         if (model_.steps_left() < 1) return;  // a decoder planned for no step, or one that does not say
       }
