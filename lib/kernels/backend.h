@@ -124,6 +124,11 @@ class Backend {
   // Whether record() returns recordings (the decoders then pad steps to shapes that repeat; where it cannot,
   // padding would only add work).
   virtual bool can_record() const { return false; }
+  // Which row counts share one GEMM algorithm (GPU only: the CPU has none to choose): those up to the same power of
+  // `growth` times 8 (at least 8). Training keeps 2. A decoder meets many row counts (sentences x source lengths,
+  // hypotheses), and each newly chosen cuBLAS kernel costs 2-9 ms of host time at its first launch in the process,
+  // so decoders share an algorithm over wider classes and load fewer kernels (the model loader sets it).
+  virtual void set_matmul_row_class_growth(int growth) { (void)growth; }
 
   // ---- elementwise ----
   virtual void fill(DType dt, void* x, std::size_t n, float value) = 0;

@@ -96,6 +96,20 @@ TEST_F(GpuKernels, GemmMatchesCpuInEveryPrecision) {
     }
 }
 
+// Decoding's wider row classes (Backend::set_matmul_row_class_growth): one algorithm, chosen at the class's row
+// count, serves every row count of the class (or the shape asks its own where it cannot), for weight-shaped
+// products at row counts across classes of 4 and of 16, the largest class first and last.
+TEST_F(GpuKernels, GemmMatchesCpuWithWiderRowClasses) {
+  uint64_t seed = 8500;
+  for (int growth : {16, 4}) {
+    gpu().set_matmul_row_class_growth(growth);
+    for (DType dt : dtypes())
+      for (int m : {2000, 1, 9, 100, 128, 130, 511, 2049, 2000})
+        run_case(gpu(), cpu, dt, dt, {false, true, m, 768, 512, 1, 0, 1.0f, 0.0f, false}, seed += 10);
+  }
+  gpu().set_matmul_row_class_growth(2);
+}
+
 TEST_F(GpuKernels, GemmRejectsBadShapesAndTypes) {
   DeviceBuffer x(gpu(), DType::f32, 64);
   GemmArgs g;

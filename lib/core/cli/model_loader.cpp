@@ -176,8 +176,14 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
       static_cast<int>(mini_batch > 0 ? (words > 0 ? std::min(mini_batch, words) : mini_batch) : words);
   const bool translating = options.has("beam-size");
   const int beam = translating ? static_cast<int>(options.get_int("beam-size")) : 1;
+  // Decoding's GEMMs share algorithms over wider classes of row counts than training's (Backend::
+  // set_matmul_row_class_growth): fewer cuBLAS kernels to load. On an H200 (bench/results/translate-row-classes-
+  // h200-2026-11-28.txt) powers of 16 gave translation the most (powers of 4 about half of it); for GPT-2
+  // generation at 32 prompts a batch powers of 4 were 7-10% faster than 16 and as fast at 128.
   LanguageModelLimits lm;
-  if (is_language_model(files, options, &lm)) {
+  const bool language_model = is_language_model(files, options, &lm);
+  parts.backend->set_matmul_row_class_growth(language_model ? 4 : 16);
+  if (language_model) {
     // lstranslate: prompts (cropped, + eos) and their continuations; lsscore: empty prompts, lines as continuations.
     const int max_prompt = translating ? lm.prompt_tokens + 1 : 1;
     const int max_steps = (translating ? lm.new_tokens : lm.scored_tokens) + 1;

@@ -52,6 +52,7 @@ class CudaBackend : public Backend {
   // A CUDA graph captured from the backend's stream (graph_cuda.cpp).
   std::unique_ptr<OpGraph> record(const std::function<void()>& ops) override;
   bool can_record() const override { return true; }
+  void set_matmul_row_class_growth(int growth) override;
 
   void fill(DType dt, void* x, std::size_t n, float value) override;
   void add(DType dt, const void* a, const void* b, std::size_t n, void* y) override;
@@ -205,6 +206,7 @@ class CudaBackend : public Backend {
   // Pays cuBLASLt's one-time set-up at construction, where a program loading a model overlaps it with reading
   // the weights, rather than at the first product.
   void warm_up_matmuls();
+  int row_class(int m) const;
 
   int device_ = 0;
   int sm_count_ = 1;  // the GPU's multiprocessors, for kernels whose best shape depends on how many rows fill it
@@ -215,6 +217,7 @@ class CudaBackend : public Backend {
   cublasLtHandle_t cublas_lt_ = nullptr;  // shares cublas_workspace_ (same stream: stream-ordered)
   std::map<MatmulKey, MatmulPlan> matmul_plans_;
   std::map<MatmulKey, cublasLtMatmulAlgo_t> class_algos_;  // keyed by the class's row count
+  int row_class_growth_ = 2;                               // set_matmul_row_class_growth
   void* cublas_workspace_ = nullptr;
   void* scratch_ = nullptr;
   char* upload_staging_ = nullptr;  // pinned, kUploadSlots x kUploadSlotBytes

@@ -7,8 +7,11 @@
 // host time on an H100) and, whenever the heuristic picks a kernel not used before in the process, loads that kernel
 // (3-7 ms of host time each, lazy module loading or not). bench_decode_throughput's first pass over 2,000 lines at 64
 // sentences a batch took 1.74x the time of a second pass over the same batches, mostly for these first uses.
-// So the algorithm is chosen once per class of row counts (the next power of two) and reused, checked by
-// cublasLtMatmulAlgoCheck, for every row count of the class: one heuristic and a few kernels per weight shape.
+// So the algorithm is chosen once per class of row counts (the next power of two in training; of 16 or 4 in
+// decoding, set_matmul_row_class_growth) and reused, checked by cublasLtMatmulAlgoCheck, for every row count of the
+// class: one heuristic and a few kernels per weight shape. The wider classes made lstranslate's search 7-33% faster
+// and its whole run up to 12% shorter, translations unchanged (transformer-base on an H200,
+// bench/results/translate-row-classes-h200-2026-11-28.txt).
 //
 // (A mask-writing forward, RELU_AUX_BIAS, and a DRELU_BGRAD backward were measured on an H100 at 16384 x 512 x 2048
 // in bf16 and dropped: the mask made the forward 0.094 ms instead of 0.061 without it, and the backward epilogue
@@ -41,14 +44,21 @@ int operand_alignment(const void* p, int ld, DType dt) {
   return a;
 }
 
-// The row count whose algorithm serves m: the next power of two (at least 8).
-int row_class(int m) {
+}  // namespace
+
+// The row count whose algorithm serves m: the next power of the growth times 8.
+int CudaBackend::row_class(int m) const {
   int c = 8;
-  while (c < m) c *= 2;
+  while (c < m) c *= row_class_growth_;
   return c;
 }
 
-}  // namespace
+void CudaBackend::set_matmul_row_class_growth(int growth) {
+  if (growth < 2) fail("internal error: GEMM row classes growing by {}", growth);
+  if (growth == row_class_growth_) return;
+  row_class_growth_ = growth;
+  class_algos_.clear();  // plans made before keep their algorithms; new shapes take the new classes'
+}
 
 void CudaBackend::MatmulPlan::release() noexcept {
   if (first) cublasLtMatrixLayoutDestroy(first);
