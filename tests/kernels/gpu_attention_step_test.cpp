@@ -1,8 +1,8 @@
 // Backend::attention_step on the device against the CPU backend (fp32 on the same rounded inputs): 16-byte and
 // scalar load paths (head dimensions and slice strides that are and are not multiples of a pack), several key
 // tiles with the online softmax, shared slices, position-origin tables (per-key slices, both load paths), per-row
-// key lengths with a row that has no keys, keys split over several warps. Also the step's query/key/value split with
-// the cache append.
+// key lengths with a row that has no keys, keys split over several warps, the row-streaming kernel of long caches.
+// Also the step's query/key/value split with the cache append.
 #include <algorithm>
 #include <random>
 #include <tuple>
@@ -32,7 +32,13 @@ TEST_F(GpuKernels, AttentionStepMatchesCpu) {
       // an odd slice count leaves a block with a slice past the end
       {64, 12, 64, 384, 64 * 384, false, true, false, true}, {48, 12, 64, 300, 64 * 300, false, true, true, true},
       {128, 12, 64, 200, 64 * 200, false, true, true, true}, {3, 1, 64, 150, 64 * 150, false, true},
-      {5, 1, 128, 520, 128 * 520, true, false}};
+      {5, 1, 128, 520, 128 * 520, true, false},
+      // caches planned for 1024 columns or more: the row-streaming kernel (a language model's long caches), with
+      // and without key splits, origin tables, key starts, shared slices and several lanes per row (head_dim 16 to
+      // 256: 2 to 32 lanes in bf16)
+      {24, 12, 64, 1100, 64 * 1100, false, true, true, true}, {3, 2, 64, 1024, 64 * 1030, true, true, false, true},
+      {92, 12, 64, 1024, 64 * 1024, true, true, false, true}, {7, 3, 16, 1200, 16 * 1200, false, true, false, false},
+      {5, 2, 256, 1024, 256 * 1024, false, true, true, false}, {6, 4, 32, 1500, 32 * 1500, true, false}};
   for (DType dt : dtypes())
     for (const auto& c : cases) {
       auto in = make_inputs(c, seed += 10);
