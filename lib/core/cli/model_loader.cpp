@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <future>
@@ -24,32 +25,75 @@ namespace lseq {
 
 namespace {
 
-// What a loaded step model runs on, built before it and destroyed after it (a base class listed first).
-struct LoadedParts {
+// A model directory's weights on the backend that placed them, shared by every decoder of the process.
+struct LoadedWeights {
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<Model> model;
 };
 
-// The step model of a model directory: an EncoderDecoderStepModel that owns its backend and model. Owning by
-// inheritance instead of wrapping means every StepModel call reaches the model itself; a forwarding wrapper that
-// missed step_topk once sent lstranslate's beam search through the host fallback (whole log-softmax rows copied
-// to the host at every step).
-class LoadedStepModel : private LoadedParts, public EncoderDecoderStepModel {
+// What a loaded step model runs on, built before it and destroyed after it (a base class listed first): the shared
+// weights and, for every decoder but the one on the weights' backend, a backend of its own (its stream, cuBLAS
+// handle and recorded steps; the same device, so it reads the weights where they lie).
+struct DecoderParts {
+  std::shared_ptr<const LoadedWeights> weights;
+  std::unique_ptr<kernels::Backend> own_backend;
+  kernels::Backend& runs_on() const { return own_backend ? *own_backend : *weights->backend; }
+};
+
+// The step model of a model directory: an EncoderDecoderStepModel that owns what it runs on. Owning by inheritance
+// instead of wrapping means every StepModel call reaches the model itself; a forwarding wrapper that missed
+// step_topk once sent lstranslate's beam search through the host fallback (whole log-softmax rows copied to the
+// host at every step).
+class LoadedStepModel : private DecoderParts, public EncoderDecoderStepModel {
  public:
-  LoadedStepModel(LoadedParts parts, int max_hypotheses, int max_src_len, int max_tgt_len, int max_sentences)
-      : LoadedParts(std::move(parts)),
-        EncoderDecoderStepModel(static_cast<const EncoderDecoderModel&>(*LoadedParts::model), max_hypotheses,
-                                max_src_len, max_tgt_len, max_sentences) {}
+  LoadedStepModel(DecoderParts parts, int max_hypotheses, int max_src_len, int max_tgt_len, int max_sentences)
+      : DecoderParts(std::move(parts)),
+        EncoderDecoderStepModel(static_cast<const EncoderDecoderModel&>(*weights->model), max_hypotheses, max_src_len,
+                                max_tgt_len, max_sentences, &runs_on()) {}
 };
 
 // The same for a language model.
-class LoadedLmStepModel : private LoadedParts, public DecoderOnlyStepModel {
+class LoadedLmStepModel : private DecoderParts, public DecoderOnlyStepModel {
  public:
-  LoadedLmStepModel(LoadedParts parts, int max_hypotheses, int max_prompt, int max_steps, int max_sentences)
-      : LoadedParts(std::move(parts)),
-        DecoderOnlyStepModel(static_cast<const DecoderOnlyModel&>(*LoadedParts::model), max_hypotheses, max_prompt,
-                             max_steps, max_sentences) {}
+  LoadedLmStepModel(DecoderParts parts, int max_hypotheses, int max_prompt, int max_steps, int max_sentences)
+      : DecoderParts(std::move(parts)),
+        DecoderOnlyStepModel(static_cast<const DecoderOnlyModel&>(*weights->model), max_hypotheses, max_prompt,
+                             max_steps, max_sentences, &runs_on()) {}
 };
+
+double seconds_since(std::chrono::steady_clock::time_point& last) {  // and restarts the clock
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - last).count();
+  last = now;
+  return seconds;
+}
+
+// The backend the options choose, with the model's weights placed on it.
+std::shared_ptr<const LoadedWeights> load_weights(const ModelFiles& files, const Options& options) {
+  // Where a load's time goes, at debug level (the whole is in lstranslate's and lsscore's summary line).
+  auto last = std::chrono::steady_clock::now();
+  const ModelConfig config = read_model_config(files.weights);
+  // The weights file is read in while the backend starts (on a GPU: the CUDA context and cuBLASLt's first-use
+  // set-up, ~0.3 s), and its tensors go to the device from where they lie: on an H100, reading transformer-base's
+  // 193 MB into one flat host copy took 0.19 s after the backend; checking and placing them now 0.03 + 0.04 s.
+  std::future<SafetensorsFile> weights_file =
+      std::async(std::launch::async, [&files] { return SafetensorsFile::open(files.weights, true); });
+  auto loaded = std::make_shared<LoadedWeights>();
+  loaded->backend = select_backend(options);
+  const double backend_seconds = seconds_since(last);
+  // The checkpoint's fp32 weights run in the --precision asked for now, whatever the training precision was; only
+  // the weights the layers read are kept on the device (no gradients, no fp32 master in 16 bits).
+  loaded->model = make_model(config, *loaded->backend, precision_dtype(options), ParamUse::inference);
+  const double model_seconds = seconds_since(last);
+  const SafetensorsFile file = weights_file.get();
+  const std::vector<HostTensor> tensors = weight_tensors(file, loaded->model->param_store().table());
+  const double read_seconds = seconds_since(last);
+  loaded->model->load_params(tensors);  // straight from the mapped file
+  loaded->backend->synchronize();       // placed before decoders on other streams read them
+  spdlog::debug("loading {}: backend {:.3f} s, model {:.3f} s, checking weights {:.3f} s, placing them {:.3f} s",
+                files.weights, backend_seconds, model_seconds, read_seconds, seconds_since(last));
+  return loaded;
+}
 
 }  // namespace
 
@@ -125,47 +169,28 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
   return vocabs;
 }
 
-std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options) {
-  // Where a load's time goes, at debug level (the whole is in lstranslate's and lsscore's summary line).
+namespace {
+
+// A decoder over loaded weights, on own_backend (or the weights' when null), planned once for the largest batch the
+// options allow.
+std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& options,
+                                        std::shared_ptr<const LoadedWeights> weights,
+                                        std::unique_ptr<kernels::Backend> own_backend) {
   auto last = std::chrono::steady_clock::now();
-  auto lap = [&last] {
-    const auto now = std::chrono::steady_clock::now();
-    const double seconds = std::chrono::duration<double>(now - last).count();
-    last = now;
-    return seconds;
-  };
-  const ModelConfig config = read_model_config(files.weights);
-  // The weights file is read in while the backend starts (on a GPU: the CUDA context and cuBLASLt's first-use
-  // set-up, ~0.3 s), and its tensors go to the device from where they lie: on an H100, reading transformer-base's
-  // 193 MB into one flat host copy took 0.19 s after the backend; checking and placing them now 0.03 + 0.04 s.
-  std::future<SafetensorsFile> weights_file =
-      std::async(std::launch::async, [&files] { return SafetensorsFile::open(files.weights, true); });
-  LoadedParts parts;
-  parts.backend = select_backend(options);
-  const double backend_seconds = lap();
-  // The checkpoint's fp32 weights run in the --precision asked for now, whatever the training precision was; only
-  // the weights the layers read are kept on the device (no gradients, no fp32 master in 16 bits).
-  parts.model = make_model(config, *parts.backend, precision_dtype(options), ParamUse::inference);
-  const double model_seconds = lap();
-  const SafetensorsFile file = weights_file.get();
-  const std::vector<HostTensor> tensors = weight_tensors(file, parts.model->param_store().table());
-  const double read_seconds = lap();
-  parts.model->load_params(tensors);  // straight from the mapped file
-  const double upload_seconds = lap();
+  DecoderParts parts{std::move(weights), std::move(own_backend)};
+  kernels::Backend& backend = parts.runs_on();
   // --warm-up (lsserve's default, lstranslate's option): on a GPU a translation decoder meets its kernels before the
   // first input (core/model/decoder_warm_up.h); the CPU has no such first-use cost. Language models are not warmed:
   // a generation's prefill and steps meet few shapes, and warming every class cost GPT-2 small and medium 0.1-0.25 s
   // more load than their generation saved (H100).
   auto finish_load = [&](StepModel& loaded, const WarmUpLimits* warm_up) {  // warms up where asked, logs the phases
-    const double planning_seconds = lap();
+    const double planning_seconds = seconds_since(last);
     const int calls = warm_up ? warm_up_decoding(loaded, *warm_up) : 0;
-    spdlog::debug(
-        "loading {}: backend {:.3f} s, model {:.3f} s, checking weights {:.3f} s, placing them {:.3f} s, "
-        "planning decoding {:.3f} s, warming up {:.3f} s ({} calls)",
-        files.weights, backend_seconds, model_seconds, read_seconds, upload_seconds, planning_seconds, lap(), calls);
+    spdlog::debug("decoder of {}: planning {:.3f} s, warming up {:.3f} s ({} calls)", files.weights, planning_seconds,
+                  seconds_since(last), calls);
   };
-  const bool warm_up = parts.backend->can_record() && options.has("warm-up") && options.get_bool("warm-up");
-  const std::size_t parameters = parts.model->num_weights();
+  const bool warm_up = backend.can_record() && options.has("warm-up") && options.get_bool("warm-up");
+  const std::size_t parameters = parts.weights->model->num_weights();
 
   // The largest batch: --mini-batch sentences (or, with only --mini-batch-words, that many one-word sentences),
   // each up to --max-length tokens + eos; lstranslate keeps --beam-size hypotheses per sentence and decodes up to
@@ -182,7 +207,7 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
   // generation at 32 prompts a batch powers of 4 were 7-10% faster than 16 and as fast at 128.
   LanguageModelLimits lm;
   const bool language_model = is_language_model(files, options, &lm);
-  parts.backend->set_matmul_row_class_growth(language_model ? 4 : 16);
+  backend.set_matmul_row_class_growth(language_model ? 4 : 16);
   if (language_model) {
     // lstranslate: prompts (cropped, + eos) and their continuations; lsscore: empty prompts, lines as continuations.
     const int max_prompt = translating ? lm.prompt_tokens + 1 : 1;
@@ -207,6 +232,12 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
   spdlog::info("model {}: {} parameters; decoding up to {} sentences x {} hypotheses, {} source and {} target tokens",
                files.weights, parameters, sentences, beam, max_length + 1, max_tgt);
   return loaded;
+}
+
+}  // namespace
+
+std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options) {
+  return make_decoder(files, options, load_weights(files, options), nullptr);
 }
 
 std::vector<std::unique_ptr<StepModel>> load_copies(int count, bool all_required,
@@ -241,13 +272,30 @@ std::vector<std::unique_ptr<StepModel>> load_copies(int count, bool all_required
   return models;
 }
 
+namespace {
+
+// `count` decoders over one copy of the weights: it is placed by the first decoder's backend while the others'
+// backends start, and each further decoder runs on a backend of its own (load_copies' threads).
+std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& files, const Options& options, int count,
+                                                             bool all_required) {
+  std::shared_future<std::shared_ptr<const LoadedWeights>> weights =
+      std::async(std::launch::async, [&files, &options] { return load_weights(files, options); }).share();
+  std::atomic<int> started{0};
+  return load_copies(count, all_required, [&]() -> std::unique_ptr<StepModel> {
+    std::unique_ptr<kernels::Backend> own_backend;
+    if (started++ > 0) own_backend = select_backend(options);
+    return make_decoder(files, options, weights.get(), std::move(own_backend));
+  });
+}
+
+}  // namespace
+
 std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count) {
-  return load_copies(count, true, [&files, &options] { return load_step_model(files, options); });
+  return load_sharing_weights(files, options, count, true);
 }
 
 std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options) {
-  const bool asked = options.get_int("decoders") > 0;
-  return load_copies(decoder_count(options), asked, [&files, &options] { return load_step_model(files, options); });
+  return load_sharing_weights(files, options, decoder_count(options), options.get_int("decoders") > 0);
 }
 
 }  // namespace lseq

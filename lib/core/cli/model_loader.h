@@ -37,8 +37,9 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
 // language model's (--type lm) is a DecoderOnlyStepModel whose "sources" are prompts: lstranslate's continue them
 // (language_model_limits), lsscore's are empty and score each line as the continuation.
 std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options);
-// `count` such step models, each on a backend of its own (lstranslate's and lsserve's --decoders), loaded side by
-// side: a second copy then costs little more start-up time than the first. The first error is rethrown once all
+// `count` such step models (lstranslate's and lsserve's --decoders) over one copy of the weights: each on a backend
+// of its own (its stream, cuBLAS handle, recorded steps), started side by side while the first places the weights,
+// so that a further decoder costs little start-up time and no weights memory. The first error is rethrown once all
 // loads have ended.
 std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count);
 

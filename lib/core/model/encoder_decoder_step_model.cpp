@@ -31,8 +31,8 @@ std::size_t step_input_count(int max_hyps, int heads, int rows = -1) {
 }  // namespace
 
 EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len,
-                                               int max_tgt_len, int max_sentences)
-    : model_(model), backend_(model.backend()), dt_(model.compute_dtype()), recorder_(model.backend()) {
+                                                 int max_tgt_len, int max_sentences, kernels::Backend* runs_on)
+    : model_(model), backend_(runs_on ? *runs_on : model.backend()), dt_(model.compute_dtype()), recorder_(backend_) {
   if (max_hypotheses < 1 || max_src_len < 1 || max_tgt_len < 1 || max_sentences < 0 ||
       max_sentences > max_hypotheses) {
     fail(

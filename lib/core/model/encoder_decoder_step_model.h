@@ -38,9 +38,10 @@ class EncoderDecoderStepModel : public StepModel {
   // search that allows n output tokens before eos needs n + 1), and at most max_sentences sentences per start
   // (0: max_hypotheses). Reads the model's parameters through its ParamStore views; the model must outlive the
   // decoder. Computes in the model's compute dtype (EncoderDecoderModel::compute_dtype). Going past a limit throws
-  // lseq::Error.
+  // lseq::Error. runs_on: the backend its ops run on (its own stream beside other decoders that share the model's
+  // weights, on the same device); by default the model's.
   EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len, int max_tgt_len,
-                         int max_sentences = 0);
+                          int max_sentences = 0, kernels::Backend* runs_on = nullptr);
   ~EncoderDecoderStepModel() override;
   EncoderDecoderStepModel(const EncoderDecoderStepModel&) = delete;
   EncoderDecoderStepModel& operator=(const EncoderDecoderStepModel&) = delete;

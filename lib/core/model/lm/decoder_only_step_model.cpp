@@ -26,8 +26,8 @@ std::size_t step_input_count(int max_hyps, int heads, int rows) { return 4 * ele
 }  // namespace
 
 DecoderOnlyStepModel::DecoderOnlyStepModel(const DecoderOnlyModel& model, int max_hypotheses, int max_prompt,
-                                           int max_steps, int max_sentences)
-    : model_(model), backend_(model.backend()), dt_(model.compute_dtype()), recorder_(model.backend()) {
+                                           int max_steps, int max_sentences, kernels::Backend* runs_on)
+    : model_(model), backend_(runs_on ? *runs_on : model.backend()), dt_(model.compute_dtype()), recorder_(backend_) {
   if (max_hypotheses < 1 || max_prompt < 1 || max_steps < 1 || max_sentences < 0 || max_sentences > max_hypotheses) {
     fail("cannot plan a language model's decoding for {} hypotheses, {} prompts of {} tokens and {} steps; every "
          "limit must be positive and prompts at most hypotheses (check --mini-batch, --beam-size and --max-length)",

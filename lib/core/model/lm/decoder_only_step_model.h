@@ -37,9 +37,10 @@ class DecoderOnlyStepModel : public StepModel {
   // last token, included: a search that allows n new tokens before eos needs n + 1), at most max_sentences prompts
   // per start (0: max_hypotheses). Each sequence's positions (its prompt's tokens and steps) must stay within the
   // model's max_positions() (search's max_context sees to it; a step past them throws). All device memory is
-  // planned here; going past a limit throws lseq::Error. The model must outlive this.
+  // planned here; going past a limit throws lseq::Error. The model must outlive this. runs_on: the backend its ops
+  // run on (as EncoderDecoderStepModel's); by default the model's.
   DecoderOnlyStepModel(const DecoderOnlyModel& model, int max_hypotheses, int max_prompt, int max_steps,
-                       int max_sentences = 0);
+                       int max_sentences = 0, kernels::Backend* runs_on = nullptr);
   ~DecoderOnlyStepModel() override;
   DecoderOnlyStepModel(const DecoderOnlyStepModel&) = delete;
   DecoderOnlyStepModel& operator=(const DecoderOnlyStepModel&) = delete;
