@@ -56,6 +56,56 @@ __device__ __forceinline__ void load_chunk(const T* p, float (&out)[Pack<T>::siz
   load_pack(p, out);
 }
 
+// The end of a slice on the packed value path: lanes 0 .. L-1 hold its context sums acc, one pack each, every lane
+// the running max m and sum l. With S = 1 the warp writes them out; otherwise the slice's S warps (consecutive in the
+// block) merge through shared memory in a fixed order: the first rescales each partial sum to the largest max among
+// the warps that saw keys (a warp without keys has l = 0 and counts nothing). live: false for a stand-in slice past
+// the end (computed for the merge's barrier, not written). Every warp of the block must call it.
+template <typename T, int W, int L, int S>
+__device__ __forceinline__ void write_slice_context(const float (&acc)[W], float m, float l, int warp, int lane,
+                                                    int split, bool live, T* __restrict__ out_row) {
+  if constexpr (S == 1) {
+    if (lane < L) {
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no valid keys: context 0
+      float out[W];
+#pragma unroll
+      for (int e = 0; e < W; ++e) out[e] = acc[e] * inv;
+      store_pack(out_row + lane * W, out);
+    }
+  } else {
+    __shared__ float partial[kStepWarps][L * W];
+    __shared__ float partial_max[kStepWarps], partial_sum[kStepWarps];
+    if (lane < L)
+#pragma unroll
+      for (int e = 0; e < W; ++e) partial[warp][lane * W + e] = acc[e];
+    if (lane == 0) partial_max[warp] = m, partial_sum[warp] = l;
+    __syncthreads();
+    if (split != 0 || !live) return;
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (partial_sum[warp + s] > 0.0f) m_all = fmaxf(m_all, partial_max[warp + s]);
+    float weight[S], l_all = 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      weight[s] = partial_sum[warp + s] > 0.0f ? expf(partial_max[warp + s] - m_all) : 0.0f;
+      l_all += weight[s] * partial_sum[warp + s];
+    }
+    if (lane < L) {
+      const float all_inv = l_all > 0.0f ? 1.0f / l_all : 0.0f;
+      float out[W];
+#pragma unroll
+      for (int e = 0; e < W; ++e) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int s = 0; s < S; ++s) sum = fmaf(weight[s], partial[warp + s][lane * W + e], sum);
+        out[e] = sum * all_inv;
+      }
+      store_pack(out_row + lane * W, out);
+    }
+  }
+}
+
 // W: elements per key load (1, or Pack<T>::size when head_dim, slice_stride and k allow 16-byte loads). L: lanes per
 // value row in the packed value path (head_dim = L W, L divides 32), or 0 for the per-dimension path with D context
 // dimensions per lane (lane, lane + 32, ...), head_dim <= 32 D. S: warps per slice (the key splits; 1 for L = 0).
@@ -171,47 +221,7 @@ __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
     for (int o = L; o < 32; o <<= 1)
 #pragma unroll
       for (int e = 0; e < W; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-    if constexpr (S > 1) {
-      // The slice's S warps (consecutive in the block) merge in a fixed order: the first rescales each partial
-      // sum to the largest max among the warps that saw keys (a warp without keys has l = 0 and counts nothing).
-      __shared__ float partial[kStepWarps][Backend::kMaxStepHeadDim];
-      __shared__ float partial_max[kStepWarps], partial_sum[kStepWarps];
-      if (lane < L)
-#pragma unroll
-        for (int e = 0; e < W; ++e) partial[warp][lane * W + e] = acc[e];
-      if (lane == 0) partial_max[warp] = m, partial_sum[warp] = l;
-      __syncthreads();
-      if (split != 0 || !live) return;
-      float m_all = -INFINITY;
-#pragma unroll
-      for (int s = 0; s < S; ++s)
-        if (partial_sum[warp + s] > 0.0f) m_all = fmaxf(m_all, partial_max[warp + s]);
-      float weight[S], l_all = 0.0f;
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        weight[s] = partial_sum[warp + s] > 0.0f ? expf(partial_max[warp + s] - m_all) : 0.0f;
-        l_all += weight[s] * partial_sum[warp + s];
-      }
-      if (lane < L) {
-        const float all_inv = l_all > 0.0f ? 1.0f / l_all : 0.0f;
-        float out[W];
-#pragma unroll
-        for (int e = 0; e < W; ++e) {
-          float sum = 0.0f;
-#pragma unroll
-          for (int s = 0; s < S; ++s) sum = fmaf(weight[s], partial[warp + s][lane * W + e], sum);
-          out[e] = sum * all_inv;
-        }
-        store_pack(context + i * head_dim + lane * W, out);
-      }
-      return;
-    }
-    if (lane < L) {
-      float out[W];
-#pragma unroll
-      for (int e = 0; e < W; ++e) out[e] = acc[e] * inv;
-      store_pack(context + i * head_dim + lane * W, out);
-    }
+    write_slice_context<T, W, L, S>(acc, m, l, warp, lane, split, live, context + i * head_dim);
   } else {
 #pragma unroll
     for (int c = 0; c < D; ++c) {
@@ -320,46 +330,7 @@ __global__ void __launch_bounds__(kStepWarps * 32, kStepBlocksPerSm)
   for (int o = L; o < 32; o <<= 1)
 #pragma unroll
     for (int e = 0; e < W; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
-  if constexpr (S > 1) {
-    __shared__ float partial[kStepWarps][head_dim];
-    __shared__ float partial_max[kStepWarps], partial_sum[kStepWarps];
-    if (lane < L)
-#pragma unroll
-      for (int e = 0; e < W; ++e) partial[warp][lane * W + e] = acc[e];
-    if (lane == 0) partial_max[warp] = m, partial_sum[warp] = l;
-    __syncthreads();
-    if (split != 0 || !live) return;
-    float m_all = -INFINITY;
-#pragma unroll
-    for (int t = 0; t < S; ++t)
-      if (partial_sum[warp + t] > 0.0f) m_all = fmaxf(m_all, partial_max[warp + t]);
-    float weight[S], l_all = 0.0f;
-#pragma unroll
-    for (int t = 0; t < S; ++t) {
-      weight[t] = partial_sum[warp + t] > 0.0f ? expf(partial_max[warp + t] - m_all) : 0.0f;
-      l_all += weight[t] * partial_sum[warp + t];
-    }
-    if (lane < L) {
-      const float all_inv = l_all > 0.0f ? 1.0f / l_all : 0.0f;
-      float out[W];
-#pragma unroll
-      for (int e = 0; e < W; ++e) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int t = 0; t < S; ++t) sum = fmaf(weight[t], partial[warp + t][lane * W + e], sum);
-        out[e] = sum * all_inv;
-      }
-      store_pack(context + i * head_dim + lane * W, out);
-    }
-    return;
-  }
-  if (lane < L) {
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // no valid keys: context 0
-    float out[W];
-#pragma unroll
-    for (int e = 0; e < W; ++e) out[e] = acc[e] * inv;
-    store_pack(context + i * head_dim + lane * W, out);
-  }
+  write_slice_context<T, W, L, S>(acc, m, l, warp, lane, split, live, context + i * head_dim);
 }
 
 }  // namespace
