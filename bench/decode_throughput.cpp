@@ -267,7 +267,7 @@ int run(const Options& options) {
     if (preset) {
       memory = std::make_unique<bench::DeviceMemoryProbe>(!cpu, bench::device(options));
       backend = bench::make_backend(model_options, options, precision);
-      backend->set_matmul_row_class_growth(16);  // as lstranslate's for a translation model
+      backend->set_matmul_row_class_growth(decoding_row_class_growth(false));  // as lstranslate's
       model = std::make_unique<EncoderDecoderModel>(preset->config, *backend, precision_dtype(model_options),
                                                     ParamUse::inference);  // as lstranslate loads it
       model->init_params(seed);

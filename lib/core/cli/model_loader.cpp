@@ -97,6 +97,13 @@ std::shared_ptr<const LoadedWeights> load_weights(const ModelFiles& files, const
 
 }  // namespace
 
+int decoding_row_class_growth(bool language_model) {
+  // On an H200 (bench/results/translate-row-classes-h200-2026-11-28.txt) powers of 16 gave translation the most
+  // (powers of 4 about half of it); for GPT-2 generation at 32 prompts a batch powers of 4 were 7-10% faster than 16
+  // and as fast at 128.
+  return language_model ? 4 : 16;
+}
+
 bool is_language_model(const ModelFiles& files, const Options& options, LanguageModelLimits* limits) {
   const ModelConfig config = read_model_config(files.weights);
   if (!config.is_lm()) return false;
@@ -201,13 +208,9 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
       static_cast<int>(mini_batch > 0 ? (words > 0 ? std::min(mini_batch, words) : mini_batch) : words);
   const bool translating = options.has("beam-size");
   const int beam = translating ? static_cast<int>(options.get_int("beam-size")) : 1;
-  // Decoding's GEMMs share algorithms over wider classes of row counts than training's (Backend::
-  // set_matmul_row_class_growth): fewer cuBLAS kernels to load. On an H200 (bench/results/translate-row-classes-
-  // h200-2026-11-28.txt) powers of 16 gave translation the most (powers of 4 about half of it); for GPT-2
-  // generation at 32 prompts a batch powers of 4 were 7-10% faster than 16 and as fast at 128.
   LanguageModelLimits lm;
   const bool language_model = is_language_model(files, options, &lm);
-  backend.set_matmul_row_class_growth(language_model ? 4 : 16);
+  backend.set_matmul_row_class_growth(decoding_row_class_growth(language_model));
   if (language_model) {
     // lstranslate: prompts (cropped, + eos) and their continuations; lsscore: empty prompts, lines as continuations.
     const int max_prompt = translating ? lm.prompt_tokens + 1 : 1;

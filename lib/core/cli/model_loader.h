@@ -37,6 +37,9 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
 // language model's (--type lm) is a DecoderOnlyStepModel whose "sources" are prompts: lstranslate's continue them
 // (language_model_limits), lsscore's are empty and score each line as the continuation.
 std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Options& options);
+// How widely a decoder's GEMMs share one algorithm over row counts (Backend::set_matmul_row_class_growth; training
+// keeps 2): wider classes load fewer cuBLAS kernels, each of which costs 2-9 ms of host time at its first launch.
+int decoding_row_class_growth(bool language_model);
 // `count` such step models (lstranslate's and lsserve's --decoders) over one copy of the weights: each on a backend
 // of its own (its stream, cuBLAS handle, recorded steps), started side by side while the first places the weights,
 // so that a further decoder costs little start-up time and no weights memory. The first error is rethrown once all
