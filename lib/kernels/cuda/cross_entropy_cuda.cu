@@ -152,41 +152,47 @@ __global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
   for (int q = threadIdx.x; q < packs; q += kStagedThreads) copy_async_16(row_copy + q * P, x + q * P, true);
   if (threadIdx.x == 0) shared_x_y = biased(x, bias, y);  // read before any thread writes d (which may alias x)
   wait_async_copies();
-  float m = -INFINITY, sx = 0.0f;
+  // One pass for the row's max and sum of exponentials (online per thread, in log2 units: one fma and one ex2 an
+  // element) and its plain sum, a second for the gradient. Three passes with expf (max, sum, gradient) left the
+  // kernel issue-bound at half the memory bandwidth (GPT-2's 50257 columns on an H100, 2026-11-28).
+  float m = -INFINITY, s = 0.0f, sx = 0.0f;
   for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
     float v[P];
     staged_values(row_copy, bias, q, vocab, v);
+    float pack_max = v[0];
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
-      m = fmaxf(m, v[j]);
-      sx += q * P + j < vocab ? v[j] : 0.0f;
+    for (int j = 1; j < P; ++j) pack_max = fmaxf(pack_max, v[j]);
+    const float new_max = fmaxf(m, pack_max * kLog2e);
+    const float base = new_max == -INFINITY ? 0.0f : new_max;  // nothing finite yet: every term stays 0
+    float pack_sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < P; ++j) pack_sum += exp2f(fmaf(v[j], kLog2e, -base));
+    s = s * exp2f(m - base) + pack_sum;
+    m = new_max;
+    if (q * P + P <= vocab) {
+#pragma unroll
+      for (int j = 0; j < P; ++j) sx += v[j];
+    } else {  // the partial last pack's columns past vocab are -inf
+#pragma unroll
+      for (int j = 0; j < P; ++j) sx += q * P + j < vocab ? v[j] : 0.0f;
     }
   }
   const float row_max = block_max(m, shared);
-  float s = 0.0f;
-  for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
-    float v[P];
-    staged_values(row_copy, bias, q, vocab, v);
-#pragma unroll
-    for (int j = 0; j < P; ++j) s += expf(v[j] - row_max);
-  }
-  const float sum_exp = block_sum(s, shared);
+  const float sum_exp = block_sum(m == -INFINITY ? 0.0f : s * exp2f(m - row_max), shared);
   const float sum_x = block_sum(sx, shared);  // the barriers make shared_x_y visible
-  const float lse = row_max + logf(sum_exp);
-  write_row_loss(row, shared_x_y, lse, sum_x, vocab, label_smoothing, loss, nll);
+  const float lse2 = row_max + log2f(sum_exp);  // log-sum-exp in log2 units
+  write_row_loss(row, shared_x_y, lse2 * kLn2, sum_x, vocab, label_smoothing, loss, nll);
   if (!d) return;
   const float smooth = static_cast<float>(static_cast<double>(label_smoothing) / vocab);
   const float target_y = static_cast<float>(1.0 - label_smoothing + static_cast<double>(label_smoothing) / vocab);
-  const float inv_sum = 1.0f / sum_exp;
   // Every read of x happened before the barriers above, so d may alias x.
   for (int q = threadIdx.x; q < packs; q += kStagedThreads) {
     float g[P];
     staged_values(row_copy, bias, q, vocab, g);
 #pragma unroll
     for (int j = 0; j < P; ++j)
-      g[j] = q * P + j < vocab
-                 ? grad_scale * (expf(g[j] - row_max) * inv_sum - (q * P + j == y ? target_y : smooth))
-                 : 0.0f;
+      g[j] = q * P + j < vocab ? grad_scale * (exp2f(fmaf(g[j], kLog2e, -lse2)) - (q * P + j == y ? target_y : smooth))
+                               : 0.0f;
     store_pack<T>(d + q * P, g);
   }
 }

@@ -47,11 +47,7 @@ void OutputLayer::forward(const LayerContext& ctx, const void* x, int rows, Save
 OutputLayer::StepLogits OutputLayer::step_logits(const LayerContext& ctx, const void* x, int rows) const {
   const int ld = logits_ld(vocab_);
   void* logits = ctx.keep(static_cast<std::size_t>(rows) * ld);
-  for_aligned_parts(vocab_, [&](int first, int count) {
-    const std::size_t at = static_cast<std::size_t>(first);
-    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_ + at * dim_), ctx.w(bias_ + at), rows, dim_, count,
-                                    kernels::BiasActivation::none, offset_ptr(logits, at, ctx.dt), ld);
-  });
+  project_aligned(ctx, x, rows, logits, ld);
   return {logits, ld};
 }
 
@@ -69,7 +65,8 @@ void OutputLayer::backward(const LayerContext& ctx, const Saved& saved, void* dx
 void OutputLayer::project_aligned(const LayerContext& ctx, const void* x, int rows, void* logits, int ld) const {
   for_aligned_parts(vocab_, [&](int first, int count) {
     const std::size_t at = static_cast<std::size_t>(first);
-    linear_forward(ctx, x, rows, dim_, count, weight_ + at * dim_, offset_ptr(logits, at, ctx.dt), ld);
+    ctx.backend.linear_bias_forward(ctx.dt, x, ctx.w(weight_ + at * dim_), ctx.w(bias_ + at), rows, dim_, count,
+                                    kernels::BiasActivation::none, offset_ptr(logits, at, ctx.dt), ld);
   });
 }
 
@@ -100,8 +97,8 @@ void OutputLayer::loss_in_chunks(const LayerContext& ctx, const void* x, int row
     const std::size_t at = static_cast<std::size_t>(r0) * dim_;
     const void* xc = offset_ptr(x, at, ctx.dt);
     project_aligned(ctx, xc, n, logits, ld);
-    ctx.backend.cross_entropy(ctx.dt, logits, ctx.w(bias_), targets + r0, n, vocab_, label_smoothing_, kPadId,
-                              grad_scale, row_loss + r0, row_nll + r0, dx ? logits : nullptr, ld);
+    ctx.backend.cross_entropy(ctx.dt, logits, nullptr, targets + r0, n, vocab_, label_smoothing_, kPadId, grad_scale,
+                              row_loss + r0, row_nll + r0, dx ? logits : nullptr, ld);
     if (dx) {
       ctx.backend.bias_grad(ctx.dt, logits, n, vocab_, ctx.g(bias_), ld);
       project_aligned_backward(ctx, xc, logits, n, ld, offset_ptr(dx, at, ctx.dt));

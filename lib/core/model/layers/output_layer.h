@@ -40,10 +40,10 @@ class OutputLayer {
   void backward(const LayerContext& ctx, const Saved& saved, void* dx) const;
 
   // forward + loss (+ backward when dx is not null) without ever holding all [rows, vocab] logits: the rows go
-  // through in chunks of chunk_rows (0: default_chunk_rows), each projected, scored by cross_entropy with the bias
-  // added inside it, and (with dx) turned into its rows of dx and its share of the weight and bias gradients at
-  // once. The workspace then holds one chunk's logits. Same results as forward/loss/backward up to the order of the
-  // fp32 gradient sums.
+  // through in chunks of chunk_rows (0: default_chunk_rows), each projected (the bias added in the product's
+  // epilogue, before the logits are rounded to dt), scored by cross_entropy, and (with dx) turned into its rows of dx
+  // and its share of the weight and bias gradients at once. The workspace then holds one chunk's logits. Same results
+  // as forward/loss/backward up to the order of the fp32 gradient sums.
   void loss_in_chunks(const LayerContext& ctx, const void* x, int rows, const int32_t* targets, float grad_scale,
                       float* row_loss, float* row_nll, void* dx, int chunk_rows = 0) const;
   static constexpr std::size_t kChunkLogits = std::size_t(1) << 28;  // see default_chunk_rows
@@ -59,7 +59,7 @@ class OutputLayer {
   // chunks of about 8000 rows instead of eight of 2048 made base 3% faster and big 2% (H100, bench/results/README.md round
   // 11); at 8192 two chunks instead of four measured the same as before.
   int default_chunk_rows(int rows) const;
-  // A chunk's logits [rows][ld] = x W^T (no bias) and its backward (dW += dlogits^T x, dx = dlogits W), with the
+  // A chunk's logits [rows][ld] = x W^T + b and its backward (dW += dlogits^T x, dx = dlogits W), with the
   // vocabulary cut at a multiple of 8 (output_layer.cpp says why).
   void project_aligned(const LayerContext& ctx, const void* x, int rows, void* logits, int ld) const;
   void project_aligned_backward(const LayerContext& ctx, const void* x, const void* dlogits, int rows, int ld,

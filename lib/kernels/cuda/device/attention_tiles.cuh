@@ -19,8 +19,7 @@ namespace lseq::kernels::cuda {
 constexpr int kWholeSliceAttentionLen = Backend::kWholeSliceAttentionLen;
 constexpr int kTile = 16;  // a warp's query rows, and the padding of lengths and head_dim
 constexpr int kMaxHeadDim = Backend::kMaxFusedAttentionHeadDim;
-constexpr int kHeadTiles = kMaxHeadDim / 8;      // n8 accumulator tiles of a head row
-constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kHeadTiles = kMaxHeadDim / 8;  // n8 accumulator tiles of a head row
 static_assert(kMaxHeadDim % kTile == 0, "whole tiles");
 
 __host__ __device__ constexpr int round_tile(int n) { return (n + kTile - 1) / kTile * kTile; }

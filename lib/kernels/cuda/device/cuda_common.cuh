@@ -16,6 +16,10 @@
 
 namespace lseq::kernels::cuda {
 
+// Exponentials as exp2 (one fma and one ex2 instruction): x natural units = x * kLog2e log2 units.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
 // ---- element types: storage T, math in fp32 ----
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
