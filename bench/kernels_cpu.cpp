@@ -114,7 +114,7 @@ int run(const Options& options) {
   });
   memory_op("layer_norm_backward", 3 * TD, [&] {
     be.layer_norm_backward(DType::f32, x.data(), gamma.data(), stats.data(), stats.data() + T, y.data(), T, D, z.data(),
-                           dbias.data(), dbias.data() + D);
+                           dbias.data(), dbias.data() + D, false);
   });
   memory_op("split_heads qkv", 2 * 3 * TD,
             [&] { be.split_heads(DType::f32, qkv.data(), bias.data(), B, L, L, H, HD, 3, heads.data()); });

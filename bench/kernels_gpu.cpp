@@ -180,7 +180,7 @@ int run(const Options& options) {
   memory_op("layer_norm_forward", 2 * TD,
             [&] { be.layer_norm_forward(dt, x, gamma, beta, T, D, 1e-6f, y, stats, stats + T); });
   memory_op("layer_norm_backward", 3 * TD,
-            [&] { be.layer_norm_backward(dt, x, gamma, stats, stats + T, y, T, D, z, dparam, dparam + D); });
+            [&] { be.layer_norm_backward(dt, x, gamma, stats, stats + T, y, T, D, z, dparam, dparam + D, false); });
   // The post-norm block's end: training kept the sum and mean for backward until round 7; now only rstd.
   memory_op("residual_layer_norm_forward (sum kept)", 4 * TD, [&] {
     be.residual_layer_norm_forward(dt, x, bias, y, T, D, drop, gamma, beta, 1e-6f, qkv, z, stats, stats + T);

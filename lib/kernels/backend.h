@@ -204,10 +204,11 @@ class Backend {
   virtual void residual_layer_norm_forward(DType dt, const void* x, const void* bias, const void* residual, int rows,
                                            int cols, const Dropout& drop, const void* gamma, const void* beta,
                                            float eps, void* sum, void* y, float* mean, float* rstd) = 0;
-  // dx (overwritten), dparam_gamma += sum dy*xhat, dparam_beta += sum dy
-  virtual void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean,
-                                   const float* rstd, const void* dy, int rows, int cols, void* dx,
-                                   float* dparam_gamma, float* dparam_beta) = 0;
+  // dx (overwritten, or with accumulate_dx added to: the pre-norm residual block's input gradient, the residual's
+  // share already in dx, in one pass), dparam_gamma += sum dy*xhat, dparam_beta += sum dy
+  virtual void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
+                                   const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
+                                   float* dparam_beta, bool accumulate_dx) = 0;
   // The same from LayerNorm's output y instead of its input: xhat = (y - beta) / gamma, and only rstd is read. A
   // post-norm block then keeps no copy of its residual sum for backward (y is kept anyway: it is the next
   // sublayer's input). A gain nearer 0 than kMinBackwardGain divides as +-kMinBackwardGain: such a column's

@@ -34,7 +34,7 @@ TEST_F(GpuKernels, ReductionsAreReproducible) {
         gpu(), start,
         [&](float* acc) {
           gpu().layer_norm_backward(dt, dx.get(), dg.get(), mean.f32(), rstd.f32(), ddy.get(), rows, cols, out.get(),
-                                    acc, nullptr);
+                                    acc, nullptr, false);
         },
         what + " layer_norm dgamma");
     expect_reproducible(

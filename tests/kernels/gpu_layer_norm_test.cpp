@@ -107,11 +107,10 @@ TEST_F(GpuKernels, ResidualLayerNormForwardMatchesCpuAndTheTwoOps) {
 }
 
 // A backward's dx (in `dx`) and its accumulated gamma/beta gradients against the CPU's.
-void expect_backward_matches(DType dt, Shape s, bool in_place, DeviceBuffer& dx, DeviceBuffer& dgamma,
+void expect_backward_matches(DType dt, Shape s, const std::string& mode, DeviceBuffer& dx, DeviceBuffer& dgamma,
                              DeviceBuffer& dbeta, const std::vector<float>& ref_dx, const std::vector<float>& ref_dg,
                              const std::vector<float>& ref_db) {
-  const std::string what =
-      label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + (in_place ? " in place" : "");
+  const std::string what = label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + mode;
   // dx of one column is rstd * (g - g - 0) = 0 up to rounding; bounds relative to rstd there.
   const double magnitude = s.cols == 1 ? 1e3 : 10.0;
   EXPECT_TRUE(within(dx.download(), ref_dx, bound_for(dt, magnitude))) << what << " dx";
@@ -120,11 +119,13 @@ void expect_backward_matches(DType dt, Shape s, bool in_place, DeviceBuffer& dx,
   EXPECT_TRUE(within(dbeta.download(), ref_db, sums)) << what << " dbeta";
 }
 
+// Into a buffer of its own, in place over dy, and added to a buffer's values (accumulate_dx).
 TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
   uint64_t seed = 9600;
+  enum Mode { own_buffer, in_place, accumulated };
   for (DType dt : dtypes())
     for (auto s : kShapes)
-      for (bool in_place : {false, true}) {
+      for (Mode mode : {own_buffer, in_place, accumulated}) {
         const std::size_t n = std::size_t(s.rows) * s.cols;
         const auto x = quantize(random_floats(n, ++seed, -2, 3), dt);
         const auto gamma = quantize(random_floats(s.cols, ++seed, 0.5f, 1.5f), dt);
@@ -137,13 +138,20 @@ TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
         DeviceBuffer dx(gpu(), dt, x), dg(gpu(), dt, gamma), dmean(gpu(), DType::f32, mean),
             drstd(gpu(), DType::f32, rstd), ddy(gpu(), dt, dy), dgrad(gpu(), dt, n), dgamma(gpu(), DType::f32, ref_dg),
             dbeta(gpu(), DType::f32, ref_db);
+        const bool accumulate = mode == accumulated;
+        if (accumulate) {
+          ref_dx = quantize(random_floats(n, ++seed), dt);
+          dgrad.upload(ref_dx);
+        } else {
+          dgrad.poison();
+        }
         cpu.layer_norm_backward(DType::f32, x.data(), gamma.data(), mean.data(), rstd.data(), dy.data(), s.rows, s.cols,
-                                ref_dx.data(), ref_dg.data(), ref_db.data());
-        dgrad.poison();
-        void* out = in_place ? ddy.get() : dgrad.get();
+                                ref_dx.data(), ref_dg.data(), ref_db.data(), accumulate);
+        void* out = mode == in_place ? ddy.get() : dgrad.get();
         gpu().layer_norm_backward(dt, dx.get(), dg.get(), dmean.f32(), drstd.f32(), ddy.get(), s.rows, s.cols, out,
-                                  dgamma.f32(), dbeta.f32());
-        expect_backward_matches(dt, s, in_place, in_place ? ddy : dgrad, dgamma, dbeta, ref_dx, ref_dg, ref_db);
+                                  dgamma.f32(), dbeta.f32(), accumulate);
+        const char* name = mode == own_buffer ? "own buffer" : mode == in_place ? "in place" : "accumulated";
+        expect_backward_matches(dt, s, name, mode == in_place ? ddy : dgrad, dgamma, dbeta, ref_dx, ref_dg, ref_db);
       }
 }
 
@@ -175,7 +183,8 @@ TEST_F(GpuKernels, LayerNormBackwardFromOutputMatchesCpu) {
         void* out = in_place ? ddy.get() : dgrad.get();
         gpu().layer_norm_backward_from_output(dt, dyv.get(), dg.get(), db.get(), drstd.f32(), ddy.get(), s.rows,
                                               s.cols, out, dgamma.f32(), dbeta.f32());
-        expect_backward_matches(dt, s, in_place, in_place ? ddy : dgrad, dgamma, dbeta, ref_dx, ref_dg, ref_db);
+        expect_backward_matches(dt, s, in_place ? "in place" : "own buffer", in_place ? ddy : dgrad, dgamma, dbeta,
+                                ref_dx, ref_dg, ref_db);
       }
 }
 

@@ -137,16 +137,24 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesFiniteDifferencesAndAccumulates) {
     auto dg = dg0, db = db0;
     for (int call = 0; call < 2; ++call)
       backend.layer_norm_backward(DType::f32, x.data(), gamma.data(), mean.data(), rstd.data(), w.data(), s.rows,
-                                  s.cols, dx.data(), dg.data(), db.data());
+                                  s.cols, dx.data(), dg.data(), db.data(), false);
     for (int c = 0; c < s.cols; ++c) fd_g[c] = dg0[c] + 2 * fd_g[c], fd_b[c] = db0[c] + 2 * fd_b[c];
     EXPECT_TRUE(all_close(dg, fd_g, 1e-4, 1e-5)) << s.rows << "x" << s.cols;
     EXPECT_TRUE(all_close(db, fd_b, 1e-4, 1e-5)) << s.rows << "x" << s.cols;
     // dx may overwrite dy in place.
     auto inplace = w;
     backend.layer_norm_backward(DType::f32, x.data(), gamma.data(), mean.data(), rstd.data(), inplace.data(), s.rows,
-                                s.cols, inplace.data(), dg.data(), db.data());
+                                s.cols, inplace.data(), dg.data(), db.data(), false);
     EXPECT_EQ(inplace, dx);
     EXPECT_TRUE(all_close(dx, fd_x, 1e-4, 1e-5)) << s.rows << "x" << s.cols;
+    // With accumulate_dx, dx is added to what the buffer held (the residual's share of a pre-norm block's gradient).
+    const auto before = random_floats(n, ++seed);
+    auto added = before;
+    backend.layer_norm_backward(DType::f32, x.data(), gamma.data(), mean.data(), rstd.data(), w.data(), s.rows, s.cols,
+                                added.data(), nullptr, nullptr, true);
+    std::vector<double> expected(n);
+    for (std::size_t i = 0; i < n; ++i) expected[i] = static_cast<double>(before[i]) + dx[i];
+    EXPECT_TRUE(all_close(added, expected, 1e-6, 1e-6)) << s.rows << "x" << s.cols << " accumulated";
   }
 }
 

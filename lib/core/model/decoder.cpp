@@ -63,16 +63,15 @@ const void* DecoderLayer::forward(const LayerContext& ctx, const void* x, const 
 }
 
 void* DecoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare, void* d_memory) const {
-  void* cur = ffn_block_.backward(ctx, s.ffn_block, g, spare, ffn_.out_bias(), ffn_begin_, s.ffn_from,
-                                  [&](void* d_o, void* dx, bool accumulate) {
-                                    ffn_.backward(ctx, s.ffn, d_o, dx, accumulate);
-                                  });
+  void* cur = ffn_block_.backward(
+      ctx, s.ffn_block, g, spare, ffn_.out_bias(), ffn_begin_, s.ffn_from,
+      [&](const void* d_o, void* dx, bool accumulate) { ffn_.backward(ctx, s.ffn, d_o, dx, accumulate); });
   cur = cross_block_.backward(ctx, s.cross_block, cur, cur == g ? spare : g, cross_attn_.out_bias(), cross_begin_,
-                              s.cross_from, [&](void* d_o, void* dx, bool accumulate) {
+                              s.cross_from, [&](const void* d_o, void* dx, bool accumulate) {
                                 cross_attn_.backward(ctx, s.cross_attn, d_o, dx, accumulate, d_memory);
                               });
   return self_block_.backward(ctx, s.self_block, cur, cur == g ? spare : g, self_attn_.out_bias(), self_begin_,
-                              s.self_from, [&](void* d_o, void* dx, bool accumulate) {
+                              s.self_from, [&](const void* d_o, void* dx, bool accumulate) {
                                 self_attn_.backward(ctx, s.self_attn, d_o, dx, accumulate, nullptr);
                               });
 }

@@ -86,14 +86,12 @@ void EncoderLayer::step_pre_norm(const LayerContext& ctx, void* x, void* normed,
 }
 
 void* EncoderLayer::backward(const LayerContext& ctx, const Saved& s, void* g, void* spare) const {
-  void* cur = ffn_block_.backward(ctx, s.ffn_block, g, spare, ffn_.out_bias(), ffn_begin_, s.ffn_from,
-                                  [&](void* d_o, void* dx, bool accumulate) {
-                                    ffn_.backward(ctx, s.ffn, d_o, dx, accumulate);
-                                  });
-  return attn_block_.backward(ctx, s.attn_block, cur, cur == g ? spare : g, attn_.out_bias(), attn_begin_,
-                              s.attn_from, [&](void* d_o, void* dx, bool accumulate) {
-                                attn_.backward(ctx, s.attn, d_o, dx, accumulate, nullptr);
-                              });
+  void* cur = ffn_block_.backward(
+      ctx, s.ffn_block, g, spare, ffn_.out_bias(), ffn_begin_, s.ffn_from,
+      [&](const void* d_o, void* dx, bool accumulate) { ffn_.backward(ctx, s.ffn, d_o, dx, accumulate); });
+  return attn_block_.backward(
+      ctx, s.attn_block, cur, cur == g ? spare : g, attn_.out_bias(), attn_begin_, s.attn_from,
+      [&](const void* d_o, void* dx, bool accumulate) { attn_.backward(ctx, s.attn, d_o, dx, accumulate, nullptr); });
 }
 
 Encoder::Encoder(ParamTable& table, const ModelConfig& config, std::size_t embedding_table, StackRole role,

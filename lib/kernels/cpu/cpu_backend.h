@@ -57,8 +57,8 @@ class CpuBackend : public Backend {
   void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows, int cols, float eps,
                           void* y, float* mean, float* rstd) override;
   void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
-                           const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
-                           float* dparam_beta) override;
+                           const void* dy, int rows, int cols, void* dx, float* dparam_gamma, float* dparam_beta,
+                           bool accumulate_dx) override;
   void layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
                                        const float* rstd, const void* dy, int rows, int cols, void* dx,
                                        float* dparam_gamma, float* dparam_beta) override;

@@ -46,10 +46,11 @@ void CpuBackend::residual_layer_norm_forward(DType dt, const void* x, const void
 namespace {
 
 // LayerNorm's backward given each element's xhat(r, c) (double): dparam_gamma += sum dy * xhat, dparam_beta += sum dy,
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma. Parameter gradients first: dx may alias dy.
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma (added to dx with `accumulate`). Parameter
+// gradients first: dx may alias dy.
 template <typename Xhat>
 void layer_norm_backward_rows(int threads, const float* gamma, const float* rstd, const float* dy, int rows, int cols,
-                              float* dx, float* dparam_gamma, float* dparam_beta, Xhat&& xhat) {
+                              float* dx, bool accumulate, float* dparam_gamma, float* dparam_beta, Xhat&& xhat) {
   if (dparam_gamma)
     cpu::accumulate_column_sums(threads, rows, cols, dparam_gamma, [&](int r, int c) {
       return static_cast<double>(dy[static_cast<int64_t>(r) * cols + c]) * xhat(r, c);
@@ -71,7 +72,8 @@ void layer_norm_backward_rows(int threads, const float* gamma, const float* rstd
     float* dxr = dx + r * cols;
     for (int c = 0; c < cols; ++c) {
       const double g = static_cast<double>(dyr[c]) * gamma[c];
-      dxr[c] = static_cast<float>(rs * (g - mean_g - xhat(static_cast<int>(r), c) * mean_gx));
+      const double d = rs * (g - mean_g - xhat(static_cast<int>(r), c) * mean_gx);
+      dxr[c] = static_cast<float>(accumulate ? dxr[c] + d : d);
     }
   });
 }
@@ -80,13 +82,12 @@ void layer_norm_backward_rows(int threads, const float* gamma, const float* rstd
 
 void CpuBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
                                      const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
-                                     float* dparam_beta) {
+                                     float* dparam_beta, bool accumulate_dx) {
   cpu::require_f32(dt, "layer_norm_backward");
   const float* px = f32(x);
-  layer_norm_backward_rows(threads_, f32(gamma), rstd, f32(dy), rows, cols, f32(dx), dparam_gamma, dparam_beta,
-                           [&](int r, int c) {
-                             return (static_cast<double>(px[static_cast<int64_t>(r) * cols + c]) - mean[r]) * rstd[r];
-                           });
+  layer_norm_backward_rows(
+      threads_, f32(gamma), rstd, f32(dy), rows, cols, f32(dx), accumulate_dx, dparam_gamma, dparam_beta,
+      [&](int r, int c) { return (static_cast<double>(px[static_cast<int64_t>(r) * cols + c]) - mean[r]) * rstd[r]; });
 }
 
 void CpuBackend::layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
@@ -102,7 +103,7 @@ void CpuBackend::layer_norm_backward_from_output(DType dt, const void* y, const 
     const double g = std::fabs(pg[c]) >= kMinBackwardGain ? pg[c] : std::copysign(double(kMinBackwardGain), pg[c]);
     inverse_gain[c] = 1.0 / g;
   }
-  layer_norm_backward_rows(threads_, pg, rstd, f32(dy), rows, cols, f32(dx), dparam_gamma, dparam_beta,
+  layer_norm_backward_rows(threads_, pg, rstd, f32(dy), rows, cols, f32(dx), false, dparam_gamma, dparam_beta,
                            [&](int r, int c) {
                              const double v = py[static_cast<int64_t>(r) * cols + c];
                              return (v - pb[c]) * inverse_gain[c];

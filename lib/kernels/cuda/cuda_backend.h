@@ -90,8 +90,8 @@ class CudaBackend : public Backend {
   void layer_norm_forward(DType dt, const void* x, const void* gamma, const void* beta, int rows, int cols, float eps,
                           void* y, float* mean, float* rstd) override;
   void layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
-                           const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
-                           float* dparam_beta) override;
+                           const void* dy, int rows, int cols, void* dx, float* dparam_gamma, float* dparam_beta,
+                           bool accumulate_dx) override;
   void layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
                                        const float* rstd, const void* dy, int rows, int cols, void* dx,
                                        float* dparam_gamma, float* dparam_beta) override;
@@ -170,9 +170,9 @@ class CudaBackend : public Backend {
   // The LayerNorm backwards: xhat from the input `values` with `mean`, or from the output with `beta` (non-null);
   // with `d_o` also residual_layer_norm_backward's dropout tail.
   void layer_norm_backward_saved(DType dt, const void* values, const float* mean, const void* beta, const void* gamma,
-                                 const float* rstd, const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
-                                 float* dparam_beta, const Dropout* drop, void* d_o, float* dparam_bias,
-                                 const char* op);
+                                 const float* rstd, const void* dy, int rows, int cols, void* dx, bool accumulate,
+                                 float* dparam_gamma, float* dparam_beta, const Dropout* drop, void* d_o,
+                                 float* dparam_bias, const char* op);
 
   // cuBLASLt matmuls (matmul_plans_cuda.cpp): the column-major product out (n x m) = op(first) (n x k)
   // op(second) (k x m), which is a row-major product with its operands swapped. A plan (descriptor, layouts,

@@ -68,7 +68,7 @@ __device__ __forceinline__ float saved_xhat(const SavedRows<T>& saved, int64_t r
 // elements again in the second pass before writing them.
 template <typename T>
 __global__ void layer_norm_dx_kernel(SavedRows<T> saved, const T* gamma, const float* rstd, const T* dy, int cols,
-                                     T* dx) {
+                                     T* dx, bool accumulate) {
   __shared__ double shared[32];
   const int64_t row = blockIdx.x;
   const T* dyr = dy + row * cols;
@@ -87,7 +87,8 @@ __global__ void layer_norm_dx_kernel(SavedRows<T> saved, const T* gamma, const f
     const float gam = to_f32(gamma[c]);
     const float g = to_f32(dyr[c]) * gam;
     const float xhat = saved_xhat(saved, row, c, cols, rs, gam);
-    dxr[c] = from_f32<T>(rs * (g - mean_g - xhat * mean_gx));
+    const float d = rs * (g - mean_g - xhat * mean_gx);
+    dxr[c] = from_f32<T>(accumulate ? to_f32(dxr[c]) + d : d);
   }
 }
 
@@ -259,7 +260,8 @@ struct ResidualTail {
   DeviceMask mask;
 };
 
-// dx as layer_norm_dx_kernel, per warp and row from registers (so dx may alias dy), and when `partials` is not
+// dx as layer_norm_dx_kernel (added to dx with `accumulate`), per warp and row from registers (so dx may alias
+// dy), and when `partials` is not
 // null the chunk's sums of dy * xhat (columns [0, cols)) and dy (columns [cols, 2 cols)), with kTail also of d_o
 // (columns [2 cols, 3 cols)), into partials[blockIdx.x]: each warp sums its rows, then the warps are added in order
 // through shared memory (kRowWarps * width floats, width = 2 or 3 cols).
@@ -270,7 +272,8 @@ struct ResidualTail {
 template <typename T, int N, bool kFromOutput, bool kTail>
 __global__ void __launch_bounds__(kRowWarps * 32)
     layer_norm_backward_warp_kernel(SavedRows<T> saved, const T* gamma, const float* rstd, const T* dy, int rows,
-                                    int cols, int rows_per_chunk, T* dx, ResidualTail<T> tail, float* partials) {
+                                    int cols, int rows_per_chunk, T* dx, bool accumulate, ResidualTail<T> tail,
+                                    float* partials) {
   extern __shared__ float warp_sums[];
   constexpr int P = Pack<T>::size;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -358,6 +361,12 @@ __global__ void __launch_bounds__(kRowWarps * 32)
       float out[P];
 #pragma unroll
       for (int k = 0; k < P; ++k) out[k] = rs * (dyv[n][k] * gain(n, k) - mean_g - xhat[n][k] * mean_gx);
+      if (accumulate) {
+        float before[P];
+        load_pack<T>(dxr + c, before);
+#pragma unroll
+        for (int k = 0; k < P; ++k) out[k] += before[k];
+      }
       store_pack(dxr + c, out);
       if constexpr (kTail) {
         const int64_t i = offset + c;
@@ -425,8 +434,8 @@ void launch_layer_norm_forward_warp(cudaStream_t stream, int sm_count, int packs
 }
 
 template <typename T, int N>
-void launch_layer_norm_backward_warp(cudaStream_t stream, const SavedRows<T>& saved, const T* gamma,
-                                     const float* rstd, const T* dy, int rows, int cols, T* dx,
+void launch_layer_norm_backward_warp(cudaStream_t stream, const SavedRows<T>& saved, const T* gamma, const float* rstd,
+                                     const T* dy, int rows, int cols, T* dx, bool accumulate,
                                      const ResidualTail<T>& tail, float* partials, int chunks, int rows_per_chunk) {
   const std::size_t parts = tail.d_o ? 3 : 2;
   const std::size_t sums = partials ? sizeof(float) * kRowWarps * parts * static_cast<std::size_t>(cols) : 0;
@@ -434,14 +443,14 @@ void launch_layer_norm_backward_warp(cudaStream_t stream, const SavedRows<T>& sa
   if (tail.d_o) {  // up to (4 * 3 + 3) * 1024 floats: above the default 48 KiB
     const auto kernel = layer_norm_backward_warp_kernel<T, N, true, true>;
     allow_shared_bytes(kernel, static_cast<unsigned>(sums + columns));
-    kernel<<<chunks, kRowWarps * 32, sums + columns, stream>>>(saved, gamma, rstd, dy, rows, cols, rows_per_chunk,
-                                                               dx, tail, partials);
+    kernel<<<chunks, kRowWarps * 32, sums + columns, stream>>>(saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx,
+                                                               accumulate, tail, partials);
   } else if (saved.beta) {  // at most (4 * 2 + 3) * 1024 floats: within the default 48 KiB
     layer_norm_backward_warp_kernel<T, N, true, false><<<chunks, kRowWarps * 32, sums + columns, stream>>>(
-        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, tail, partials);
+        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, accumulate, tail, partials);
   } else {
     layer_norm_backward_warp_kernel<T, N, false, false><<<chunks, kRowWarps * 32, sums, stream>>>(
-        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, tail, partials);
+        saved, gamma, rstd, dy, rows, cols, rows_per_chunk, dx, accumulate, tail, partials);
   }
 }
 
@@ -509,17 +518,17 @@ void CudaBackend::residual_layer_norm_forward(DType dt, const void* x, const voi
 
 void CudaBackend::layer_norm_backward(DType dt, const void* x, const void* gamma, const float* mean, const float* rstd,
                                       const void* dy, int rows, int cols, void* dx, float* dparam_gamma,
-                                      float* dparam_beta) {
-  layer_norm_backward_saved(dt, x, mean, nullptr, gamma, rstd, dy, rows, cols, dx, dparam_gamma, dparam_beta, nullptr,
-                            nullptr, nullptr, "layer_norm_backward");
+                                      float* dparam_beta, bool accumulate_dx) {
+  layer_norm_backward_saved(dt, x, mean, nullptr, gamma, rstd, dy, rows, cols, dx, accumulate_dx, dparam_gamma,
+                            dparam_beta, nullptr, nullptr, nullptr, "layer_norm_backward");
 }
 
 void CudaBackend::layer_norm_backward_from_output(DType dt, const void* y, const void* gamma, const void* beta,
                                                   const float* rstd, const void* dy, int rows, int cols, void* dx,
                                                   float* dparam_gamma, float* dparam_beta) {
   if (!beta) fail("layer_norm_backward_from_output: needs the LayerNorm's beta");
-  layer_norm_backward_saved(dt, y, nullptr, beta, gamma, rstd, dy, rows, cols, dx, dparam_gamma, dparam_beta, nullptr,
-                            nullptr, nullptr, "layer_norm_backward_from_output");
+  layer_norm_backward_saved(dt, y, nullptr, beta, gamma, rstd, dy, rows, cols, dx, false, dparam_gamma, dparam_beta,
+                            nullptr, nullptr, nullptr, "layer_norm_backward_from_output");
 }
 
 void CudaBackend::residual_layer_norm_backward(DType dt, const void* y, const void* gamma, const void* beta,
@@ -527,14 +536,14 @@ void CudaBackend::residual_layer_norm_backward(DType dt, const void* y, const vo
                                                const Dropout& drop, void* ds, void* d_o, float* dparam_gamma,
                                                float* dparam_beta, float* dparam_bias) {
   if (!beta || !d_o) fail("residual_layer_norm_backward: needs the LayerNorm's beta and a d_o buffer");
-  layer_norm_backward_saved(dt, y, nullptr, beta, gamma, rstd, dy, rows, cols, ds, dparam_gamma, dparam_beta, &drop,
-                            d_o, dparam_bias, "residual_layer_norm_backward");
+  layer_norm_backward_saved(dt, y, nullptr, beta, gamma, rstd, dy, rows, cols, ds, false, dparam_gamma, dparam_beta,
+                            &drop, d_o, dparam_bias, "residual_layer_norm_backward");
 }
 
 void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const float* mean, const void* beta,
                                             const void* gamma, const float* rstd, const void* dy, int rows, int cols,
-                                            void* dx, float* dparam_gamma, float* dparam_beta, const Dropout* drop,
-                                            void* d_o, float* dparam_bias, const char* op) {
+                                            void* dx, bool accumulate, float* dparam_gamma, float* dparam_beta,
+                                            const Dropout* drop, void* d_o, float* dparam_bias, const char* op) {
   if (cols < 1) fail("{}: needs at least one column, got {}", op, cols);
   if (rows < 0) fail("{}: invalid row count {}", op, rows);
   const DeviceMask mask = make_mask(drop ? *drop : Dropout{}, op);
@@ -562,14 +571,14 @@ void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const 
         fail("{}: {} columns exceed the CUDA backend's scratch", op, cols);
       float* partials = want_params ? scratch_floats() : nullptr;
       if (packs == 1)
-        launch_layer_norm_backward_warp<T, 1>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, tail, partials, chunks,
-                                              rows_per_chunk);
+        launch_layer_norm_backward_warp<T, 1>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, accumulate, tail,
+                                              partials, chunks, rows_per_chunk);
       else if (packs == 2)
-        launch_layer_norm_backward_warp<T, 2>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, tail, partials, chunks,
-                                              rows_per_chunk);
+        launch_layer_norm_backward_warp<T, 2>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, accumulate, tail,
+                                              partials, chunks, rows_per_chunk);
       else
-        launch_layer_norm_backward_warp<T, 4>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, tail, partials, chunks,
-                                              rows_per_chunk);
+        launch_layer_norm_backward_warp<T, 4>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, accumulate, tail,
+                                              partials, chunks, rows_per_chunk);
       check_launch(op);
       if (want_params)
         launch_finish_column_sums(stream_, partials, chunks, parts * cols, cols, dparam_gamma, dparam_beta,
@@ -589,7 +598,7 @@ void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const 
     }
     if (dparam_gamma) finish_column_sums(gamma_partials, plan.chunks, cols, dparam_gamma, op);
     if (dparam_beta) finish_column_sums(beta_partials, plan.chunks, cols, dparam_beta, op);
-    layer_norm_dx_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(saved, pg, rstd, pdy, cols, pdx);
+    layer_norm_dx_kernel<T><<<rows, row_threads(cols), 0, stream_>>>(saved, pg, rstd, pdy, cols, pdx, accumulate);
     check_launch(op);
   });
   // Rows the warp kernel does not take: the dropout tail as its own op over the rounded dx.

@@ -44,7 +44,7 @@ class PlanningBackend final : public Backend {
   void layer_norm_forward(DType, const void*, const void*, const void*, int, int, float, void*, float*,
                           float*) override {}
   void layer_norm_backward(DType, const void*, const void*, const float*, const float*, const void*, int, int, void*,
-                           float*, float*) override {}
+                           float*, float*, bool) override {}
   void layer_norm_backward_from_output(DType, const void*, const void*, const void*, const float*, const void*, int,
                                        int, void*, float*, float*) override {}
   void residual_layer_norm_backward(DType, const void*, const void*, const void*, const float*, const void*, int, int,

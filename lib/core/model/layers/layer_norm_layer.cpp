@@ -31,9 +31,10 @@ void LayerNormLayer::forward_residual_sum(const LayerContext& ctx, const void* o
                                           ctx.w(beta_), eps_, sum, y, nullptr, nullptr);
 }
 
-void LayerNormLayer::backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const {
+void LayerNormLayer::backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx,
+                              bool accumulate_dx) const {
   ctx.backend.layer_norm_backward(ctx.dt, saved.x, ctx.w(gamma_), saved.mean, saved.rstd, dy, rows, dim_, dx,
-                                  ctx.g(gamma_), ctx.g(beta_));
+                                  ctx.g(gamma_), ctx.g(beta_), accumulate_dx);
 }
 
 void LayerNormLayer::backward_residual(const LayerContext& ctx, const Saved& saved, const void* dy, int rows,

@@ -31,8 +31,10 @@ class LayerNormLayer {
   // updated in place) and y = LN(s), in one op; nothing kept.
   void forward_residual_sum(const LayerContext& ctx, const void* o, const void* bias, const void* residual, int rows,
                             void* sum, void* y) const;
-  // forward()'s backward: dx overwritten (dx may not alias dy).
-  void backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx) const;
+  // forward()'s backward: dx overwritten, or added to with accumulate_dx (the pre-norm residual block: the residual's
+  // gradient is in dx already). dx may not alias dy.
+  void backward(const LayerContext& ctx, const Saved& saved, const void* dy, int rows, void* dx,
+                bool accumulate_dx = false) const;
   // forward_residual()'s backward in one op (Backend::residual_layer_norm_backward): ds, the gradient of the sum
   // (the block's input gradient), and d_o = dropout(ds), the sublayer output's gradient, whose column sums go to
   // the gradient of `bias` (a parameter offset).

@@ -35,6 +35,7 @@ ResidualBlock::Grad ResidualBlock::begin_backward(const LayerContext& ctx, const
     // The gradient of x + dropout(o + b) into spare, and of o (and b) from it, in one op.
     norm_.backward_residual(ctx, s.norm, g, s.rows, s.drop, bias, spare, d_o);
     grad.residual = spare;
+    grad.sublayer_dy = d_o;
     grad.sublayer_dx = spare;
     grad.accumulate = true;
     return grad;
@@ -42,15 +43,20 @@ ResidualBlock::Grad ResidualBlock::begin_backward(const LayerContext& ctx, const
   grad.residual = g;
   grad.sublayer_dx = ctx.temp(static_cast<std::size_t>(s.rows) * dim_);
   grad.accumulate = false;
+  if (s.drop.p == 0.0f) {  // d_o = g: the sublayer reads g, which end_backward completes only after it
+    ctx.backend.bias_grad(ctx.dt, g, s.rows, dim_, ctx.g(bias));
+    grad.sublayer_dy = g;
+    return grad;
+  }
   ctx.backend.bias_dropout_residual_backward(ctx.dt, grad.residual, s.rows, dim_, s.drop, d_o, ctx.g(bias));
+  grad.sublayer_dy = d_o;
   return grad;
 }
 
 void* ResidualBlock::end_backward(const LayerContext& ctx, const Saved& s, const Grad& grad) const {
   if (placement_ == NormPlacement::post) return grad.residual;
-  void* d_x = ctx.temp(static_cast<std::size_t>(s.rows) * dim_);
-  norm_.backward(ctx, s.norm, grad.sublayer_dx, s.rows, d_x);
-  ctx.backend.add(ctx.dt, grad.residual, d_x, static_cast<std::size_t>(s.rows) * dim_, grad.residual);
+  // The residual's gradient is already in grad.residual: the LayerNorm's backward adds its share to it.
+  norm_.backward(ctx, s.norm, grad.sublayer_dx, s.rows, grad.residual, true);
   return grad.residual;
 }
 

@@ -23,7 +23,8 @@ class ResidualBlock {
   };
   // Where the sublayer's backward puts the gradient of its input.
   struct Grad {
-    void* residual = nullptr;  // gradient of the block's input, being completed
+    void* residual = nullptr;           // gradient of the block's input, being completed
+    const void* sublayer_dy = nullptr;  // gradient of the sublayer's output: d_o, or g itself (pre-norm, no dropout)
     void* sublayer_dx = nullptr;
     bool accumulate = false;  // sublayer adds into sublayer_dx (post-norm) or overwrites it (pre-norm)
   };
@@ -38,8 +39,9 @@ class ResidualBlock {
   void* output(const LayerContext& ctx, const void* x, const void* o, std::size_t bias, int rows,
                const kernels::Dropout& drop, Saved& saved, bool backward = true) const;
 
-  // g: gradient of the block output (may be overwritten); spare: a free buffer of the same size. Fills d_o (the
-  // gradient of the sublayer output, caller's temporary) and accumulates the bias gradient.
+  // g: gradient of the block output (may be overwritten); spare: a free buffer of the same size. Puts the gradient
+  // of the sublayer output in d_o (caller's temporary), or leaves it in g where they are equal (pre-norm without
+  // dropout), and accumulates the bias gradient. grad.sublayer_dy says which.
   Grad begin_backward(const LayerContext& ctx, const Saved& saved, void* g, void* spare, std::size_t bias,
                       void* d_o) const;
   // Returns the buffer (g or spare) holding the gradient of the block input. Takes temporaries in pre-norm.
@@ -58,7 +60,7 @@ class ResidualBlock {
       TempScope scope(ctx.memory);
       void* d_o = ctx.temp(static_cast<std::size_t>(saved.rows) * dim_);
       const Grad grad = begin_backward(ctx, saved, g, spare, bias, d_o);
-      sublayer(d_o, grad.sublayer_dx, grad.accumulate);
+      sublayer(grad.sublayer_dy, grad.sublayer_dx, grad.accumulate);
       input_grad = end_backward(ctx, saved, grad);
     }
     ctx.memory.release_kept(kept_from);
