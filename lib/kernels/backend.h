@@ -184,12 +184,6 @@ class Backend {
   virtual void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy,
                                                 int rows, int cols, Activation act, const Dropout& drop,
                                                 void* dx, float* dparam_bias) = 0;
-  // bias_activation_dropout_backward, and in the same pass over x the forward's output y = dropout(act(x + bias)),
-  // bit for bit as bias_activation_dropout_forward writes it: the feed-forward block's weight gradient needs y,
-  // which training does not keep. dx may be dy; y may alias neither.
-  virtual void bias_activation_dropout_backward_with_output(DType dt, const void* x, const void* bias, const void* dy,
-                                                            int rows, int cols, Activation act, const Dropout& drop,
-                                                            void* dx, float* dparam_bias, void* y) = 0;
   // y = residual + dropout(x + bias); bias may be nullptr
   virtual void bias_dropout_residual_forward(DType dt, const void* x, const void* bias, const void* residual,
                                              int rows, int cols, const Dropout& drop, void* y) = 0;

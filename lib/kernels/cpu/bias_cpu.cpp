@@ -85,14 +85,6 @@ void CpuBackend::bias_activation_dropout_backward(DType dt, const void* x, const
   if (dparam_bias) bias_grad(dt, dx, rows, cols, dparam_bias);
 }
 
-void CpuBackend::bias_activation_dropout_backward_with_output(DType dt, const void* x, const void* bias, const void* dy,
-                                                              int rows, int cols, Activation act, const Dropout& drop,
-                                                              void* dx, float* dparam_bias, void* y) {
-  if (y == dx || y == dy) fail("bias_activation_dropout_backward_with_output: y may not alias dy or dx");
-  bias_activation_dropout_forward(dt, x, bias, rows, cols, act, drop, y);  // reads x only: dx may be dy
-  bias_activation_dropout_backward(dt, x, bias, dy, rows, cols, act, drop, dx, dparam_bias);
-}
-
 void CpuBackend::bias_dropout_residual_forward(DType dt, const void* x, const void* bias, const void* residual,
                                                int rows, int cols, const Dropout& drop, void* y) {
   cpu::require_f32(dt, "bias_dropout_residual_forward");

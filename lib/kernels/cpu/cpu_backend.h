@@ -46,9 +46,6 @@ class CpuBackend : public Backend {
                                        const Dropout& drop, void* y) override;
   void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows, int cols,
                                         Activation act, const Dropout& drop, void* dx, float* dparam_bias) override;
-  void bias_activation_dropout_backward_with_output(DType dt, const void* x, const void* bias, const void* dy, int rows,
-                                                    int cols, Activation act, const Dropout& drop, void* dx,
-                                                    float* dparam_bias, void* y) override;
   void bias_dropout_residual_forward(DType dt, const void* x, const void* bias, const void* residual, int rows,
                                      int cols, const Dropout& drop, void* y) override;
   void bias_dropout_residual_backward(DType dt, const void* dy, int rows, int cols, const Dropout& drop, void* dx,

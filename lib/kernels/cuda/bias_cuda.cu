@@ -102,22 +102,18 @@ struct ColumnValue {  // bias_grad: the value itself
   __device__ void pack(int64_t i, int, float (&g)[Pack<T>::size]) const { load_pack(dy + i, g); }
 };
 
-// dx = dropout(dy) * act'(x + bias), summed unrounded; with y (not null) also the forward's output
-// y = dropout(act(x + bias)), computed as bias_act_forward*_kernel compute it.
 template <typename T>
-struct BiasActBackward {
+struct BiasActBackward {  // dx = dropout(dy) * act'(x + bias), summed unrounded
   const T *x, *bias, *dy;
   T* dx;
   int cols;
   Activation act;
   DeviceMask mask;
-  T* y = nullptr;
   __device__ float operator()(int r, int c) const {
     const int64_t i = static_cast<int64_t>(r) * cols + c;
     const float z = to_f32(x[i]) + (bias ? to_f32(bias[c]) : 0.0f);
     const float g = to_f32(dy[i]) * mask(i) * activation_grad(act, z);
     dx[i] = from_f32<T>(g);
-    if (y) y[i] = from_f32<T>(activate(act, z) * mask(i));
     return g;
   }
   __device__ void pack(int64_t i, int c, float (&g)[Pack<T>::size]) const {
@@ -127,15 +123,8 @@ struct BiasActBackward {
     load_bias_pack(bias, c, b);
     load_pack(dy + i, g);
 #pragma unroll
-    for (int k = 0; k < P; ++k) z[k] += b[k];
-#pragma unroll
-    for (int k = 0; k < P; ++k) g[k] = g[k] * mask(i + k) * activation_grad(act, z[k]);
+    for (int k = 0; k < P; ++k) g[k] = g[k] * mask(i + k) * activation_grad(act, z[k] + b[k]);
     store_pack(dx + i, g);
-    if (y) {
-#pragma unroll
-      for (int k = 0; k < P; ++k) z[k] = activate(act, z[k]) * mask(i + k);
-      store_pack(y + i, z);
-    }
   }
 };
 
@@ -255,24 +244,8 @@ void CudaBackend::bias_activation_dropout_forward(DType dt, const void* x, const
 void CudaBackend::bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows,
                                                    int cols, Activation act, const Dropout& drop, void* dx,
                                                    float* dparam_bias) {
-  bias_activation_backward(dt, x, bias, dy, rows, cols, act, drop, dx, dparam_bias, nullptr,
-                           "bias_activation_dropout_backward");
-}
-
-void CudaBackend::bias_activation_dropout_backward_with_output(DType dt, const void* x, const void* bias,
-                                                               const void* dy, int rows, int cols, Activation act,
-                                                               const Dropout& drop, void* dx, float* dparam_bias,
-                                                               void* y) {
-  const char* op = "bias_activation_dropout_backward_with_output";
-  if (y == dx || y == dy) fail("{}: y may not alias dy or dx", op);
-  bias_activation_backward(dt, x, bias, dy, rows, cols, act, drop, dx, dparam_bias, y, op);
-}
-
-void CudaBackend::bias_activation_backward(DType dt, const void* x, const void* bias, const void* dy, int rows,
-                                           int cols, Activation act, const Dropout& drop, void* dx, float* dparam_bias,
-                                           void* y, const char* op_name) {
-  require_shape(rows, cols, op_name);
-  const DeviceMask mask = make_mask(drop, op_name);
+  require_shape(rows, cols, "bias_activation_dropout_backward");
+  const DeviceMask mask = make_mask(drop, "bias_activation_dropout_backward");
   if (rows == 0 || cols == 0) return;
   bind();
   int chunks = 1;
@@ -284,13 +257,13 @@ void CudaBackend::bias_activation_backward(DType dt, const void* x, const void* 
                                 static_cast<T*>(dx),
                                 cols,
                                 act,
-                                mask,
-                                static_cast<T*>(y)};
-    chunks = launch_column_op<T>(stream_, op, can_vectorize<T>(cols, op.x, op.bias, op.dy, op.dx, op.y), rows, cols,
+                                mask};
+    chunks = launch_column_op<T>(stream_, op, can_vectorize<T>(cols, op.x, op.bias, op.dy, op.dx), rows, cols,
                                  scratch_floats(), scratch_float_count(), dparam_bias != nullptr);
   });
-  check_launch(op_name);
-  if (dparam_bias) finish_column_sums(scratch_floats(), chunks, cols, dparam_bias, op_name);
+  check_launch("bias_activation_dropout_backward");
+  if (dparam_bias)
+    finish_column_sums(scratch_floats(), chunks, cols, dparam_bias, "bias_activation_dropout_backward");
 }
 
 void CudaBackend::bias_dropout_residual_forward(DType dt, const void* x, const void* bias, const void* residual,

@@ -79,9 +79,6 @@ class CudaBackend : public Backend {
                                        const Dropout& drop, void* y) override;
   void bias_activation_dropout_backward(DType dt, const void* x, const void* bias, const void* dy, int rows, int cols,
                                         Activation act, const Dropout& drop, void* dx, float* dparam_bias) override;
-  void bias_activation_dropout_backward_with_output(DType dt, const void* x, const void* bias, const void* dy, int rows,
-                                                    int cols, Activation act, const Dropout& drop, void* dx,
-                                                    float* dparam_bias, void* y) override;
   void bias_dropout_residual_forward(DType dt, const void* x, const void* bias, const void* residual, int rows,
                                      int cols, const Dropout& drop, void* y) override;
   void bias_dropout_residual_backward(DType dt, const void* dy, int rows, int cols, const Dropout& drop, void* dx,
@@ -170,10 +167,6 @@ class CudaBackend : public Backend {
   std::size_t scratch_float_count() const { return kScratchBytes / sizeof(float); }
   // acc[c] += sum over rows of the partials [chunks, cols] written by a column-reduction kernel (fixed order).
   void finish_column_sums(const float* partials, int chunks, int cols, float* acc, const char* op);
-  // bias_activation_dropout_backward, with the forward's output into y when y is not null.
-  void bias_activation_backward(DType dt, const void* x, const void* bias, const void* dy, int rows, int cols,
-                                Activation act, const Dropout& drop, void* dx, float* dparam_bias, void* y,
-                                const char* op);
   // The LayerNorm backwards: xhat from the input `values` with `mean`, or from the output with `beta` (non-null);
   // with `d_o` also residual_layer_norm_backward's dropout tail.
   void layer_norm_backward_saved(DType dt, const void* values, const float* mean, const void* beta, const void* gamma,

@@ -36,8 +36,6 @@ class PlanningBackend final : public Backend {
                                        void*) override {}
   void bias_activation_dropout_backward(DType, const void*, const void*, const void*, int, int, Activation,
                                         const Dropout&, void*, float*) override {}
-  void bias_activation_dropout_backward_with_output(DType, const void*, const void*, const void*, int, int, Activation,
-                                                    const Dropout&, void*, float*, void*) override {}
   void bias_dropout_residual_forward(DType, const void*, const void*, const void*, int, int, const Dropout&,
                                      void*) override {}
   void bias_dropout_residual_backward(DType, const void*, int, int, const Dropout&, void*, float*) override {}

@@ -80,13 +80,11 @@ void FeedForwardLayer::backward(const LayerContext& ctx, const Saved& s, const v
     ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, nullptr, d_h, s.rows, dim_ffn_, act_, s.drop, d_h,
                                                  ctx.g(b_in_));
   } else {
-    // The activation's output a (forward did not keep it) is made in the same pass over hidden as the
-    // activation's gradient, for the weight gradient after it: one read of hidden instead of two.
-    linear_backward_input(ctx, d_o, s.rows, dim_ffn_, dim_, w_out_, d_h, false);
     void* a = ctx.temp(count);
-    ctx.backend.bias_activation_dropout_backward_with_output(ctx.dt, hidden, ctx.w(b_in_), d_h, s.rows, dim_ffn_, act_,
-                                                             s.drop, d_h, ctx.g(b_in_), a);
-    linear_backward_weight(ctx, a, d_o, s.rows, dim_ffn_, dim_, w_out_);
+    ctx.backend.bias_activation_dropout_forward(ctx.dt, hidden, ctx.w(b_in_), s.rows, dim_ffn_, act_, s.drop, a);
+    linear_backward(ctx, a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_h, false);
+    ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, ctx.w(b_in_), d_h, s.rows, dim_ffn_, act_, s.drop,
+                                                 d_h, ctx.g(b_in_));
   }
   linear_backward(ctx, s.x, d_h, s.rows, dim_, dim_ffn_, w_in_, dx, accumulate_dx);
 }

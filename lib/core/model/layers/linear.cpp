@@ -16,28 +16,20 @@ void linear_forward(const LayerContext& ctx, const void* x, int rows, int in, in
 
 void linear_backward(const LayerContext& ctx, const void* x, const void* dy, int rows, int in, int out,
                      std::size_t weight, void* dx, bool accumulate_dx, int ld_dy) {
-  linear_backward_weight(ctx, x, dy, rows, in, out, weight, ld_dy);
-  if (dx != nullptr) linear_backward_input(ctx, dy, rows, in, out, weight, dx, accumulate_dx, ld_dy);
-}
-
-void linear_backward_weight(const LayerContext& ctx, const void* x, const void* dy, int rows, int in, int out,
-                            std::size_t weight, int ld_dy) {
+  const int ld = ld_dy > 0 ? ld_dy : out;
   kernels::GemmArgs dw;  // [out, in] += dy^T [out, rows] x [rows, in]
   dw.trans_a = true;
   dw.m = out, dw.n = in, dw.k = rows;
-  dw.a = dy, dw.lda = ld_dy > 0 ? ld_dy : out;
+  dw.a = dy, dw.lda = ld;
   dw.b = x, dw.ldb = in;
   dw.c = ctx.g(weight), dw.ldc = in;
   dw.beta = 1.0f;
   dw.ab = ctx.dt, dw.c_type = kernels::DType::f32;
   ctx.backend.gemm(dw);
-}
-
-void linear_backward_input(const LayerContext& ctx, const void* dy, int rows, int in, int out, std::size_t weight,
-                           void* dx, bool accumulate_dx, int ld_dy) {
+  if (dx == nullptr) return;
   kernels::GemmArgs dxa;  // [rows, in] = dy [rows, out] x W [out, in]
   dxa.m = rows, dxa.n = in, dxa.k = out;
-  dxa.a = dy, dxa.lda = ld_dy > 0 ? ld_dy : out;
+  dxa.a = dy, dxa.lda = ld;
   dxa.b = ctx.w(weight), dxa.ldb = in;
   dxa.c = dx, dxa.ldc = in;
   dxa.beta = accumulate_dx ? 1.0f : 0.0f;

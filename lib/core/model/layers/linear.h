@@ -14,10 +14,5 @@ void linear_forward(const LayerContext& ctx, const void* x, int rows, int in, in
 // ld_dy apart (0: out).
 void linear_backward(const LayerContext& ctx, const void* x, const void* dy, int rows, int in, int out,
                      std::size_t weight, void* dx, bool accumulate_dx, int ld_dy = 0);
-// Its two products apart, for a caller that makes x between them: dW += dy^T x, and dx = dy W (or +=).
-void linear_backward_weight(const LayerContext& ctx, const void* x, const void* dy, int rows, int in, int out,
-                            std::size_t weight, int ld_dy = 0);
-void linear_backward_input(const LayerContext& ctx, const void* dy, int rows, int in, int out, std::size_t weight,
-                           void* dx, bool accumulate_dx, int ld_dy = 0);
 
 }  // namespace lseq
