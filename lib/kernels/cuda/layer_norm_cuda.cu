@@ -125,8 +125,7 @@ int packs_per_lane(int cols) {
   const int lane_cols = 32 * Pack<T>::size;
   const int n = (cols + lane_cols - 1) / lane_cols;
   if (cols % Pack<T>::size != 0) return 0;
-  return n <= kMaxPacksPerLane ? n : 0;  // 3 of its own (GPT-2's 768 in 16-bit types): 4 spent registers on a pack
-                                         // no lane holds, and warps with them (the backward at 212 registers)
+  return n <= 1 ? 1 : n <= 2 ? 2 : n <= kMaxPacksPerLane ? 4 : 0;
 }
 
 // Lane `lane` holds packs n = 0..N-1 at columns (n * 32 + lane) * P while they are < cols.
@@ -413,9 +412,6 @@ void launch_layer_norm_forward_form(cudaStream_t stream, int packs, const T* x, 
   else if (packs == 2)
     layer_norm_forward_warp_kernel<T, 2, kResidual, kGainsEarly>
         <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
-  else if (packs == 3)
-    layer_norm_forward_warp_kernel<T, 3, kResidual, kGainsEarly>
-        <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
   else
     layer_norm_forward_warp_kernel<T, 4, kResidual, kGainsEarly>
         <<<blocks, kRowWarps * 32, 0, stream>>>(x, in, gamma, beta, rows, cols, eps, y, mean, rstd);
@@ -579,9 +575,6 @@ void CudaBackend::layer_norm_backward_saved(DType dt, const void* values, const 
                                               partials, chunks, rows_per_chunk);
       else if (packs == 2)
         launch_layer_norm_backward_warp<T, 2>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, accumulate, tail,
-                                              partials, chunks, rows_per_chunk);
-      else if (packs == 3)
-        launch_layer_norm_backward_warp<T, 3>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, accumulate, tail,
                                               partials, chunks, rows_per_chunk);
       else
         launch_layer_norm_backward_warp<T, 4>(stream_, saved, pg, rstd, pdy, rows, cols, pdx, accumulate, tail,
