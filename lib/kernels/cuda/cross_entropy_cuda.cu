@@ -106,12 +106,11 @@ __global__ void cross_entropy_kernel(const T* logits, const T* bias, const int32
 
 // The training case (bf16 logits [16384 x 32000]): the row is copied once from memory into shared memory
 // (cp.async, every 16-byte pack of the row in flight at once; each thread later reads only the packs it copied, so
-// no barrier is needed for them), then max, sum of exp and the gradient read it from there. Needs ld % P == 0,
-// 16-byte aligned rows and packs * P * sizeof(T) <= kStagedRowBytes; a vocabulary that is no multiple of the pack
-// (GPT-2's 50257 + 4) ends in a partial pack, whose columns past vocab are skipped (their gradient set to 0). The
-// row max is exact before any exp. A row held in registers instead (the kernel before this one) left one 512-thread
-// row per SM and half of the memory bandwidth idle while the block reduced; a 64 KB bf16 row in shared memory leaves
-// room for three.
+// no barrier is needed for them), then two passes read it from there (the sums, then the gradient). Needs
+// ld % P == 0, 16-byte aligned rows and packs * P * sizeof(T) <= kStagedRowBytes; a vocabulary that is no multiple
+// of the pack (GPT-2's 50257 + 4) ends in a partial pack, whose columns past vocab are skipped (their gradient set
+// to 0). A row held in registers instead (the kernel before this one) left one 512-thread row per SM and half of
+// the memory bandwidth idle while the block reduced; a 64 KB bf16 row in shared memory leaves room for three.
 constexpr int kStagedThreads = 512;
 constexpr int kStagedRowBytes = 160 * 1024;
 
