@@ -3,7 +3,7 @@
 # torch.compile with its fused scaled-dot-product attention, at least 45% model FLOPs utilisation, peak memory at
 # most 0.7x PyTorch's). One device call, from the repository root:
 #   bash bench/run-lm-train-bench.sh      # BUILD=build-gpu OUT=/tmp/lseq-lm-train SIZES=small BATCH=16 SEQ=1024
-#                                         # DROPOUT=0 TORCH_MODES='compile eager'
+#                                         # DROPOUT=0 TORCH_MODES='compile eager' PROFILE=0
 # For each size: a random GPT-2 made by transformers from its config (bench/hf_lm_generate.py make; nothing is
 # downloaded) and converted by tools/gpt2/gpt2_to_lseq.py (1024 positions); lstrain on text (DATA, default the
 # ding-de-en corpus under .bench-data, both sides) cut into blocks of SEQ tokens (--lm-pack-blocks), BATCH blocks an
@@ -23,6 +23,8 @@ SEQ=${SEQ:-1024}
 UPDATES=${UPDATES:-60}
 DROPOUT=${DROPOUT:-0}
 TORCH_MODES=${TORCH_MODES:-compile eager}
+PROFILE=${PROFILE:-0}  # 1: also lstrain's per-kernel GPU time (Nsight Compute's ncu)
+ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 DATA=${DATA:-$root/.bench-data/ding-de-en}
 mkdir -p "$OUT"
 results="$OUT/results.txt"
@@ -54,15 +56,22 @@ for size in $SIZES; do
   rm -rf "$hf" "$lseq" "$OUT/run-$size"
   python3 "$root/bench/hf_lm_generate.py" make --size "$size" --out "$hf" || continue
   python3 "$root/tools/gpt2/gpt2_to_lseq.py" "$hf" "$lseq" --max-length $((SEQ - 1)) || continue
-  read -r rc peak < <(peak_memory "$OUT/lstrain-$size.log" "$lstrain" -c "$lseq/config.yml" \
-    --vocabs "$lseq/vocab.json" -t "$OUT/corpus.txt" -m "$OUT/run-$size" --lm-pack-blocks --max-length $((SEQ - 1)) \
-    --precision bf16 --transformer-dropout "$DROPOUT" --transformer-dropout-attention "$DROPOUT" \
-    --mini-batch-words $((BATCH * SEQ)) --mini-batch 1000 --after "${UPDATES}u" --disp-freq 10u \
-    --save-freq 0u --valid-freq 0u --seed 1)
+  train=("$lstrain" -c "$lseq/config.yml" --vocabs "$lseq/vocab.json" -t "$OUT/corpus.txt" --lm-pack-blocks
+    --max-length $((SEQ - 1)) --precision bf16 --transformer-dropout "$DROPOUT" --transformer-dropout-attention
+    "$DROPOUT" --mini-batch-words $((BATCH * SEQ)) --mini-batch 1000 --save-freq 0u --valid-freq 0u --seed 1)
+  read -r rc peak < <(peak_memory "$OUT/lstrain-$size.log" "${train[@]}" -m "$OUT/run-$size" --after "${UPDATES}u" \
+    --disp-freq 10u)
   tok_s=$(grep -o '[0-9.]* words/s' "$OUT/lstrain-$size.log" | awk 'NR > 1 { print $1 }' | sort -n |
     awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }')
   echo "RESULT bench=lm-train impl=lstrain size=$size seq=$SEQ batch=$BATCH dropout=$DROPOUT rc=$rc tok_s=$tok_s" \
     "peak_mem_mib=$peak" | tee -a "$results"
+  if [ "$PROFILE" = 1 ]; then  # GPU time an update by kernel: ncu over 3 updates, summed by bench/kernel_profile.py
+    rm -rf "$OUT/profile-run-$size"
+    timeout -k 5 300 "$ncu_bin" --csv --metrics gpu__time_duration.sum --clock-control none --cache-control none \
+      "${train[@]}" -m "$OUT/profile-run-$size" --after 3u --disp-freq 1u >"$OUT/profile-$size.csv" \
+      2>"$OUT/profile-$size.err" || echo "run-lm-train-bench: ncu exit $? (see $OUT/profile-$size.err)"
+    python3 "$root/bench/kernel_profile.py" "$OUT/profile-$size.csv" --per 3 --top 40 | tee "$OUT/profile-$size.txt"
+  fi
   for mode in $TORCH_MODES; do
     flag=()
     [ "$mode" = eager ] && flag=(--eager)
