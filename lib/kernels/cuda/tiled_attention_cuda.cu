@@ -150,8 +150,8 @@ __device__ __forceinline__ void stream_tiles(int tiles, Stage&& stage, Work&& wo
 }
 
 // One streamed key tile (keys k0.., the first `end` of them seen by some row of the warp) for a warp's 16 query
-// rows: scores, the online softmax update (scores in log2 units: scale * log2(e) folded into one multiply), and
-// out += P v. `masked`: some key of the tile is hidden from some row (the diagonal, the sentence's end).
+// rows: scores, the online softmax update (in log2 units: the running max is the raw scores' max times
+// scale * log2(e), which is positive, and each weight one fma and one ex2 of its raw score), and out += P v. `masked`: some key of the tile is hidden from some row (the diagonal, the sentence's end).
 // kDrop: the probabilities are dropped out (after the row sums took them) before the product with v; element
 // (row, key) draws at mask_row[h] + key.
 template <typename T, bool kFull, bool kDrop>
@@ -161,6 +161,8 @@ __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, c
                                              float (&row_max)[2], float (&row_sum)[2], HeadTiles& out) {
   StreamScores x;
   score_product<T, kStreamRows, kFull>(q_rows, k_tile, end, L, x);
+  float rescale[2];
+  bool grew = false;  // some row's max grew: its accumulated context is rescaled
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float tile_max = -INFINITY;
@@ -169,22 +171,23 @@ __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, c
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& xe = x[j][2 * h + e];
-        xe = !masked || tile_column(k0, j, e) < rows.keys[h] ? xe * scale_log2 : -INFINITY;
+        if (masked && tile_column(k0, j, e) >= rows.keys[h]) xe = -INFINITY;
         tile_max = fmaxf(tile_max, xe);
       }
-    const float new_max = fmaxf(row_max[h], quad_max(tile_max));
+    const float new_max = fmaxf(row_max[h], quad_max(tile_max) * scale_log2);
     const float base = new_max == -INFINITY ? 0.0f : new_max;  // no key seen yet: everything stays 0
-    const float rescale = exp2f(row_max[h] - base);
+    rescale[h] = exp2_flush(row_max[h] - base);
+    grew = grew || new_max > row_max[h];
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kStreamRows / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& xe = x[j][2 * h + e];
-        xe = exp2f(xe - base);
+        xe = exp2_flush(fmaf(xe, scale_log2, -base));
         sum += xe;
       }
-    row_sum[h] = row_sum[h] * rescale + sum;
+    row_sum[h] = row_sum[h] * rescale[h] + sum;
     row_max[h] = new_max;
     if constexpr (kDrop) {
 #pragma unroll
@@ -192,8 +195,13 @@ __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, c
 #pragma unroll
         for (int e = 0; e < 2; ++e) x[j][2 * h + e] *= mask(mask_row[h] + tile_column(k0, j, e));
     }
+  }
+  // Past the first tiles a row's max seldom grows; where none of the warp's did, every rescale is 1.
+  if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
-    for (int j = 0; j < kHeadTiles; ++j) out[j][2 * h] *= rescale, out[j][2 * h + 1] *= rescale;
+    for (int j = 0; j < kHeadTiles; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) out[j][i] *= rescale[i / 2];
   }
   StreamOperands p;
   to_operands<T, kStreamRows>(x, p);
@@ -315,7 +323,7 @@ __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& xe = x[j][2 * h + e];
-          xe = !masked || tile_column(k0, j, e) < rows.keys[h] ? exp2f(fmaf(xe, scale_log2, -lse2[h])) : 0.0f;
+          xe = !masked || tile_column(k0, j, e) < rows.keys[h] ? exp2_flush(fmaf(xe, scale_log2, -lse2[h])) : 0.0f;
         }
     to_operands<T, kStreamRows>(x, pr);
   }
@@ -413,19 +421,23 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
     StreamScores x;
     score_product<T, kStreamRows, kFull>(k_rows, q_tile, end, L, x);
 #pragma unroll
-    for (int j = 0; j < kStreamRows / 8; ++j)
+    for (int j = 0; j < kStreamRows / 8; ++j) {
+      // The lane's two queries of the score tile (columns c, c + 1): their lse in one 8-byte shared load.
+      const float2 lse2_pair = *reinterpret_cast<const float2*>(tile_lse2 + 8 * j + 2 * (lane & 3));
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = 8 * j + 2 * (lane & 3) + e, i = i0 + c;
+        const float query_lse2 = e == 0 ? lse2_pair.x : lse2_pair.y;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const bool seen = !masked || (i < queries && key[h] < keys && (!causal || key[h] <= i));
           float& xe = x[j][2 * h + e];
-          xe = seen ? exp2f(fmaf(xe, scale_log2, -tile_lse2[c])) : 0.0f;
+          xe = seen ? exp2_flush(fmaf(xe, scale_log2, -query_lse2)) : 0.0f;
           if constexpr (kDrop)
             kept |= (mask((mask_slice + i) * k_len + key[h]) != 0.0f ? 1u : 0u) << ((2 * j + e) * 2 + h);
         }
       }
+    }
     if constexpr (kDrop) {
       to_operands<T, kStreamRows>(x, p_only);
 #pragma unroll
@@ -446,7 +458,8 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
   StreamScores dp;
   score_product<T, kStreamRows, kFull>(v_rows, do_tile, end, L, dp);
 #pragma unroll
-  for (int j = 0; j < kStreamRows / 8; ++j)
+  for (int j = 0; j < kStreamRows / 8; ++j) {
+    const float2 dot = *reinterpret_cast<const float2*>(tile_dot + 8 * j + 2 * (lane & 3));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float2 pe;
@@ -457,10 +470,10 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
       } else {
         pe = operand_pair<T, kStreamRows>(a, j, h);
       }
-      const int c = 8 * j + 2 * (lane & 3);
-      dp[j][2 * h] = pe.x * (dp[j][2 * h] - tile_dot[c]) * scale;  // dS^T
-      dp[j][2 * h + 1] = pe.y * (dp[j][2 * h + 1] - tile_dot[c + 1]) * scale;
+      dp[j][2 * h] = pe.x * (dp[j][2 * h] - dot.x) * scale;  // dS^T
+      dp[j][2 * h + 1] = pe.y * (dp[j][2 * h + 1] - dot.y) * scale;
     }
+  }
   to_operands<T, kStreamRows>(dp, a);
 #pragma unroll
   for (int c = 0; c < kStreamRows / kTile; ++c) {

@@ -63,8 +63,13 @@ using ScoreOperands = uint32_t[NK / kTile][4];
 using HeadTiles = float[kHeadTiles][4];
 
 // kFull (the tiled kernels' interior tiles): key_end == NK and head rows of kMaxHeadDim, so the loops below have
-// no run-time exits and the compiler can issue the next shared-memory loads ahead of the products.
-//
+// no run-time exits and the compiler can issue the next shared-memory loads ahead of the products; the row pitch is
+// then a constant too, so every ldmatrix address is the lane's base plus an immediate offset instead of integer
+// arithmetic of its own.
+template <bool kFull>
+__device__ __forceinline__ int row_pitch(const HeadRows& L) {
+  return kFull ? kMaxHeadDim + 8 : L.ldh;  // HeadRows(kMaxHeadDim).ldh
+}
 __device__ __forceinline__ void zero_tiles(HeadTiles& acc) {
 #pragma unroll
   for (int j = 0; j < kHeadTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -75,20 +80,22 @@ __device__ __forceinline__ void zero_tiles(HeadTiles& acc) {
 template <typename T, int NK, bool kFull = false>
 __device__ __forceinline__ void score_product(const T* a, const T* b, int key_end, const HeadRows& L,
                                               ScoreTiles<NK>& acc) {
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, ldh = row_pitch<kFull>(L);
+  const T* a_lane = a + (lane % 16) * ldh + 8 * (lane / 16);
+  const T* b_lane = b + (lane % 8 + 8 * (lane / 16)) * ldh + 8 * ((lane / 8) % 2);
 #pragma unroll
   for (int j = 0; j < NK / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 #pragma unroll
   for (int kc = 0; kc < kMaxHeadDim / kTile; ++kc) {
     if (!kFull && kc * kTile >= L.dh) break;
     uint32_t fa[4];
-    load_matrices(fa, a + (lane % 16) * L.ldh + kc * kTile + 8 * (lane / 16));
+    load_matrices(fa, a_lane + kc * kTile);
 #pragma unroll
     for (int np = 0; np < NK / kTile; ++np) {
       if (!kFull && np * kTile >= key_end) break;
       // Matrices: keys [16np, +8) x dims lo, hi, then keys [16np + 8, +8) x dims lo, hi.
       uint32_t fb[4];
-      load_matrices(fb, b + (np * kTile + lane % 8 + 8 * (lane / 16)) * L.ldh + kc * kTile + 8 * ((lane / 8) % 2));
+      load_matrices(fb, b_lane + np * kTile * ldh + kc * kTile);
       mma_16x8x16<T>(acc[2 * np], fa, fb[0], fb[1]);
       mma_16x8x16<T>(acc[2 * np + 1], fa, fb[2], fb[3]);
     }
@@ -100,12 +107,13 @@ __device__ __forceinline__ void score_product(const T* a, const T* b, int key_en
 template <typename T, bool kFull = false>
 __device__ __forceinline__ void head_step(const uint32_t (&a)[4], const T* b, int r, const HeadRows& L,
                                           HeadTiles& acc) {
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, ldh = row_pitch<kFull>(L);
+  const T* b_lane = b + (r + lane % 8 + 8 * ((lane / 8) % 2)) * ldh + 8 * (lane / 16);
 #pragma unroll
   for (int dp = 0; dp < kMaxHeadDim / kTile; ++dp) {
     if (!kFull && dp * kTile >= L.dh) break;
     uint32_t fb[4];
-    load_matrices_transposed(fb, b + (r + lane % 8 + 8 * ((lane / 8) % 2)) * L.ldh + dp * kTile + 8 * (lane / 16));
+    load_matrices_transposed(fb, b_lane + dp * kTile);
     mma_16x8x16<T>(acc[2 * dp], a, fb[0], fb[1]);
     mma_16x8x16<T>(acc[2 * dp + 1], a, fb[2], fb[3]);
   }

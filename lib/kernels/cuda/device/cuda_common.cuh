@@ -20,6 +20,15 @@ namespace lseq::kernels::cuda {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+// 2^x in one ex2 instruction, results below 2^-126 flushed to 0. exp2f() adds a compare and two multiplies around
+// it to keep such subnormal results, which softmax weights that small never need; in the attention kernels, whose
+// issue slots are their limit, those were a quarter of a score's instructions.
+__device__ __forceinline__ float exp2_flush(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // ---- element types: storage T, math in fp32 ----
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
