@@ -165,8 +165,8 @@ __global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
     const float base = new_max == -INFINITY ? 0.0f : new_max;  // nothing finite yet: every term stays 0
     float pack_sum = 0.0f;
 #pragma unroll
-    for (int j = 0; j < P; ++j) pack_sum += exp2f(fmaf(v[j], kLog2e, -base));
-    s = s * exp2f(m - base) + pack_sum;
+    for (int j = 0; j < P; ++j) pack_sum += exp2_flush(fmaf(v[j], kLog2e, -base));
+    s = s * exp2_flush(m - base) + pack_sum;
     m = new_max;
     if (q * P + P <= vocab) {
 #pragma unroll
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
     }
   }
   const float row_max = block_max(m, shared);
-  const float sum_exp = block_sum(m == -INFINITY ? 0.0f : s * exp2f(m - row_max), shared);
+  const float sum_exp = block_sum(m == -INFINITY ? 0.0f : s * exp2_flush(m - row_max), shared);
   const float sum_x = block_sum(sx, shared);  // the barriers make shared_x_y visible
   const float lse2 = row_max + log2f(sum_exp);  // log-sum-exp in log2 units
   write_row_loss(row, shared_x_y, lse2 * kLn2, sum_x, vocab, label_smoothing, loss, nll);
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
     staged_values(row_copy, bias, q, vocab, g);
 #pragma unroll
     for (int j = 0; j < P; ++j)
-      g[j] = q * P + j < vocab ? grad_scale * (exp2f(fmaf(g[j], kLog2e, -lse2)) - (q * P + j == y ? target_y : smooth))
+      g[j] = q * P + j < vocab ? grad_scale * (exp2_flush(fmaf(g[j], kLog2e, -lse2)) - (q * P + j == y ? target_y : smooth))
                                : 0.0f;
     store_pack<T>(d + q * P, g);
   }

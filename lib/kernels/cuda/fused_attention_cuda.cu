@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& xe = x[j][2 * h + e];
-        xe = rows.sees(h, j, e) ? exp2f((xe - mx) * kLog2e) : 0.0f;
+        xe = rows.sees(h, j, e) ? exp2_flush((xe - mx) * kLog2e) : 0.0f;
         sum += xe;
       }
     sum = quad_sum(sum);
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 2)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& xe = x[j][2 * h + e];
-        xe = rows.sees(h, j, e) ? exp2f((scale * xe - row_lse[h]) * kLog2e) : 0.0f;
+        xe = rows.sees(h, j, e) ? exp2_flush((scale * xe - row_lse[h]) * kLog2e) : 0.0f;
       }
   {
     ScoreOperands<NK> p;
