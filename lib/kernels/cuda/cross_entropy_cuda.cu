@@ -190,8 +190,9 @@ __global__ void __launch_bounds__(kStagedThreads) cross_entropy_staged_kernel(
     staged_values(row_copy, bias, q, vocab, g);
 #pragma unroll
     for (int j = 0; j < P; ++j)
-      g[j] = q * P + j < vocab ? grad_scale * (exp2_flush(fmaf(g[j], kLog2e, -lse2)) - (q * P + j == y ? target_y : smooth))
-                               : 0.0f;
+      g[j] = q * P + j < vocab
+                 ? grad_scale * (exp2_flush(fmaf(g[j], kLog2e, -lse2)) - (q * P + j == y ? target_y : smooth))
+                 : 0.0f;
     store_pack<T>(d + q * P, g);
   }
 }

@@ -151,9 +151,9 @@ __device__ __forceinline__ void stream_tiles(int tiles, Stage&& stage, Work&& wo
 
 // One streamed key tile (keys k0.., the first `end` of them seen by some row of the warp) for a warp's 16 query
 // rows: scores, the online softmax update (in log2 units: the running max is the raw scores' max times
-// scale * log2(e), which is positive, and each weight one fma and one ex2 of its raw score), and out += P v. `masked`: some key of the tile is hidden from some row (the diagonal, the sentence's end).
-// kDrop: the probabilities are dropped out (after the row sums took them) before the product with v; element
-// (row, key) draws at mask_row[h] + key.
+// scale * log2(e), which is positive, and each weight one fma and one ex2 of its raw score), and out += P v. `masked`:
+// some key of the tile is hidden from some row (the diagonal, the sentence's end). kDrop: the probabilities are dropped
+// out (after the row sums took them) before the product with v; element (row, key) draws at mask_row[h] + key.
 template <typename T, bool kFull, bool kDrop>
 __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, const T* v_tile, int k0, int end,
                                              bool masked, const OwnRows& rows, float scale_log2, const HeadRows& L,
