@@ -42,8 +42,8 @@ using StreamScores = ScoreTiles<kStreamRows>;
 using StreamOperands = ScoreOperands<kStreamRows>;
 
 // Shared memory of a CTA, in bytes from the base: `own` operands of its own block ([64][ldh] T each), then two
-// buffers of two streamed operands each, then (dK/dV) two buffers of the streamed queries' lse and D (64 floats
-// each). Head-dim 64: forward 46080 bytes, dQ 55296, dK/dV 56320.
+// buffers of two streamed operands each, then (dK/dV) two buffers of the streamed queries' lse and D x scale (64
+// floats each). Head-dim 64: forward 46080 bytes, dQ 55296, dK/dV 56320.
 struct TiledLayout : HeadRows {
   unsigned operand_bytes, stream_at, stats_at, bytes;
   TiledLayout(int head_dim, int own, bool stats) : HeadRows(head_dim) {
@@ -307,7 +307,7 @@ __global__ void row_dots_kernel(const T* context, const T* d_context, int heads,
 template <typename T, bool kFull, bool kDrop>
 __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const T* k_tile, const T* v_tile, int k0,
                                         int end, bool masked, const OwnRows& rows, float scale, const float (&lse2)[2],
-                                        const float (&row_dot)[2], const HeadRows& L, const DeviceMask& mask,
+                                        const float (&scaled_dot)[2], const HeadRows& L, const DeviceMask& mask,
                                         const int64_t (&mask_row)[2], HeadTiles& acc) {
   const float scale_log2 = scale * kLog2e;
   // P rounded to dt as soon as it is made (its fp32 scores' registers are free again for dP); dS takes the rounded
@@ -338,8 +338,8 @@ __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const
         dp[j][2 * h] *= mask(mask_row[h] + tile_column(k0, j, 0));
         dp[j][2 * h + 1] *= mask(mask_row[h] + tile_column(k0, j, 1));
       }
-      dp[j][2 * h] = pe.x * (dp[j][2 * h] - row_dot[h]) * scale;  // dS
-      dp[j][2 * h + 1] = pe.y * (dp[j][2 * h + 1] - row_dot[h]) * scale;
+      dp[j][2 * h] = pe.x * fmaf(dp[j][2 * h], scale, -scaled_dot[h]);  // dS = P (dP - D) scale
+      dp[j][2 * h + 1] = pe.y * fmaf(dp[j][2 * h + 1], scale, -scaled_dot[h]);
     }
   StreamOperands d_s;
   to_operands<T, kStreamRows>(dp, d_s);
@@ -371,12 +371,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int all_see = b.all_see(causal);
   int64_t mask_row[2];
   b.mask_rows(rows, q_len, k_len, mask_row);
-  float lse2[2], row_dot[2];  // lse in log2 units
+  float lse2[2], scaled_dot[2];  // lse in log2 units; D times the scale (dS = P (dP scale - D scale): one fma)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const bool any = rows.keys[h] > 0;
     lse2[h] = any ? lse[static_cast<int64_t>(b.s) * q_len + rows.row[h]] * kLog2e : 0.0f;
-    row_dot[h] = any ? row_dots[static_cast<int64_t>(b.s - slice_begin) * q_len + rows.row[h]] : 0.0f;
+    scaled_dot[h] = any ? row_dots[static_cast<int64_t>(b.s - slice_begin) * q_len + rows.row[h]] * scale : 0.0f;
   }
   HeadTiles acc;
   zero_tiles(acc);
@@ -389,20 +389,20 @@ __global__ void __launch_bounds__(kBlockThreads)
         const bool masked = k0 + kStreamRows > all_see;
         if (kWideHead && seen == kStreamRows)
           dq_tile<T, kWideHead, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
-                                       sm.streamed(buffer, 1), k0, kStreamRows, masked, rows, scale, lse2, row_dot, L,
-                                       mask, mask_row, acc);
+                                       sm.streamed(buffer, 1), k0, kStreamRows, masked, rows, scale, lse2, scaled_dot,
+                                       L, mask, mask_row, acc);
         else
           dq_tile<T, false, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
-                                   sm.streamed(buffer, 1), k0, round_tile(seen), masked, rows, scale, lse2, row_dot,
+                                   sm.streamed(buffer, 1), k0, round_tile(seen), masked, rows, scale, lse2, scaled_dot,
                                    L, mask, mask_row, acc);
       });
   store_head_tile(acc, b.first, b.rows_of.q, head_dim, d_q + b.q_at, ldq, packed);
 }
 
-// One streamed query tile (queries i0.., `end` of them staged, their lse in log2 units and D in shared memory) for
-// a warp's 16 keys in dK/dV: transposed scores S^T = k q^T, P^T, dV += (P M)^T dO, dP^T = (v dO^T) M,
-// dS^T = P^T (dP^T - D) scale, dK += dS^T q. `masked`: some (key, query) pair of the tile is hidden (the diagonal,
-// the sentence's end). kDrop: element (key, query i) draws at (mask_slice + i) * k_len + key.
+// One streamed query tile (queries i0.., `end` of them staged, their lse in log2 units and D times the scale in
+// shared memory) for a warp's 16 keys in dK/dV: transposed scores S^T = k q^T, P^T, dV += (P M)^T dO,
+// dP^T = (v dO^T) M, dS^T = P^T (dP^T - D) scale, dK += dS^T q. `masked`: some (key, query) pair of the tile is
+// hidden (the diagonal, the sentence's end). kDrop: element (key, query i) draws at (mask_slice + i) * k_len + key.
 template <typename T, bool kFull, bool kDrop>
 __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, const T* q_tile, const T* do_tile,
                                           const float* tile_lse2, const float* tile_dot, int i0, int end, bool masked,
@@ -470,8 +470,8 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
       } else {
         pe = operand_pair<T, kStreamRows>(a, j, h);
       }
-      dp[j][2 * h] = pe.x * (dp[j][2 * h] - dot.x) * scale;  // dS^T
-      dp[j][2 * h + 1] = pe.y * (dp[j][2 * h + 1] - dot.y) * scale;
+      dp[j][2 * h] = pe.x * fmaf(dp[j][2 * h], scale, -dot.x);  // dS^T = P^T (dP^T scale - D scale)
+      dp[j][2 * h + 1] = pe.y * fmaf(dp[j][2 * h + 1], scale, -dot.y);
     }
   }
   to_operands<T, kStreamRows>(dp, a);
@@ -529,7 +529,8 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
         for (int r = threadIdx.x; r < kStreamRows; r += blockDim.x) {
           const bool inside = r < n;
           sm.stats(buffer, 0)[r] = inside ? lse[static_cast<int64_t>(s) * q_len + i0 + r] * kLog2e : 0.0f;
-          sm.stats(buffer, 1)[r] = inside ? row_dots[static_cast<int64_t>(s - slice_begin) * q_len + i0 + r] : 0.0f;
+          sm.stats(buffer, 1)[r] =
+              inside ? row_dots[static_cast<int64_t>(s - slice_begin) * q_len + i0 + r] * scale : 0.0f;
         }
       },
       [&](int t, int buffer) {
