@@ -261,10 +261,9 @@ struct ResidualTail {
 };
 
 // dx as layer_norm_dx_kernel (added to dx with `accumulate`), per warp and row from registers (so dx may alias
-// dy), and when `partials` is not
-// null the chunk's sums of dy * xhat (columns [0, cols)) and dy (columns [cols, 2 cols)), with kTail also of d_o
-// (columns [2 cols, 3 cols)), into partials[blockIdx.x]: each warp sums its rows, then the warps are added in order
-// through shared memory (kRowWarps * width floats, width = 2 or 3 cols).
+// dy), and when `partials` is not null the chunk's sums of dy * xhat (columns [0, cols)) and dy (columns [cols,
+// 2 cols)), with kTail also of d_o (columns [2 cols, 3 cols)), into partials[blockIdx.x]: each warp sums its rows,
+// then the warps are added in order through shared memory (kRowWarps * width floats, width = 2 or 3 cols).
 // From the output (kFromOutput) the block first puts each column's gain, 1 / backward_gain and beta into shared
 // memory (after the warp sums), which the rows read instead of registers: the clamp and the reciprocal are paid
 // once per block, and the gains take no registers. They are stored in the lanes' order, lane column (n, k) of
