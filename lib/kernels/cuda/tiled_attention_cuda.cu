@@ -149,16 +149,33 @@ __device__ __forceinline__ void stream_tiles(int tiles, Stage&& stage, Work&& wo
   }
 }
 
+// Runs tile(full, maskable) for one streamed tile, both std::bool_constant: kFull where the kernel's head is
+// kMaxHeadDim and the tile has every streamed row (`full`), and maskable false for an interior tile (`masked` false:
+// no key hidden from any row), whose mask compares and selects are then compiled out. They were 70 of the 421
+// instructions of a full forward tile (sm_90 SASS) though most tiles of a long slice need none.
+template <bool kWideHead, typename Tile>
+__device__ __forceinline__ void dispatch_tile(bool full, bool masked, Tile&& tile) {
+  if (kWideHead && full) {
+    if (masked)
+      tile(std::bool_constant<kWideHead>{}, std::true_type{});
+    else
+      tile(std::bool_constant<kWideHead>{}, std::false_type{});
+  } else {
+    tile(std::false_type{}, std::true_type{});
+  }
+}
+
 // One streamed key tile (keys k0.., the first `end` of them seen by some row of the warp) for a warp's 16 query
 // rows: scores, the online softmax update (in log2 units: the running max is the raw scores' max times
 // scale * log2(e), which is positive, and each weight one fma and one ex2 of its raw score), and out += P v. `masked`:
-// some key of the tile is hidden from some row (the diagonal, the sentence's end). kDrop: the probabilities are dropped
-// out (after the row sums took them) before the product with v; element (row, key) draws at mask_row[h] + key.
-template <typename T, bool kFull, bool kDrop>
+// some key of the tile is hidden from some row (the diagonal, the sentence's end), read only where kMaskable. kDrop:
+// the probabilities are dropped out (after the row sums took them) before the product with v; element (row, key) draws
+// at mask_row[h] + key.
+template <typename T, bool kFull, bool kDrop, bool kMaskable>
 __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, const T* v_tile, int k0, int end,
                                              bool masked, const OwnRows& rows, float scale_log2, const HeadRows& L,
-                                             const DeviceMask& mask, const int64_t (&mask_row)[2],
-                                             float (&row_max)[2], float (&row_sum)[2], HeadTiles& out) {
+                                             const DeviceMask& mask, const int64_t (&mask_row)[2], float (&row_max)[2],
+                                             float (&row_sum)[2], HeadTiles& out) {
   StreamScores x;
   score_product<T, kStreamRows, kFull>(q_rows, k_tile, end, L, x);
   float rescale[2];
@@ -171,7 +188,7 @@ __device__ __forceinline__ void forward_tile(const T* q_rows, const T* k_tile, c
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& xe = x[j][2 * h + e];
-        if (masked && tile_column(k0, j, e) >= rows.keys[h]) xe = -INFINITY;
+        if (kMaskable && masked && tile_column(k0, j, e) >= rows.keys[h]) xe = -INFINITY;
         tile_max = fmaxf(tile_max, xe);
       }
     const float new_max = fmaxf(row_max[h], quad_max(tile_max) * scale_log2);
@@ -240,13 +257,11 @@ __global__ void __launch_bounds__(kBlockThreads)
         const int k0 = t * kStreamRows, seen = min(kStreamRows, rows.warp_keys - k0);
         if (seen <= 0) return;  // the warp's rows see none of these keys
         const bool masked = k0 + kStreamRows > all_see;
-        if (kWideHead && seen == kStreamRows)
-          forward_tile<T, kWideHead, kDrop>(q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0, kStreamRows,
-                                            masked, rows, scale_log2, L, mask, mask_row, row_max, row_sum, out);
-        else
-          forward_tile<T, false, kDrop>(q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0,
-                                        round_tile(seen), masked, rows, scale_log2, L, mask, mask_row, row_max,
-                                        row_sum, out);
+        dispatch_tile<kWideHead>(seen == kStreamRows, masked, [&](auto full, auto maskable) {
+          forward_tile<T, decltype(full)::value, kDrop, decltype(maskable)::value>(
+              q_rows, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0, round_tile(seen), masked, rows, scale_log2, L,
+              mask, mask_row, row_max, row_sum, out);
+        });
       });
   // Rows without keys: context 0 and lse -inf, as in the whole-slice kernel.
 #pragma unroll
@@ -303,8 +318,8 @@ __global__ void row_dots_kernel(const T* context, const T* d_context, int heads,
 }
 
 // One streamed key/value tile for a warp's 16 query rows in dQ: P = exp2(S scale log2(e) - lse log2(e)),
-// dP = dO v^T, dS = P (dP - D) scale, acc += dS k.
-template <typename T, bool kFull, bool kDrop>
+// dP = dO v^T, dS = P (dP - D) scale, acc += dS k. `masked` and kMaskable as in forward_tile.
+template <typename T, bool kFull, bool kDrop, bool kMaskable>
 __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const T* k_tile, const T* v_tile, int k0,
                                         int end, bool masked, const OwnRows& rows, float scale, const float (&lse2)[2],
                                         const float (&scaled_dot)[2], const HeadRows& L, const DeviceMask& mask,
@@ -323,7 +338,9 @@ __device__ __forceinline__ void dq_tile(const T* q_rows, const T* do_rows, const
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& xe = x[j][2 * h + e];
-          xe = !masked || tile_column(k0, j, e) < rows.keys[h] ? exp2_flush(fmaf(xe, scale_log2, -lse2[h])) : 0.0f;
+          xe = !(kMaskable && masked) || tile_column(k0, j, e) < rows.keys[h]
+                   ? exp2_flush(fmaf(xe, scale_log2, -lse2[h]))
+                   : 0.0f;
         }
     to_operands<T, kStreamRows>(x, pr);
   }
@@ -387,14 +404,11 @@ __global__ void __launch_bounds__(kBlockThreads)
         const int k0 = t * kStreamRows, seen = min(kStreamRows, rows.warp_keys - k0);
         if (seen <= 0) return;
         const bool masked = k0 + kStreamRows > all_see;
-        if (kWideHead && seen == kStreamRows)
-          dq_tile<T, kWideHead, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
-                                       sm.streamed(buffer, 1), k0, kStreamRows, masked, rows, scale, lse2, scaled_dot,
-                                       L, mask, mask_row, acc);
-        else
-          dq_tile<T, false, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
-                                   sm.streamed(buffer, 1), k0, round_tile(seen), masked, rows, scale, lse2, scaled_dot,
-                                   L, mask, mask_row, acc);
+        dispatch_tile<kWideHead>(seen == kStreamRows, masked, [&](auto full, auto maskable) {
+          dq_tile<T, decltype(full)::value, kDrop, decltype(maskable)::value>(
+              sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0), sm.streamed(buffer, 1), k0,
+              round_tile(seen), masked, rows, scale, lse2, scaled_dot, L, mask, mask_row, acc);
+        });
       });
   store_head_tile(acc, b.first, b.rows_of.q, head_dim, d_q + b.q_at, ldq, packed);
 }
@@ -402,8 +416,9 @@ __global__ void __launch_bounds__(kBlockThreads)
 // One streamed query tile (queries i0.., `end` of them staged, their lse in log2 units and D times the scale in
 // shared memory) for a warp's 16 keys in dK/dV: transposed scores S^T = k q^T, P^T, dV += (P M)^T dO,
 // dP^T = (v dO^T) M, dS^T = P^T (dP^T - D) scale, dK += dS^T q. `masked`: some (key, query) pair of the tile is
-// hidden (the diagonal, the sentence's end). kDrop: element (key, query i) draws at (mask_slice + i) * k_len + key.
-template <typename T, bool kFull, bool kDrop>
+// hidden (the diagonal, the sentence's end), read only where kMaskable. kDrop: element (key, query i) draws at
+// (mask_slice + i) * k_len + key.
+template <typename T, bool kFull, bool kDrop, bool kMaskable>
 __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, const T* q_tile, const T* do_tile,
                                           const float* tile_lse2, const float* tile_dot, int i0, int end, bool masked,
                                           const int (&key)[2], int queries, int keys, bool causal, float scale,
@@ -430,7 +445,7 @@ __device__ __forceinline__ void dkdv_tile(const T* k_rows, const T* v_rows, cons
         const float query_lse2 = e == 0 ? lse2_pair.x : lse2_pair.y;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const bool seen = !masked || (i < queries && key[h] < keys && (!causal || key[h] <= i));
+          const bool seen = !(kMaskable && masked) || (i < queries && key[h] < keys && (!causal || key[h] <= i));
           float& xe = x[j][2 * h + e];
           xe = seen ? exp2_flush(fmaf(xe, scale_log2, -query_lse2)) : 0.0f;
           if constexpr (kDrop)
@@ -540,16 +555,12 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
         // Unmasked: every key of the warp is in the sentence, every query of the tile exists and (causal) sees the
         // warp's last key.
         const bool masked = !all_keys || queries < kStreamRows || (causal && first + kTile - 1 > i0);
-        if (kWideHead && queries == kStreamRows)
-          dkdv_tile<T, kWideHead, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
-                                         sm.streamed(buffer, 1), sm.stats(buffer, 0), sm.stats(buffer, 1), i0,
-                                         kStreamRows, masked, key, rows_of.q, keys, causal, scale, L, mask,
-                                         static_cast<int64_t>(s) * q_len, k_len, dk, dv);
-        else
-          dkdv_tile<T, false, kDrop>(sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0),
-                                     sm.streamed(buffer, 1), sm.stats(buffer, 0), sm.stats(buffer, 1), i0,
-                                     round_tile(queries), masked, key, rows_of.q, keys, causal, scale, L, mask,
-                                     static_cast<int64_t>(s) * q_len, k_len, dk, dv);
+        dispatch_tile<kWideHead>(queries == kStreamRows, masked, [&](auto full, auto maskable) {
+          dkdv_tile<T, decltype(full)::value, kDrop, decltype(maskable)::value>(
+              sm.own(0) + own_at, sm.own(1) + own_at, sm.streamed(buffer, 0), sm.streamed(buffer, 1),
+              sm.stats(buffer, 0), sm.stats(buffer, 1), i0, round_tile(queries), masked, key, rows_of.q, keys, causal,
+              scale, L, mask, static_cast<int64_t>(s) * q_len, k_len, dk, dv);
+        });
       });
   store_head_tile(dk, first, rows_of.k, head_dim, d_k + k_at, ldkv, packed);
   store_head_tile(dv, first, rows_of.k, head_dim, d_v + k_at, ldkv, packed);
