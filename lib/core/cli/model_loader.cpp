@@ -178,11 +178,16 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
 
 namespace {
 
+// What a decoder is made for: decoding, or (kernel_preload) a translation decoder over placeholder weights that only
+// warms up, so that the process has loaded its GEMM kernels before the real decoders meet them.
+enum class DecoderUse { decode, kernel_preload };
+
 // A decoder over loaded weights, on own_backend (or the weights' when null), planned once for the largest batch the
 // options allow.
 std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& options,
                                         std::shared_ptr<const LoadedWeights> weights,
-                                        std::unique_ptr<kernels::Backend> own_backend) {
+                                        std::unique_ptr<kernels::Backend> own_backend,
+                                        DecoderUse use = DecoderUse::decode) {
   auto last = std::chrono::steady_clock::now();
   DecoderParts parts{std::move(weights), std::move(own_backend)};
   kernels::Backend& backend = parts.runs_on();
@@ -193,10 +198,12 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
   auto finish_load = [&](StepModel& loaded, const WarmUpLimits* warm_up) {  // warms up where asked, logs the phases
     const double planning_seconds = seconds_since(last);
     const int calls = warm_up ? warm_up_decoding(loaded, *warm_up) : 0;
-    spdlog::debug("decoder of {}: planning {:.3f} s, warming up {:.3f} s ({} calls)", files.weights, planning_seconds,
+    spdlog::debug("{} of {}: planning {:.3f} s, warming up {:.3f} s ({} calls)",
+                  use == DecoderUse::decode ? "decoder" : "kernel preload", files.weights, planning_seconds,
                   seconds_since(last), calls);
   };
-  const bool warm_up = backend.can_record() && options.has("warm-up") && options.get_bool("warm-up");
+  const bool warm_up = backend.can_record() &&
+                       (use == DecoderUse::kernel_preload || (options.has("warm-up") && options.get_bool("warm-up")));
   const std::size_t parameters = parts.weights->model->num_weights();
 
   // The largest batch: --mini-batch sentences (or, with only --mini-batch-words, that many one-word sentences),
@@ -232,9 +239,34 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
   loaded->limit_recorded_steps(static_cast<std::size_t>(options.get_int("max-recorded-steps")));
   const WarmUpLimits limits{sentences, sentences * beam, max_length + 1};
   finish_load(*loaded, warm_up ? &limits : nullptr);
+  if (use == DecoderUse::kernel_preload) return loaded;
   spdlog::info("model {}: {} parameters; decoding up to {} sentences x {} hypotheses, {} source and {} target tokens",
                files.weights, parameters, sentences, beam, max_length + 1, max_tgt);
   return loaded;
+}
+
+// --warm-up's first part, beside the load of the real weights: a translation decoder over zero weights on a
+// backend of its own runs every class of shapes once and is dropped. cuBLAS loads a GEMM kernel once a process
+// (2-9 ms of host time each, about 0.1 s for transformer-base's), and a kernel's choice depends on the shapes alone,
+// so the real decoders, warmed up after their weights are placed, find the kernels loaded: the loading runs while
+// the weights are checked and placed and the other decoders' backends start, instead of after them. On a GPU only
+// (the CPU has no such first-use cost), for translation models (the decoders' own warm-up leaves language models out
+// too). A failure costs only the head start: it is logged, and the decoders load their kernels as they meet them.
+void preload_decoding_kernels(const ModelFiles& files, const Options& options) {
+  try {
+    auto last = std::chrono::steady_clock::now();
+    auto placeholder = std::make_shared<LoadedWeights>();
+    placeholder->backend = select_backend(options);
+    if (!placeholder->backend->can_record()) return;
+    placeholder->model = make_model(read_model_config(files.weights), *placeholder->backend, precision_dtype(options),
+                                    ParamUse::inference);
+    placeholder->model->load_params(std::vector<HostTensor>{});  // every weight 0
+    make_decoder(files, options, placeholder, nullptr, DecoderUse::kernel_preload);
+    spdlog::debug("kernel preload of {}: {:.3f} s", files.weights, seconds_since(last));
+  } catch (const std::exception& e) {
+    spdlog::warn("--warm-up: the decoders' GEMM kernels were not loaded ahead of them ({}); they load as they come",
+                 e.what());
+  }
 }
 
 }  // namespace
@@ -283,6 +315,10 @@ std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& f
                                                              bool all_required) {
   std::shared_future<std::shared_ptr<const LoadedWeights>> weights =
       std::async(std::launch::async, [&files, &options] { return load_weights(files, options); }).share();
+  std::future<void> preload;  // waited for before the decoders are returned: its memory is given back by then
+  if (options.has("warm-up") && options.get_bool("warm-up") && runs_on_gpu(options) &&
+      !is_language_model(files, options, nullptr))
+    preload = std::async(std::launch::async, [&files, &options] { preload_decoding_kernels(files, options); });
   std::atomic<int> started{0};
   return load_copies(count, all_required, [&]() -> std::unique_ptr<StepModel> {
     std::unique_ptr<kernels::Backend> own_backend;

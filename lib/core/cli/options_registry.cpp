@@ -810,8 +810,8 @@ std::vector<OptionSpec> build_registry() {
             .in(0, 4096),
         Opt("warm-up", T::boolean, G::translation, kTranslate, def("false"),
             "On a GPU, each decoder of a translation model runs every class of shapes once before reading input, so "
-            "that the first batches do not pay cuBLAS's first launch of each kernel (about 0.2 s in all for "
-            "transformer-base on an H100): the cost moves into the model load, and the whole run took as long "
+            "that the first batches do not pay cuBLAS's first launch of each kernel (about 0.1 s in all for "
+            "transformer-base): the kernels load beside the weights' load, and the whole run took about as long "
             "(docs/decoding.md, 'A fresh process'). Useful where the first lines' latency matters (input from a "
             "pipe)"),
         Opt("continuous-batching", T::boolean, G::translation, kTranslate | kServe, def("true"),

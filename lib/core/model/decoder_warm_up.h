@@ -3,7 +3,8 @@
 // first launch of a kernel it has not launched before in the process costs 2-9 ms of host time on an H100 (lazy
 // module loading or not), and a transformer-base decoder uses about forty of them (encodings and steps at each class
 // of row counts). A fresh lstranslate paid these 0.15-0.2 s inside its first batches, while the GPU waited; now it
-// pays them in the model load (docs/decoding.md, "A fresh process").
+// pays them in the model load, where a throwaway decoder over zero weights loads them beside the weights' own load
+// (core/cli/model_loader.cpp; docs/decoding.md, "A fresh process").
 #include "core/search/step_model.h"
 
 namespace lseq {
