@@ -249,9 +249,9 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
 // backend of its own runs every class of shapes once and is dropped. cuBLAS loads a GEMM kernel once a process
 // (2-9 ms of host time each, about 0.1 s for transformer-base's), and a kernel's choice depends on the shapes alone,
 // so the real decoders, warmed up after their weights are placed, find the kernels loaded: the loading runs while
-// the weights are checked and placed and the other decoders' backends start, instead of after them. On a GPU only
+// the weights are read, checked and placed and the other decoders' backends start, instead of after them. On a GPU only
 // (the CPU has no such first-use cost), for translation models (the decoders' own warm-up leaves language models out
-// too). A failure costs only the head start: it is logged, and the decoders load their kernels as they meet them.
+// too). A failure costs only the head start: the decoders load their kernels as they meet them.
 void preload_decoding_kernels(const ModelFiles& files, const Options& options) {
   try {
     auto last = std::chrono::steady_clock::now();
@@ -263,9 +263,9 @@ void preload_decoding_kernels(const ModelFiles& files, const Options& options) {
     placeholder->model->load_params(std::vector<HostTensor>{});  // every weight 0
     make_decoder(files, options, placeholder, nullptr, DecoderUse::kernel_preload);
     spdlog::debug("kernel preload of {}: {:.3f} s", files.weights, seconds_since(last));
-  } catch (const std::exception& e) {
-    spdlog::warn("--warm-up: the decoders' GEMM kernels were not loaded ahead of them ({}); they load as they come",
-                 e.what());
+  } catch (const std::exception& e) {  // at debug level: a bad model file is the real load's to report
+    spdlog::debug("kernel preload of {} gave up ({}); the decoders load their kernels as they meet them", files.weights,
+                  e.what());
   }
 }
 
@@ -315,15 +315,19 @@ std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& f
                                                              bool all_required) {
   std::shared_future<std::shared_ptr<const LoadedWeights>> weights =
       std::async(std::launch::async, [&files, &options] { return load_weights(files, options); }).share();
-  std::future<void> preload;  // waited for before the decoders are returned: its memory is given back by then
+  // --warm-up's kernel preload runs beside the weights' load. The decoders are planned only after it has ended and
+  // given its memory back, so that the load's peak is the weights and the decoders as without it.
+  std::shared_future<void> preload;
   if (options.has("warm-up") && options.get_bool("warm-up") && runs_on_gpu(options) &&
       !is_language_model(files, options, nullptr))
-    preload = std::async(std::launch::async, [&files, &options] { preload_decoding_kernels(files, options); });
+    preload = std::async(std::launch::async, [&files, &options] { preload_decoding_kernels(files, options); }).share();
   std::atomic<int> started{0};
   return load_copies(count, all_required, [&]() -> std::unique_ptr<StepModel> {
     std::unique_ptr<kernels::Backend> own_backend;
     if (started++ > 0) own_backend = select_backend(options);
-    return make_decoder(files, options, weights.get(), std::move(own_backend));
+    std::shared_ptr<const LoadedWeights> loaded = weights.get();
+    if (preload.valid()) preload.wait();
+    return make_decoder(files, options, std::move(loaded), std::move(own_backend));
   });
 }
 
