@@ -178,7 +178,7 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
 
 namespace {
 
-// What a decoder is made for: decoding, or (kernel_preload) a translation decoder over placeholder weights that only
+// What a decoder is made for: decoding, or (kernel_preload) a decoder over placeholder weights that only
 // warms up, so that the process has loaded its GEMM kernels before the real decoders meet them.
 enum class DecoderUse { decode, kernel_preload };
 
@@ -191,10 +191,8 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
   auto last = std::chrono::steady_clock::now();
   DecoderParts parts{std::move(weights), std::move(own_backend)};
   kernels::Backend& backend = parts.runs_on();
-  // --warm-up (lsserve's default, lstranslate's option): on a GPU a translation decoder meets its kernels before the
-  // first input (core/model/decoder_warm_up.h); the CPU has no such first-use cost. Language models are not warmed:
-  // a generation's prefill and steps meet few shapes, and warming every class cost GPT-2 small and medium 0.1-0.25 s
-  // more load than their generation saved (H100).
+  // --warm-up (lsserve's default, lstranslate's option): on a GPU a decoder meets its kernels before the first input
+  // (core/model/decoder_warm_up.h); the CPU has no such first-use cost.
   auto finish_load = [&](StepModel& loaded, const WarmUpLimits* warm_up) {  // warms up where asked, logs the phases
     const double planning_seconds = seconds_since(last);
     const int calls = warm_up ? warm_up_decoding(loaded, *warm_up) : 0;
@@ -225,7 +223,11 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
     auto loaded = std::make_unique<LoadedLmStepModel>(std::move(parts), sentences * beam, max_prompt, max_steps,
                                                       sentences);
     loaded->limit_recorded_steps(static_cast<std::size_t>(options.get_int("max-recorded-steps")));
-    finish_load(*loaded, nullptr);
+    WarmUpLimits limits{sentences, sentences * beam, max_prompt};
+    limits.prefill_piece = DecoderOnlyStepModel::kPrefillChunk;
+    limits.row_class_growth = decoding_row_class_growth(true);
+    finish_load(*loaded, warm_up ? &limits : nullptr);
+    if (use == DecoderUse::kernel_preload) return loaded;
     spdlog::info("language model {}: {} parameters; decoding up to {} prompts x {} hypotheses, prompts of {} and {} "
                  "{} tokens",
                  files.weights, parameters, sentences, beam, max_prompt - 1, max_steps - 1,
@@ -245,13 +247,13 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
   return loaded;
 }
 
-// --warm-up's first part, beside the load of the real weights: a translation decoder over zero weights on a
-// backend of its own runs every class of shapes once and is dropped. cuBLAS loads a GEMM kernel once a process
-// (2-9 ms of host time each, about 0.1 s for transformer-base's), and a kernel's choice depends on the shapes alone,
-// so the real decoders, warmed up after their weights are placed, find the kernels loaded: the loading runs while
-// the weights are read, checked and placed and the other decoders' backends start, instead of after them. On a GPU only
-// (the CPU has no such first-use cost), for translation models (the decoders' own warm-up leaves language models out
-// too). A failure costs only the head start: the decoders load their kernels as they meet them.
+// --warm-up's first part, beside the load of the real weights: a decoder over zero weights on a backend of its own
+// runs every class of shapes once and is dropped. cuBLAS loads a GEMM kernel once a process (2-9 ms of host time
+// each, about 0.1 s for transformer-base's), and a kernel's choice depends on the shapes alone, so the real
+// decoders, warmed up after their weights are placed, find the kernels loaded: the loading runs while the weights
+// are read, checked and placed and the other decoders' backends start, instead of after them. On a GPU only (the CPU
+// has no such first-use cost). A failure costs only the head start: the decoders load their kernels as they meet
+// them.
 void preload_decoding_kernels(const ModelFiles& files, const Options& options) {
   try {
     auto last = std::chrono::steady_clock::now();
@@ -318,8 +320,7 @@ std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& f
   // --warm-up's kernel preload runs beside the weights' load. The decoders are planned only after it has ended and
   // given its memory back, so that the load's peak is the weights and the decoders as without it.
   std::shared_future<void> preload;
-  if (options.has("warm-up") && options.get_bool("warm-up") && runs_on_gpu(options) &&
-      !is_language_model(files, options, nullptr))
+  if (options.has("warm-up") && options.get_bool("warm-up") && runs_on_gpu(options))
     preload = std::async(std::launch::async, [&files, &options] { preload_decoding_kernels(files, options); }).share();
   std::atomic<int> started{0};
   return load_copies(count, all_required, [&]() -> std::unique_ptr<StepModel> {

@@ -809,11 +809,10 @@ std::vector<OptionSpec> build_registry() {
             "by; 0: nothing is recorded, every step runs op by op (slower)")
             .in(0, 4096),
         Opt("warm-up", T::boolean, G::translation, kTranslate, def("false"),
-            "On a GPU, each decoder of a translation model runs every class of shapes once before reading input, so "
-            "that the first batches do not pay cuBLAS's first launch of each kernel (about 0.1 s in all for "
-            "transformer-base): the kernels load beside the weights' load, and the whole run took about as long "
-            "(docs/decoding.md, 'A fresh process'). Useful where the first lines' latency matters (input from a "
-            "pipe)"),
+            "On a GPU, each decoder runs every class of shapes once before reading input, so that the first batches "
+            "do not pay cuBLAS's first launch of each kernel (about 0.1 s in all for transformer-base or GPT-2): the "
+            "kernels load beside the weights' load, and the whole run took about as long (docs/decoding.md, 'A "
+            "fresh process'). Useful where the first lines' latency matters (input from a pipe)"),
         Opt("continuous-batching", T::boolean, G::translation, kTranslate | kServe, def("true"),
             "Beam search admits new sentences into a batch as its sentences finish, so that batches stay full "
             "instead of running on for their longest outputs (lsserve: waiting sentences join running searches). "
@@ -875,9 +874,9 @@ std::vector<OptionSpec> build_registry() {
         // In the decoder.yml that lstrain writes beside a model, which lsserve reads as lstranslate does.
         {"maxi-batch", std::nullopt, "Not used: lsserve pools every waiting sentence (lstranslate's, in decoder.yml)"},
         {"warm-up", def("true"),
-         "On a GPU, each decoder of a translation model runs every class of shapes once before the server listens, so "
-         "that the first requests do not pay cuBLAS's first launch of each kernel (2-9 ms of host time each, about "
-         "0.2 s in all for transformer-base on an H100); false: the first requests pay it"},
+         "On a GPU, each decoder runs every class of shapes once before the server listens, so that the first "
+         "requests do not pay cuBLAS's first launch of each kernel (2-9 ms of host time each, about 0.2 s in all for "
+         "transformer-base on an H100); false: the first requests pay it"},
     };
     for (const Shared& s : shared) {
       auto spec = std::find_if(r.begin(), r.end(), [&](const OptionSpec& x) { return x.name == s.name; });

@@ -18,12 +18,6 @@ namespace {
 // at --mini-batch 128) cost more time than a 2,000-line file at 32 sentences a batch saved (H100).
 constexpr int kWarmedSourceTokens = 64;
 
-// The power-of-two class (at least 8) whose GEMM algorithm serves a product of `rows` rows.
-int64_t row_class(int64_t rows) {
-  int64_t c = 8;
-  while (c < rows) c *= 2;
-  return c;
-}
 
 class WarmUp {
  public:
@@ -31,10 +25,15 @@ class WarmUp {
     sentences_ = std::max(1, limits.sentences);
     hypotheses_ = std::max(sentences_, limits.hypotheses);
     max_len_ = std::max(1, limits.source_tokens);
+    prefill_piece_ = std::max(0, limits.prefill_piece);
+    growth_ = std::max(2, limits.row_class_growth);
   }
 
   int run() {
-    encodings();
+    if (prefill_piece_ > 0)
+      prefills();
+    else
+      encodings();
     steps();
     return calls_;
   }
@@ -59,6 +58,26 @@ class WarmUp {
       encode(entry.second.first, entry.second.second, false);
       encode(entry.second.first, entry.second.second, true);
     }
+  }
+
+  // A language model's: a start of n prompt tokens in all is prefilled in pieces of min(n, prefill_piece_) rows and
+  // a last piece of the rest, so each class up to the largest piece is met by a start of exactly its rows (c
+  // prompts of one token, or all the prompts a start may hold, of equal length).
+  void prefills() {
+    const int64_t most = std::min<int64_t>(prefill_piece_, int64_t{sentences_} * (max_len_ - 1));
+    for (int64_t c = 8; most > 0; c *= growth_) {
+      const int rows = static_cast<int>(std::min(c, most));
+      const int count = std::min(sentences_, rows);
+      encode(count, rows / count + 1, false);  // + 1: a prompt's last token is fed by the first step
+      if (rows == most) break;
+    }
+  }
+
+  // The class (at least 8) whose GEMM algorithm serves a product of `rows` rows.
+  int64_t row_class(int64_t rows) const {
+    int64_t c = 8;
+    while (c < rows) c *= growth_;
+    return c;
   }
 
   // Every class of step rows (live hypotheses padded to step_rows), once each, in the search the last encoding
@@ -107,7 +126,7 @@ class WarmUp {
   }
 
   StepModel& model_;
-  int sentences_ = 1, hypotheses_ = 1, max_len_ = 1;
+  int sentences_ = 1, hypotheses_ = 1, max_len_ = 1, prefill_piece_ = 0, growth_ = 2;
   int calls_ = 0;
   std::vector<int32_t> sentence_of_;  // the sentence of each live hypothesis
   std::vector<float> values_, eos_;

@@ -1,5 +1,5 @@
 // The decoders' warm-up (warm_up_decoding, run by the model loader on a GPU with --warm-up): it meets every
-// power-of-two class of encoding and step rows a batch within the planned limits meets, without going past them; it
+// class of encoding (prefill) and step rows a batch within the planned limits meets, without going past them; it
 // records no step; and searches after it give exactly the n-best lists of a decoder that never warmed up
 // (translation batch by batch and continuously, language models).
 #include "core/model/decoder_warm_up.h"
@@ -71,21 +71,21 @@ ModelConfig small_config() {
   return c;
 }
 
-// The power-of-two classes (at least 8) that `rows` fall into.
-std::set<int64_t> classes_of(const std::vector<int64_t>& rows) {
+// The classes (8 times a power of `growth`) that `rows` fall into.
+std::set<int64_t> classes_of(const std::vector<int64_t>& rows, int growth = 2) {
   std::set<int64_t> classes;
   for (int64_t n : rows) {
     int64_t c = 8;
-    while (c < n) c *= 2;
+    while (c < n) c *= growth;
     classes.insert(c);
   }
   return classes;
 }
 
 // Every class from 8 up to the one holding `most`.
-std::set<int64_t> classes_up_to(int64_t most) {
+std::set<int64_t> classes_up_to(int64_t most, int growth = 2) {
   std::set<int64_t> classes;
-  for (int64_t c = 8;; c *= 2) {
+  for (int64_t c = 8;; c *= growth) {
     classes.insert(c);
     if (c >= most) return classes;
   }
@@ -224,8 +224,42 @@ TEST(DecoderWarmUp, SearchesAfterItGiveTheListsOfAFreshDecoder) {
   expect_identical(continuous(warmed4), want);
 }
 
-// A language model (prompts prefilled, no admissions; the loader does not warm them up, but the warm-up takes any
-// StepModel): the classes, and generation after it.
+// A language model's prefills (prompts unpadded, all a start's tokens together, in pieces): each class of rows up to
+// the largest piece once, in the classes of the backend's growth, and its steps' classes once each.
+TEST(DecoderWarmUp, LanguageModelsMeetEachPrefillClassOnce) {
+  PaddingBackend backend;
+  DecoderOnlyModel model(test::tiny_lm_config(), backend);
+  test::randomize_params(backend, model.param_store(), 6, 0.3);
+  struct Limits {
+    int sentences, beam, prompt, piece, growth;
+  };
+  for (const Limits l : {Limits{6, 2, 10, 40, 4}, Limits{6, 1, 10, 40, 2}, Limits{3, 1, 4, 2048, 4},
+                         Limits{20, 1, 3, 16, 4}, Limits{2, 1, 1, 2048, 4}}) {
+    SCOPED_TRACE(std::to_string(l.sentences) + " prompts of " + std::to_string(l.prompt) + ", pieces of " +
+                 std::to_string(l.piece) + ", growth " + std::to_string(l.growth));
+    const int hypotheses = l.sentences * l.beam;
+    DecoderOnlyStepModel inner(model, hypotheses, l.prompt, 8, l.sentences);
+    inner.set_prefill_chunk(l.piece);
+    ShapeLog decoder(inner);
+    WarmUpLimits limits{l.sentences, hypotheses, l.prompt};
+    limits.prefill_piece = l.piece;
+    limits.row_class_growth = l.growth;
+    warm_up_decoding(decoder, limits);
+    std::vector<int64_t> prefilled, every_piece;  // the prompt tokens of each start that prefilled some
+    for (const auto& [count, len] : decoder.started)
+      if (len > 1) prefilled.push_back(int64_t{count} * (len - 1));  // a prompt's last token goes to the first step
+    const int64_t most = std::min<int64_t>(l.piece, int64_t{l.sentences} * (l.prompt - 1));
+    for (int64_t n = 1; n <= most; ++n) every_piece.push_back(n);
+    EXPECT_EQ(classes_of(prefilled, l.growth), classes_of(every_piece, l.growth));
+    EXPECT_EQ(prefilled.size(), classes_of(every_piece, l.growth).size());  // each once
+    for (int64_t n : prefilled) EXPECT_LE(n, l.piece);
+    EXPECT_EQ(classes_of(decoder.stepped, l.growth), classes_up_to(hypotheses, l.growth));
+    EXPECT_EQ(decoder.stepped.size(), classes_up_to(hypotheses, l.growth).size());
+  }
+}
+
+// A language model (prompts prefilled, no admissions): the classes, and generation after it, warmed as the loader
+// warms one and as a translation decoder.
 TEST(DecoderWarmUp, LanguageModelsGenerateAsFreshOnes) {
   PaddingBackend backend;
   DecoderOnlyModel model(test::tiny_lm_config(), backend);
@@ -244,6 +278,14 @@ TEST(DecoderWarmUp, LanguageModelsGenerateAsFreshOnes) {
   EXPECT_EQ(classes_of(log.stepped), classes_up_to(12));
   EXPECT_EQ(log.admissions, 0);
   expect_identical(beam_search(warmed, batch, options), beam_search(fresh, batch, options));
+
+  DecoderOnlyStepModel warmed_in_pieces(model, 12, 10, 8, 6);
+  warmed_in_pieces.set_prefill_chunk(16);
+  WarmUpLimits pieces{6, 12, 10};
+  pieces.prefill_piece = 16;
+  pieces.row_class_growth = 4;
+  ASSERT_GT(warm_up_decoding(warmed_in_pieces, pieces), 0);
+  expect_identical(beam_search(warmed_in_pieces, batch, options), beam_search(fresh, batch, options));
 }
 
 }  // namespace
