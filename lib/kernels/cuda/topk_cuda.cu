@@ -4,6 +4,8 @@
 // (topk_log_softmax_resident_kernel); every other row (many rows, long or odd-length rows such as GPT-2's 50257,
 // k up to kMaxTopK) is streamed twice by a small block (topk_log_softmax_streaming_kernel). Only rows x (2k + 1)
 // values are written.
+#include <type_traits>
+
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device/cuda_common.cuh"
@@ -312,13 +314,17 @@ __device__ __forceinline__ void load_row_pack(const T* x, int q, int cols, float
 // only its own packs. Rows are ld elements apart; Aligned: ld % P == 0 and a 16-byte aligned first row, so that
 // whole packs load as one vector (a general kernel that kept a sorted list of k a thread took 0.77-0.88 ms for 32-128
 // GPT-2 rows on an H100).
+// Blocks of kStreamingTopKThreads where rows fill the GPU; a row a multiprocessor at most (a language model's step:
+// 128 rows of GPT-2's 50257 on 132 SMs) takes kWideStreamingTopKThreads, which keep four times the loads in flight
+// where a block has a multiprocessor to itself.
 constexpr int kStreamingTopKThreads = 256;
+constexpr int kWideStreamingTopKThreads = 1024;
 static_assert(kStreamingTopKThreads >= kMaxTopK, "block_threshold needs as many threads as k");
 
-template <typename T, bool Aligned>
-__global__ void __launch_bounds__(kStreamingTopKThreads) topk_log_softmax_streaming_kernel(
-    const T* logits, int cols, int64_t ld, int k, int first_allowed_id, int eos_id, float* values, int32_t* ids,
-    float* eos_log_prob) {
+template <typename T, bool Aligned, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    topk_log_softmax_streaming_kernel(const T* logits, int cols, int64_t ld, int k, int first_allowed_id, int eos_id,
+                                      float* values, int32_t* ids, float* eos_log_prob) {
   constexpr int P = Pack<T>::size;
   constexpr int kUnroll = 4;  // packs loaded before the first is used
   __shared__ ThresholdShared sh;
@@ -436,14 +442,24 @@ void CudaBackend::topk_log_softmax(DType dt, const void* logits, int rows, int c
     if (resident) {
       // Just enough threads for the row (multiple of 32, at least 64).
       const int block = static_cast<int>(std::max<int64_t>(64, (threads + 31) / 32 * 32));
-      topk_log_softmax_resident_kernel<T><<<rows, block, 0, stream_>>>(x, cols, stride, k, first_allowed_id, eos_id,
-                                                                      values, ids, eos_log_prob);
-    } else if (aligned_rows) {
-      topk_log_softmax_streaming_kernel<T, true><<<rows, kStreamingTopKThreads, 0, stream_>>>(
-          x, cols, stride, k, first_allowed_id, eos_id, values, ids, eos_log_prob);
+      topk_log_softmax_resident_kernel<T>
+          <<<rows, block, 0, stream_>>>(x, cols, stride, k, first_allowed_id, eos_id, values, ids, eos_log_prob);
     } else {
-      topk_log_softmax_streaming_kernel<T, false><<<rows, kStreamingTopKThreads, 0, stream_>>>(
-          x, cols, stride, k, first_allowed_id, eos_id, values, ids, eos_log_prob);
+      auto stream_rows = [&](auto aligned, auto threads) {
+        constexpr int kThreads = decltype(threads)::value;
+        topk_log_softmax_streaming_kernel<T, decltype(aligned)::value, kThreads>
+            <<<rows, kThreads, 0, stream_>>>(x, cols, stride, k, first_allowed_id, eos_id, values, ids, eos_log_prob);
+      };
+      auto with_threads = [&](auto aligned) {
+        if (rows <= sm_count_)
+          stream_rows(aligned, std::integral_constant<int, kWideStreamingTopKThreads>{});
+        else
+          stream_rows(aligned, std::integral_constant<int, kStreamingTopKThreads>{});
+      };
+      if (aligned_rows)
+        with_threads(std::true_type{});
+      else
+        with_threads(std::false_type{});
     }
   });
   check_launch("topk_log_softmax");
