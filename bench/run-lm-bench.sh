@@ -11,6 +11,8 @@
 # cache and min_new_tokens = max_new_tokens. Tokens/s counts the tokens generated (lseq may stop a prompt early at
 # eos).
 # CPU=1 SIZES=tiny runs everything on the CPU with a tiny model (a dry run of the script, not a figure).
+# impl=lstranslate-warm runs the same with --warm-up (the decoders meet their kernels during the load, as generate's
+# untimed warm-up batch does for Hugging Face; its tokens/s leaves that out with the load, its wall_s keeps it).
 # BASE_LSTRANSLATE=<another build's lstranslate> also runs it on the same model and prompts (impl=lstranslate-base):
 # a before/after on one machine.
 set -uo pipefail
@@ -42,14 +44,16 @@ for size in $SIZES; do
   python3 "$root/bench/hf_lm_generate.py" make --size "$size" --out "$hf"
   python3 "$root/tools/gpt2/gpt2_to_lseq.py" "$hf" "$lseq" || continue
   for batch in $BATCHES; do
-    for impl in lstranslate ${BASE_LSTRANSLATE:+lstranslate-base}; do
+    for impl in lstranslate lstranslate-warm ${BASE_LSTRANSLATE:+lstranslate-base}; do
       binary=$lstranslate
       [ "$impl" = lstranslate-base ] && binary=$BASE_LSTRANSLATE
+      warm=()
+      [ "$impl" = lstranslate-warm ] && warm=(--warm-up)
       name="$impl-$size-$batch"
       begin=$(date +%s%N)
       "$binary" -m "$lseq" "${device[@]}" --precision "$PRECISION" --no-spm-encode --no-spm-decode \
         -i "$OUT/prompts.ids" -o "$OUT/$name.out" --max-length "$NEW_TOKENS" --mini-batch "$batch" \
-        --maxi-batch 100 --output-sampling topk "$TOPK" --seed 1 2>"$OUT/$name.log"
+        --maxi-batch 100 --output-sampling topk "$TOPK" --seed 1 "${warm[@]}" 2>"$OUT/$name.log"
       rc=$?
       wall=$(awk -v a="$begin" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
       tokens=$(wc -w <"$OUT/$name.out")
@@ -62,12 +66,12 @@ for size in $SIZES; do
         "tokens_per_s=$rate" |
         tee -a "$results"
     done
-    if [ -n "${BASE_LSTRANSLATE:-}" ]; then
+    for other in lstranslate-warm ${BASE_LSTRANSLATE:+lstranslate-base}; do
       same=no
-      cmp -s "$OUT/lstranslate-$size-$batch.out" "$OUT/lstranslate-base-$size-$batch.out" && same=yes
-      echo "RESULT bench=lm-generate impl=agreement size=$size batch=$batch top_k=$TOPK same_output=$same" |
+      cmp -s "$OUT/lstranslate-$size-$batch.out" "$OUT/$other-$size-$batch.out" && same=yes
+      echo "RESULT bench=lm-generate impl=agreement size=$size batch=$batch top_k=$TOPK with=$other same_output=$same" |
         tee -a "$results"
-    fi
+    done
     python3 "$root/bench/hf_lm_generate.py" generate --model "$hf" --prompts "$OUT/prompts.ids" --batch "$batch" \
       --new-tokens "$NEW_TOKENS" --top-k "$TOPK" --precision "$PRECISION" --label "$size" "${hf_device[@]}" \
       2>"$OUT/hf-$size-$batch.log" |
