@@ -18,7 +18,6 @@ namespace {
 // at --mini-batch 128) cost more time than a 2,000-line file at 32 sentences a batch saved (H100).
 constexpr int kWarmedSourceTokens = 64;
 
-
 class WarmUp {
  public:
   WarmUp(StepModel& model, const WarmUpLimits& limits) : model_(model) {

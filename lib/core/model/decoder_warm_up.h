@@ -24,9 +24,9 @@ struct WarmUpLimits {
 // every class of rows that a batch within the limits meets (the classes whose GEMM algorithm the CUDA backend
 // chooses once: kernels/cuda/matmul_plans_cuda.cpp), with counts and lengths padded as EncoderDecoderStepModel pads
 // them (step_rows); encodings for sources of at most 64 tokens. A language model's prefills instead meet each class
-// up to a piece of prompt tokens once. Sources are
-// placeholder eos tokens. No step shape runs twice, so none is recorded. The model is left inside a search: the next
-// start() begins afresh, as it always does. Returns the number of start/admit/select/step calls made.
+// up to a piece of prompt tokens once. Sources are placeholder eos tokens. No step shape runs twice, so none is
+// recorded. The model is left inside a search: the next start() begins afresh, as it always does. Returns the number
+// of start/admit/select/step calls made.
 int warm_up_decoding(StepModel& model, const WarmUpLimits& limits);
 
 }  // namespace lseq
