@@ -178,6 +178,9 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
 
 namespace {
 
+// --warm-up: lsserve's default, lstranslate's option; lsscore has none.
+bool asks_warm_up(const Options& options) { return options.has("warm-up") && options.get_bool("warm-up"); }
+
 // What a decoder is made for: decoding, or (kernel_preload) a decoder over placeholder weights that only
 // warms up, so that the process has loaded its GEMM kernels before the real decoders meet them.
 enum class DecoderUse { decode, kernel_preload };
@@ -200,8 +203,7 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
                   use == DecoderUse::decode ? "decoder" : "kernel preload", files.weights, planning_seconds,
                   seconds_since(last), calls);
   };
-  const bool warm_up = backend.can_record() &&
-                       (use == DecoderUse::kernel_preload || (options.has("warm-up") && options.get_bool("warm-up")));
+  const bool warm_up = backend.can_record() && (use == DecoderUse::kernel_preload || asks_warm_up(options));
   const std::size_t parameters = parts.weights->model->num_weights();
 
   // The largest batch: --mini-batch sentences (or, with only --mini-batch-words, that many one-word sentences),
@@ -320,7 +322,7 @@ std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& f
   // --warm-up's kernel preload runs beside the weights' load. The decoders are planned only after it has ended and
   // given its memory back, so that the load's peak is the weights and the decoders as without it.
   std::shared_future<void> preload;
-  if (options.has("warm-up") && options.get_bool("warm-up") && runs_on_gpu(options))
+  if (asks_warm_up(options) && runs_on_gpu(options))
     preload = std::async(std::launch::async, [&files, &options] { preload_decoding_kernels(files, options); }).share();
   std::atomic<int> started{0};
   return load_copies(count, all_required, [&]() -> std::unique_ptr<StepModel> {
