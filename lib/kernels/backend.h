@@ -82,6 +82,8 @@ int row_stride(const char* op, int ld, int row);
 
 // Throws lseq::Error for a negative size or an inner size k < 1 (both backends, Backend::linear_bias_forward).
 void check_linear_bias_shape(int rows, int k, int n);
+// draw_topk's arguments: rows >= 0, 1 <= k <= kMaxTopK, a temperature above 0.
+void check_draw_topk_args(int rows, int k, double temperature);
 
 struct AdamArgs {
   float lr = 0.0f;
@@ -112,6 +114,14 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;  // device to device, in stream order
   virtual void synchronize() = 0;
+  // A copy to the host that does not wait: queues `bytes` (at most kAsyncDownloadBytes) of device memory into one of
+  // kAsyncDownloadSlots host slots, in stream order, and returns the slot at once; collect_download(slot, ...) waits
+  // for that copy and copies it out. The slots are taken in turn: collect each before kAsyncDownloadSlots more are
+  // queued. (What lets sampling queue the next decoding step before it reads this one's tokens.)
+  static constexpr int kAsyncDownloadSlots = 4;
+  static constexpr std::size_t kAsyncDownloadBytes = std::size_t(64) << 10;
+  virtual int download_async(const void* src, std::size_t bytes) = 0;
+  virtual void collect_download(int slot, void* host_dst, std::size_t bytes) = 0;
 
   // ---- recording ----
   // Records the ops that `ops` issues on this backend, without running them, and returns the recording; or returns
@@ -360,6 +370,15 @@ class Backend {
   // eos_id >= first_allowed_id). 1 <= k <= kMaxTopK (128). Rows of logits are ld apart (0: cols).
   virtual void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id,
                                 int eos_id, float* values, int32_t* ids, float* eos_log_prob, int ld = 0) = 0;
+  // Top-k sampling's draw where the step ran (kernels/topk_draw.h, the host search's own draw): row r < rows of
+  // topk_log_softmax's values / ids [rows, k] and eos_log_probs draws tokens[r] and its log-probability
+  // token_log_probs[r] with one uniform number of its SplitMix64 stream, streams[r] (advanced by the draw), at
+  // temperature `temperature`, while remaining[r] > 0 (then decremented unless the token is eos_id). Where
+  // remaining[r] <= 0, or no candidate is drawable, the token is eos_id with log-probability eos_log_probs[r] and
+  // the stream is not advanced. 1 <= k <= kMaxTopK.
+  virtual void draw_topk(const float* values, const int32_t* ids, const float* eos_log_probs, int rows, int k,
+                         int32_t eos_id, double temperature, uint64_t* streams, int32_t* remaining, int32_t* tokens,
+                         float* token_log_probs) = 0;
 
   // ---- optimizer over the flat fp32 buffers ----
   // norm[0] = sqrt(sum (pre_scale * g)^2); factor[0] = pre_scale * min(1, max_norm / norm) (max_norm <= 0: no

@@ -24,6 +24,12 @@ void check_linear_bias_shape(int rows, int k, int n) {
     fail("linear_bias_forward: invalid shape rows={} k={} n={} (k >= 1, the others >= 0)", rows, k, n);
 }
 
+void check_draw_topk_args(int rows, int k, double temperature) {
+  if (rows < 0 || k < 1 || k > kMaxTopK)
+    fail("draw_topk: invalid shape rows={} k={} (rows >= 0, 1 <= k <= {})", rows, k, kMaxTopK);
+  if (!(temperature > 0)) fail("draw_topk: the temperature must be > 0, got {}", temperature);
+}
+
 void check_fused_attention_shape(const char* op, int batch, int heads, int q_len, int k_len, int head_dim, int ldq,
                                  int ldkv) {
   if (batch < 0 || heads < 0) fail("{}: invalid shape batch={} heads={}", op, batch, heads);

@@ -5,12 +5,14 @@
 // or overflowing, the same ids and the same values (NaN and infinities exactly).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <set>
 
 #include "gpu_test_util.h"
+#include "util/splitmix64.h"
 
 namespace lseq::kernels::test {
 namespace {
@@ -314,6 +316,59 @@ TEST_F(GpuKernels, TopKLogSoftmaxRejectsKAboveTheLimit) {
   EXPECT_THROW(gpu().topk_log_softmax(DType::f32, dl.get(), 2, 10, 4, 4, 10, out.f32(),
                                       static_cast<int32_t*>(out.get()), eos.f32()),
                lseq::Error);
+}
+
+// Top-k sampling's draw on the device (draw_topk, kernels/topk_draw.h) against the CPU backend's: on the top-k of
+// random logits (GPT-2's vocabulary, Hugging Face's k and the largest), with a mix of rows that may still draw and
+// rows whose eos is forced, the same tokens and log-probabilities, streams and limits; the results come back through
+// download_async, as sampling reads them.
+TEST_F(GpuKernels, DrawTopKDrawsWhatTheCpuDraws) {
+  const std::vector<TopKShape> shapes = {{128, 50257, 32, 4, 3}, {300, 1003, 5, 4, 3}, {7, 500, kMaxTopK, 4, 3}};
+  uint64_t seed = 10800;
+  for (const TopKShape& s : shapes)
+    for (double temperature : {0.7, 1.0, 1.6}) {
+      const auto logits = random_floats(std::size_t(s.rows) * s.cols, ++seed, -4.0f, 4.0f);
+      const TopKOut top = cpu_topk(cpu, logits, s);
+      std::vector<uint64_t> streams(s.rows);
+      std::vector<int32_t> remaining(s.rows);
+      SplitMix64 seeds(seed);
+      for (int r = 0; r < s.rows; ++r) streams[r] = seeds.next(), remaining[r] = r % 5 - 1;
+      std::vector<uint64_t> cpu_streams = streams;
+      std::vector<int32_t> cpu_remaining = remaining, cpu_tokens(s.rows);
+      std::vector<float> cpu_log_probs(s.rows);
+      cpu.draw_topk(top.values.data(), top.ids.data(), top.eos.data(), s.rows, s.k, s.eos_id, temperature,
+                    cpu_streams.data(), cpu_remaining.data(), cpu_tokens.data(), cpu_log_probs.data());
+
+      DeviceBuffer values(gpu(), DType::f32, top.values), ids(gpu(), top.ids), eos(gpu(), DType::f32, top.eos);
+      DeviceBuffer dev_streams(gpu(), DType::f32, 2 * std::size_t(s.rows)), dev_remaining(gpu(), remaining);
+      DeviceBuffer drawn(gpu(), DType::f32, 2 * std::size_t(s.rows));
+      drawn.poison();
+      gpu().copy_to_device(dev_streams.get(), streams.data(), streams.size() * sizeof(uint64_t));
+      auto* tokens = static_cast<int32_t*>(drawn.get());
+      gpu().draw_topk(values.f32(), ids.i32(), eos.f32(), s.rows, s.k, s.eos_id, temperature,
+                      static_cast<uint64_t*>(dev_streams.get()), static_cast<int32_t*>(dev_remaining.get()), tokens,
+                      reinterpret_cast<float*>(tokens + s.rows));
+      const int slot = gpu().download_async(drawn.get(), 2 * std::size_t(s.rows) * 4);
+      std::vector<int32_t> got(2 * std::size_t(s.rows));
+      gpu().collect_download(slot, got.data(), got.size() * 4);
+      std::vector<uint64_t> got_streams(s.rows);
+      std::vector<int32_t> got_remaining(s.rows);
+      gpu().copy_to_host(got_streams.data(), dev_streams.get(), got_streams.size() * sizeof(uint64_t));
+      gpu().copy_to_host(got_remaining.data(), dev_remaining.get(), got_remaining.size() * sizeof(int32_t));
+      int words = 0;
+      for (int r = 0; r < s.rows; ++r) {
+        const std::string at = std::to_string(s.rows) + " x " + std::to_string(s.cols) + " k " + std::to_string(s.k) +
+                               " T " + std::to_string(temperature) + " row " + std::to_string(r);
+        EXPECT_EQ(got[r], cpu_tokens[r]) << at;
+        float log_prob;
+        std::memcpy(&log_prob, &got[s.rows + r], 4);
+        EXPECT_EQ(log_prob, cpu_log_probs[r]) << at;
+        EXPECT_EQ(got_streams[r], cpu_streams[r]) << at;
+        EXPECT_EQ(got_remaining[r], cpu_remaining[r]) << at;
+        words += cpu_tokens[r] != s.eos_id;
+      }
+      EXPECT_GT(words, s.rows / 3);
+    }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // The CPU backend: plain, correct implementations of the kernel API in fp32 (OpenBLAS for GEMM, OpenMP over
 // rows elsewhere). It is the oracle the CUDA backend's tests compare against, and what CI runs. The ops are
 // defined by family in the *_cpu.cpp files beside this header.
+#include <vector>
+
 #include "kernels/backend.h"
 
 namespace lseq::kernels {
@@ -18,6 +20,8 @@ class CpuBackend : public Backend {
   void release(void* p) override;
   void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+  int download_async(const void* src, std::size_t bytes) override;
+  void collect_download(int slot, void* host_dst, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
   void synchronize() override {}
 
@@ -98,6 +102,9 @@ class CpuBackend : public Backend {
   void log_softmax(DType dt, const void* logits, int rows, int cols, float* out, int ld = 0) override;
   void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id, int eos_id,
                         float* values, int32_t* ids, float* eos_log_prob, int ld = 0) override;
+  void draw_topk(const float* values, const int32_t* ids, const float* eos_log_probs, int rows, int k, int32_t eos_id,
+                 double temperature, uint64_t* streams, int32_t* remaining, int32_t* tokens,
+                 float* token_log_probs) override;
 
   void grad_norm(const float* grads, std::size_t n, float pre_scale, float max_norm, float* norm,
                  float* factor) override;
@@ -106,6 +113,10 @@ class CpuBackend : public Backend {
 
  private:
   int threads_ = 1;
+  // download_async's slots: the copy is made at once, collect_download copies it out.
+  std::vector<std::vector<unsigned char>> download_slots_ =
+      std::vector<std::vector<unsigned char>>(kAsyncDownloadSlots);
+  int download_next_ = 0;
 };
 
 }  // namespace lseq::kernels

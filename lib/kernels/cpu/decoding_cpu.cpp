@@ -1,5 +1,5 @@
 // Ops of incremental decoding: the strided row gather that maintains the caches, a step's query/key/value split
-// with the cache append, and the fp32 log-softmax of the next-token logits.
+// with the cache append, the fp32 log-softmax of the next-token logits, its top-k and top-k sampling's draw.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_common.h"
+#include "kernels/topk_draw.h"
 #include "kernels/topk_order.h"
 #include "util/error.h"
 
@@ -100,6 +101,24 @@ void CpuBackend::topk_log_softmax(DType dt, const void* logits, int rows, int co
       if (id[i] == kNoTopKId) val[i] = -std::numeric_limits<float>::infinity(), id[i] = -1;
     eos_log_prob[r] = static_cast<float>(x[eos_id] - lse);
   });
+}
+
+void CpuBackend::draw_topk(const float* values, const int32_t* ids, const float* eos_log_probs, int rows, int k,
+                           int32_t eos_id, double temperature, uint64_t* streams, int32_t* remaining, int32_t* tokens,
+                           float* token_log_probs) {
+  check_draw_topk_args(rows, k, temperature);
+  int32_t kept[kMaxTopK];
+  float kept_log_probs[kMaxTopK];
+  for (int r = 0; r < rows; ++r) {
+    tokens[r] = eos_id, token_log_probs[r] = eos_log_probs[r];
+    if (remaining[r] <= 0) continue;
+    const int n = topk_candidates(values + static_cast<int64_t>(r) * k, ids + static_cast<int64_t>(r) * k,
+                                  eos_log_probs[r], eos_id, k, kept, kept_log_probs);
+    if (n == 0) continue;
+    const int chosen = draw_weighted(kept_log_probs, n, temperature, next_uniform(streams[r]));
+    tokens[r] = kept[chosen], token_log_probs[r] = kept_log_probs[chosen];
+    if (tokens[r] != eos_id) --remaining[r];
+  }
 }
 
 }  // namespace lseq::kernels

@@ -34,6 +34,21 @@ void CpuBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
 
+int CpuBackend::download_async(const void* src, std::size_t bytes) {
+  if (bytes > kAsyncDownloadBytes) fail("internal error: an asynchronous download of {} bytes", bytes);
+  const int slot = download_next_;
+  download_next_ = (download_next_ + 1) % kAsyncDownloadSlots;
+  const auto* from = static_cast<const unsigned char*>(src);
+  download_slots_[slot].assign(from, from + bytes);
+  return slot;
+}
+
+void CpuBackend::collect_download(int slot, void* host_dst, std::size_t bytes) {
+  if (slot < 0 || slot >= kAsyncDownloadSlots || bytes > download_slots_[slot].size())
+    fail("internal error: collecting {} bytes from download slot {}", bytes, slot);
+  if (bytes) std::memcpy(host_dst, download_slots_[slot].data(), bytes);
+}
+
 void CpuBackend::copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes && dst != src) std::memmove(dst, src, bytes);
 }

@@ -30,6 +30,10 @@ CudaBackend::CudaBackend(int device, bool allow_tf32) : device_(device), allow_t
     LSEQ_CUDA_CHECK(cudaMallocHost(&staging, kDownloadBytes));
     download_staging_ = static_cast<char*>(staging);
     for (cudaEvent_t& done : upload_done_) LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    LSEQ_CUDA_CHECK(cudaMallocHost(&staging, kAsyncDownloadSlots * kAsyncDownloadBytes));
+    async_download_staging_ = static_cast<char*>(staging);
+    for (cudaEvent_t& done : async_download_done_)
+      LSEQ_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     warm_up_matmuls();
   } catch (...) {
     release_resources();  // a constructor that throws runs no destructor
@@ -56,6 +60,12 @@ void CudaBackend::release_resources() noexcept {
     done = nullptr;
   }
   upload_staging_ = nullptr;
+  if (async_download_staging_) cudaFreeHost(async_download_staging_);
+  async_download_staging_ = nullptr;
+  for (cudaEvent_t& done : async_download_done_) {
+    if (done) cudaEventDestroy(done);
+    done = nullptr;
+  }
   if (stream_) cudaStreamDestroy(stream_);
   cublas_ = nullptr;
   cublas_lt_ = nullptr;

@@ -46,6 +46,8 @@ class CudaBackend : public Backend {
   void release(void* p) override;
   void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+  int download_async(const void* src, std::size_t bytes) override;
+  void collect_download(int slot, void* host_dst, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
   void synchronize() override;
 
@@ -130,6 +132,9 @@ class CudaBackend : public Backend {
   void log_softmax(DType dt, const void* logits, int rows, int cols, float* out, int ld = 0) override;
   void topk_log_softmax(DType dt, const void* logits, int rows, int cols, int k, int first_allowed_id, int eos_id,
                         float* values, int32_t* ids, float* eos_log_prob, int ld = 0) override;
+  void draw_topk(const float* values, const int32_t* ids, const float* eos_log_probs, int rows, int k, int32_t eos_id,
+                 double temperature, uint64_t* streams, int32_t* remaining, int32_t* tokens,
+                 float* token_log_probs) override;
 
   void grad_norm(const float* grads, std::size_t n, float pre_scale, float max_norm, float* norm,
                  float* factor) override;
@@ -224,6 +229,9 @@ class CudaBackend : public Backend {
   char* download_staging_ = nullptr;  // pinned, kDownloadBytes
   cudaEvent_t upload_done_[kUploadSlots] = {};
   int upload_next_ = 0;
+  char* async_download_staging_ = nullptr;  // pinned, kAsyncDownloadSlots x kAsyncDownloadBytes
+  cudaEvent_t async_download_done_[kAsyncDownloadSlots] = {};
+  int async_download_next_ = 0;
 };
 
 }  // namespace lseq::kernels

@@ -64,6 +64,28 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t byte
   LSEQ_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
+int CudaBackend::download_async(const void* src, std::size_t bytes) {
+  if (bytes > kAsyncDownloadBytes) fail("internal error: an asynchronous download of {} bytes", bytes);
+  bind();
+  const int slot = async_download_next_;
+  async_download_next_ = (async_download_next_ + 1) % kAsyncDownloadSlots;
+  // A slot not collected yet still holds its copy: its next one waits for the previous to land.
+  LSEQ_CUDA_CHECK(cudaEventSynchronize(async_download_done_[slot]));
+  char* staging = async_download_staging_ + static_cast<std::size_t>(slot) * kAsyncDownloadBytes;
+  if (bytes) LSEQ_CUDA_CHECK(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  LSEQ_CUDA_CHECK(cudaEventRecord(async_download_done_[slot], stream_));
+  return slot;
+}
+
+void CudaBackend::collect_download(int slot, void* host_dst, std::size_t bytes) {
+  if (slot < 0 || slot >= kAsyncDownloadSlots || bytes > kAsyncDownloadBytes)
+    fail("internal error: collecting {} bytes from download slot {}", bytes, slot);
+  bind();
+  LSEQ_CUDA_CHECK(cudaEventSynchronize(async_download_done_[slot]));
+  if (bytes)
+    std::memcpy(host_dst, async_download_staging_ + static_cast<std::size_t>(slot) * kAsyncDownloadBytes, bytes);
+}
+
 void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
   if (!bytes || dst == src) return;
   bind();

@@ -14,6 +14,8 @@ class PlanningBackend final : public Backend {
   void release(void*) override {}
   void copy_to_device(void*, const void*, std::size_t) override {}
   void copy_to_host(void*, const void*, std::size_t) override {}
+  int download_async(const void*, std::size_t) override { return 0; }
+  void collect_download(int, void*, std::size_t) override {}
   void copy(void*, const void*, std::size_t) override {}
   void synchronize() override {}
   void fill(DType, void*, std::size_t, float) override {}
@@ -66,6 +68,8 @@ class PlanningBackend final : public Backend {
                      void*, int) override {}
   void log_softmax(DType, const void*, int, int, float*, int) override {}
   void topk_log_softmax(DType, const void*, int, int, int, int, int, float*, int32_t*, float*, int) override {}
+  void draw_topk(const float*, const int32_t*, const float*, int, int, int32_t, double, uint64_t*, int32_t*, int32_t*,
+                 float*) override {}
   void grad_norm(const float*, std::size_t, float, float, float*, float*) override {}
   void adam_update(float*, const float*, float*, float*, std::size_t, const AdamArgs&, const float*, DType,
                    void*) override {}
