@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <thread>
 
 #include "data/vocab.h"
+#include "kernels/topk_draw.h"
 #include "util/error.h"
 #include "util/splitmix64.h"
 
@@ -14,8 +16,8 @@ namespace lseq {
 namespace {
 
 // The random stream of one input line: the same draws for a line whatever its batch or position in it.
-SplitMix64 line_stream(uint64_t seed, uint64_t line) {
-  return SplitMix64(splitmix64_finalize(seed + kSplitMix64Increment * (line + 1)));
+uint64_t line_stream_state(uint64_t seed, uint64_t line) {
+  return splitmix64_finalize(seed + kSplitMix64Increment * (line + 1));
 }
 
 bool parse_number(const std::string& word, double* value) {
@@ -44,11 +46,10 @@ struct RowDraws {
   std::vector<int32_t> top_ids;
 };
 
-// One thread's candidates of a row: ids, their log-probabilities, their unnormalised tempered probabilities.
+// One thread's candidates of a row: ids and their log-probabilities.
 struct RowScratch {
   std::vector<int32_t> kept;
   std::vector<float> kept_lp;
-  std::vector<double> weights;
 };
 
 constexpr size_t kRowsPerThread = 4;  // fewer rows than this a thread are not worth one
@@ -63,7 +64,7 @@ int host_threads(const SamplingOptions& options, int vocab) {
 
 // Draws row h's next token (token, its log-probability): eos when the line may not continue or nothing can be
 // drawn. Uses only row h, the line's stream and `mine`, so rows may be drawn on different threads.
-void draw_row(const RowDraws& d, const SamplingOptions& options, size_t h, bool may_continue, SplitMix64& stream,
+void draw_row(const RowDraws& d, const SamplingOptions& options, size_t h, bool may_continue, uint64_t& stream,
               RowScratch& mine, int32_t& token, float& token_log_prob) {
   const int32_t eos = data::kEosId;
   const float* row = d.by_step_topk ? nullptr : d.log_probs.data() + h * static_cast<size_t>(d.vocab);
@@ -75,29 +76,20 @@ void draw_row(const RowDraws& d, const SamplingOptions& options, size_t h, bool 
   std::vector<float>& kept_lp = mine.kept_lp;
   kept.clear();
   kept_lp.clear();
-  auto usable = [](float lp) { return !std::isnan(lp) && lp > -std::numeric_limits<float>::infinity(); };
   auto by_log_prob = [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
   if (d.by_step_topk) {
-    // The k best words (best first, equal values by id) merged with eos, which precedes any word of its value (the
-    // lower id): the k best of everything search may produce, as the host ranking below orders it.
-    const float* values = d.top_values.data() + h * static_cast<size_t>(options.top_k);
-    const int32_t* ids = d.top_ids.data() + h * static_cast<size_t>(options.top_k);
-    bool eos_placed = !usable(eos_log_prob);
-    for (int i = 0; i < options.top_k && static_cast<int>(kept.size()) < options.top_k; ++i) {
-      if (!eos_placed && eos_log_prob >= values[i]) {
-        kept.push_back(eos), kept_lp.push_back(eos_log_prob), eos_placed = true;
-        if (static_cast<int>(kept.size()) == options.top_k) break;
-      }
-      if (ids[i] < 0 || !usable(values[i])) break;
-      kept.push_back(ids[i]), kept_lp.push_back(values[i]);
-    }
-    if (!eos_placed && static_cast<int>(kept.size()) < options.top_k) {
-      kept.push_back(eos);
-      kept_lp.push_back(eos_log_prob);
-    }
+    // The k best words merged with eos: the k best of everything search may produce, as the host ranking below
+    // orders it (kernels/topk_draw.h, the same candidates Backend::draw_topk draws from).
+    const size_t at = h * static_cast<size_t>(options.top_k);
+    kept.resize(static_cast<size_t>(options.top_k));
+    kept_lp.resize(static_cast<size_t>(options.top_k));
+    const int n = kernels::topk_candidates(d.top_values.data() + at, d.top_ids.data() + at, eos_log_prob, eos,
+                                           options.top_k, kept.data(), kept_lp.data());
+    kept.resize(static_cast<size_t>(n));
+    kept_lp.resize(static_cast<size_t>(n));
   } else {
     for (int32_t v = 0; v < d.vocab; ++v)
-      if (!is_blocked_output(v) && usable(row[v])) kept.push_back(v);
+      if (!is_blocked_output(v) && kernels::drawable(row[v])) kept.push_back(v);
     if (options.mode == SamplingOptions::Mode::top_k) {
       // Best first, as step_topk gives them, also when there are no more than k candidates.
       if (static_cast<int>(kept.size()) > options.top_k) {
@@ -136,24 +128,8 @@ void draw_row(const RowDraws& d, const SamplingOptions& options, size_t h, bool 
   }
   if (kept.empty()) return;
   // The draw: tempered probabilities relative to the best candidate, one uniform number of the line's stream.
-  double best = -std::numeric_limits<double>::infinity();
-  for (float lp : kept_lp) best = std::max(best, static_cast<double>(lp));
-  mine.weights.clear();
-  double total = 0;
-  for (float lp : kept_lp) {
-    mine.weights.push_back(std::exp((lp - best) / options.temperature));
-    total += mine.weights.back();
-  }
-  const double target = stream.uniform() * total;
-  double acc = 0;
-  size_t chosen = kept.size() - 1;
-  for (size_t k = 0; k < kept.size(); ++k) {
-    acc += mine.weights[k];
-    if (target < acc) {
-      chosen = k;
-      break;
-    }
-  }
+  const int chosen = kernels::draw_weighted(kept_lp.data(), static_cast<int>(kept_lp.size()), options.temperature,
+                                            kernels::next_uniform(stream));
   token = kept[chosen];
   token_log_prob = kept_lp[chosen];
 }
@@ -204,46 +180,43 @@ SamplingOptions parse_output_sampling(const std::vector<std::string>& words, Sam
   return o;
 }
 
-std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options,
-                              const TokenSink& sink, const SentenceSink& done) {
-  if (!(options.temperature > 0)) fail("--output-sampling: the temperature must be > 0");
-  const int sentences = batch.size;
-  std::vector<NBestList> results(sentences);
-  if (sentences == 0) return results;
-  model.start(batch.src, batch.src_lengths, sentences, batch.src_len);
-  const int vocab = model.vocab_size();
-  const int32_t eos = data::kEosId;
+namespace {
 
-  std::vector<SplitMix64> streams;
-  std::vector<int> limit(sentences);
-  std::vector<Hypothesis> hyps(sentences);
-  for (int s = 0; s < sentences; ++s) {
-    uint64_t line = batch.line_ids.empty() ? static_cast<uint64_t>(s) : static_cast<uint64_t>(batch.line_ids[s]);
-    streams.push_back(line_stream(options.seed, line));
-    limit[s] = output_limit(source_tokens_without_eos(batch, s), options.max_length_factor, options.max_new_tokens,
-                            options.max_context);
-  }
+// What both sampling loops share: the options, each sentence's hypothesis and result, and how a sentence ends.
+struct Samples {
+  const SamplingOptions& options;
+  const SentenceSink& done;
+  std::vector<Hypothesis> hyps;
+  std::vector<NBestList> results;
 
-  std::vector<int> live(sentences), next_live;
-  for (int s = 0; s < sentences; ++s) live[s] = s;
-  std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens, parents;
-  RowDraws draws;
-  draws.by_step_topk = options.mode == SamplingOptions::Mode::top_k && options.top_k <= options.step_topk_limit;
-  draws.vocab = vocab;
-  // Ranking whole rows of a large vocabulary on the host is the slow part of a step (GPT-2: ~0.75 ms a row): rows
-  // are independent (each line has its own random stream), so they are drawn on several threads.
-  const int threads = draws.by_step_topk ? 1 : host_threads(options, vocab);
-  std::vector<RowScratch> scratch(static_cast<size_t>(threads));
-  std::vector<int32_t> chosen;
-  std::vector<float> chosen_log_prob;
   // A sentence is finished at the step that draws its eos: its list is final then.
-  auto finish = [&](int s) {
+  void finish(int s) {
     Hypothesis& h = hyps[s];
     for (float lp : h.word_log_probs) h.log_prob += lp;
     h.score = final_score(h.log_prob, static_cast<int>(h.tokens.size()), options.normalize, options.word_penalty);
     results[s].push_back(std::move(h));
     if (done) done(s, results[s]);
-  };
+  }
+};
+
+// Each step waits for its draws, which the host makes from the step's top-k (or whole rows), before the next step.
+void sample_on_host(StepModel& model, Samples& run, std::vector<uint64_t>& streams, const std::vector<int>& limit,
+                    const TokenSink& sink) {
+  const SamplingOptions& options = run.options;
+  const int sentences = static_cast<int>(limit.size());
+  const int32_t eos = data::kEosId;
+  std::vector<int> live(sentences), next_live;
+  for (int s = 0; s < sentences; ++s) live[s] = s;
+  std::vector<int32_t> tokens(sentences, data::kBosId), next_tokens, parents;
+  RowDraws draws;
+  draws.by_step_topk = options.mode == SamplingOptions::Mode::top_k && options.top_k <= options.step_topk_limit;
+  draws.vocab = model.vocab_size();
+  // Ranking whole rows of a large vocabulary on the host is the slow part of a step (GPT-2: ~0.75 ms a row): rows
+  // are independent (each line has its own random stream), so they are drawn on several threads.
+  const int threads = draws.by_step_topk ? 1 : host_threads(options, draws.vocab);
+  std::vector<RowScratch> scratch(static_cast<size_t>(threads));
+  std::vector<int32_t> chosen;
+  std::vector<float> chosen_log_prob;
 
   while (!live.empty()) {
     if (draws.by_step_topk) {
@@ -257,7 +230,7 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
     auto draw_rows = [&](size_t first, size_t last, RowScratch& mine) {
       for (size_t h = first; h < last; ++h) {
         const int s = live[h];
-        const bool may_continue = static_cast<int>(hyps[s].tokens.size()) < limit[s];
+        const bool may_continue = static_cast<int>(run.hyps[s].tokens.size()) < limit[s];
         draw_row(draws, options, h, may_continue, streams[s], mine, chosen[h], chosen_log_prob[h]);
       }
     };
@@ -277,12 +250,12 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
     parents.clear();
     for (size_t h = 0; h < rows; ++h) {
       const int s = live[h];
-      Hypothesis& hyp = hyps[s];
+      Hypothesis& hyp = run.hyps[s];
       const int32_t token = chosen[h];
       hyp.word_log_probs.push_back(chosen_log_prob[h]);
       if (sink) sink(s, token);
       if (token == eos) {
-        finish(s);
+        run.finish(s);
         continue;
       }
       hyp.tokens.push_back(token);
@@ -295,8 +268,88 @@ std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const 
     live.swap(next_live);
     tokens.swap(next_tokens);
   }
+}
 
-  return results;  // every sentence drew its eos (it is forced at the length limit)
+// Top-k sampling whose draws run where the steps do (StepModel::can_draw): step t + 1 is queued before step t's
+// draws are read, so that a GPU does not wait for the host between steps. The same draws, scores and callbacks as
+// sample_on_host, in the same order; only the reading lags: a row that drew eos at step t has already been fed to
+// step t + 1 (whose draw for it is ignored) and leaves before step t + 2, and a row with no token left (its next
+// draw is eos) leaves before the next step is queued, so that no step runs a row past its limit.
+void sample_queued(StepModel& model, Samples& run, const std::vector<uint64_t>& streams, const std::vector<int>& limit,
+                   const TokenSink& sink) {
+  const int sentences = static_cast<int>(limit.size());
+  std::vector<int32_t> left(limit.begin(), limit.end());  // tokens each sentence may still draw, as read so far
+  model.begin_draws(streams, left, run.options.top_k, run.options.temperature);
+  std::vector<int> live(sentences), kept;  // live: the model's hypotheses now, by sentence
+  for (int s = 0; s < sentences; ++s) live[s] = s;
+  std::vector<char> finished(sentences, 0);
+  std::vector<int32_t> tokens, parents;
+  std::vector<float> log_probs;
+  // Keeps the live rows of the sentences for which keep(s) holds.
+  auto keep_rows = [&](auto keep) {
+    kept.clear();
+    parents.clear();
+    for (size_t h = 0; h < live.size(); ++h)
+      if (keep(live[h])) kept.push_back(live[h]), parents.push_back(static_cast<int32_t>(h));
+    if (keeps_all(parents, static_cast<int>(live.size()))) return;
+    if (!kept.empty()) model.select(parents, kept);
+    live.swap(kept);
+  };
+  std::deque<std::vector<int>> queued;  // the rows of each queued step not read yet, oldest first
+  const std::vector<int32_t> first(sentences, data::kBosId);
+  model.queue_drawn_step(&first);
+  queued.push_back(live);
+  while (true) {
+    keep_rows([&](int s) { return left[s] > 0; });
+    if (!live.empty()) {
+      model.queue_drawn_step(nullptr);
+      queued.push_back(live);
+    }
+    if (queued.empty()) break;
+    model.take_draws(tokens, log_probs);
+    const std::vector<int> rows = std::move(queued.front());
+    queued.pop_front();
+    for (size_t h = 0; h < rows.size(); ++h) {
+      const int s = rows[h];
+      if (finished[s]) continue;
+      Hypothesis& hyp = run.hyps[s];
+      hyp.word_log_probs.push_back(log_probs[h]);
+      if (sink) sink(s, tokens[h]);
+      if (tokens[h] == data::kEosId) {
+        finished[s] = 1;
+        run.finish(s);
+        continue;
+      }
+      hyp.tokens.push_back(tokens[h]);
+      --left[s];
+    }
+    keep_rows([&](int s) { return !finished[s]; });
+  }
+}
+
+}  // namespace
+
+std::vector<NBestList> sample(StepModel& model, const data::Batch& batch, const SamplingOptions& options,
+                              const TokenSink& sink, const SentenceSink& done) {
+  if (!(options.temperature > 0)) fail("--output-sampling: the temperature must be > 0");
+  const int sentences = batch.size;
+  if (sentences == 0) return {};
+  model.start(batch.src, batch.src_lengths, sentences, batch.src_len);
+  Samples run{options, done, std::vector<Hypothesis>(sentences), std::vector<NBestList>(sentences)};
+  std::vector<uint64_t> streams;
+  std::vector<int> limit(sentences);
+  for (int s = 0; s < sentences; ++s) {
+    uint64_t line = batch.line_ids.empty() ? static_cast<uint64_t>(s) : static_cast<uint64_t>(batch.line_ids[s]);
+    streams.push_back(line_stream_state(options.seed, line));
+    limit[s] = output_limit(source_tokens_without_eos(batch, s), options.max_length_factor, options.max_new_tokens,
+                            options.max_context);
+  }
+  const bool by_step_topk = options.mode == SamplingOptions::Mode::top_k && options.top_k <= options.step_topk_limit;
+  if (by_step_topk && options.queue_steps && model.can_draw())
+    sample_queued(model, run, streams, limit, sink);
+  else
+    sample_on_host(model, run, streams, limit, sink);
+  return std::move(run.results);  // every sentence drew its eos (it is forced at the length limit)
 }
 
 }  // namespace lseq

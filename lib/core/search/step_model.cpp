@@ -31,6 +31,18 @@ void StepModel::admit(const std::vector<int32_t>&, const std::vector<int32_t>&, 
   fail("internal error: this model cannot admit sentences into a running search");
 }
 
+void StepModel::begin_draws(const std::vector<uint64_t>&, const std::vector<int32_t>&, int, double) {
+  fail("internal error: this model cannot draw its steps' tokens itself");
+}
+
+void StepModel::queue_drawn_step(const std::vector<int32_t>*) {
+  fail("internal error: this model cannot draw its steps' tokens itself");
+}
+
+void StepModel::take_draws(std::vector<int32_t>&, std::vector<float>&) {
+  fail("internal error: this model cannot draw its steps' tokens itself");
+}
+
 void StepModel::step_scores(const std::vector<int32_t>& tokens, const std::vector<int32_t>& next,
                             std::vector<float>& log_probs) {
   if (next.size() != tokens.size())

@@ -77,6 +77,24 @@ class StepModel {
   // tokens needs n + 1 (bos included). (Also what the decoders' warm-up asks; 0: unknown.)
   virtual int steps_left() const { return 0; }
 
+  // ---- top-k sampling drawn where the steps run (sample()'s queued loop) ----
+  // Whether the three calls below work. Then each step's tokens are drawn by Backend::draw_topk on the step's own
+  // backend and fed from there to the next step, so the search queues step t + 1 before it reads step t's tokens:
+  // a GPU does not wait for the host between steps, and the tokens reach the host a step behind.
+  virtual bool can_draw() const { return false; }
+  // After start(): per live hypothesis its line's random stream (a SplitMix64 state) and how many tokens it may
+  // still draw before eos is forced (Backend::draw_topk's remaining); every draw until the next start() keeps the k
+  // best and divides log-probabilities by `temperature`.
+  virtual void begin_draws(const std::vector<uint64_t>& streams, const std::vector<int32_t>& remaining, int k,
+                           double temperature);
+  // Queues one step over the live hypotheses and its draw, and returns without waiting for them: fed `tokens` (the
+  // first step after start()) or, when null, the tokens the previous queued step drew. select() between two queued
+  // steps takes the drawn tokens and streams along with the hypotheses.
+  virtual void queue_drawn_step(const std::vector<int32_t>* tokens);
+  // Waits for the oldest queued step whose draws were not taken yet; per hypothesis live when it was queued, the
+  // token drawn and its log-probability.
+  virtual void take_draws(std::vector<int32_t>& tokens, std::vector<float>& log_probs);
+
  private:
   std::vector<float> topk_scratch_;  // the default step_topk's and step_scores' full distribution
 };

@@ -17,6 +17,7 @@
 #include "core/model/lm/decoder_only_model.h"
 #include "core/model/lm/decoder_only_step_model.h"
 #include "core/search/beam_search.h"
+#include "core/search/sampling.h"
 #include "data/translation_input.h"
 #include "kernels/workspace.h"
 #include "lm_test_util.h"
@@ -202,6 +203,38 @@ TEST(GpuLm, RecordedDecodingStepsEqualOpByOpSteps) {
   // (20 and 12 rows here) was recorded and then replayed.
   if (on_cuda()) EXPECT_GE(recorded.recorded_graphs(), 2u);
   EXPECT_EQ(plain.recorded_graphs(), 0u);
+}
+
+// Top-k sampling drawn on the GPU with each step queued before the previous one's draws are read (the default)
+// against draws on the host (queue_steps off), on the same bf16 model: the same continuations, their
+// log-probabilities within rounding (a queued step may still hold rows that finished, so its products may run at
+// another row count), and the same continuations again on a second run. Limits differ by prompt (max_context).
+TEST(GpuLm, QueuedDrawsOnTheDeviceEqualDrawsOnTheHost) {
+  SKIP_WITHOUT_GPU();
+  Oracle cpu(true, 41, 0.3);
+  OnGpu gpu(true, cpu.params, on_cuda() ? DType::bf16 : DType::f32);
+  std::vector<int> words;
+  for (int i = 0; i < 40; ++i) words.push_back((i * 7) % 30);
+  data::Batch batch = prompts(17, words);
+  batch.line_ids.resize(words.size());
+  for (std::size_t i = 0; i < words.size(); ++i) batch.line_ids[i] = static_cast<int64_t>(i);
+  SamplingOptions o = parse_output_sampling({"topk", "8", "1.2"});
+  o.seed = 3;
+  o.max_new_tokens = 24;
+  o.max_context = 40;  // prompts of more than 15 words get fewer new tokens
+  DecoderOnlyStepModel queued(*gpu.model, 40, 31, 25), on_host(*gpu.model, 40, 31, 25);
+  const auto first = sample(queued, batch, o), again = sample(queued, batch, o);
+  o.queue_steps = false;
+  const auto want = sample(on_host, batch, o);
+  std::size_t tokens = 0;
+  for (std::size_t s = 0; s < words.size(); ++s) {
+    EXPECT_EQ(again[s][0].tokens, first[s][0].tokens) << "prompt " << s;
+    ASSERT_EQ(first[s][0].tokens, want[s][0].tokens) << "prompt " << s;
+    for (std::size_t i = 0; i < want[s][0].word_log_probs.size(); ++i)
+      EXPECT_NEAR(first[s][0].word_log_probs[i], want[s][0].word_log_probs[i], 2e-2) << "prompt " << s << " " << i;
+    tokens += want[s][0].tokens.size();
+  }
+  EXPECT_GT(tokens, 400u);
 }
 
 // A language model whose positions exceed the whole-slice attention kernels' (tiled kernels on the GPU; blocks with

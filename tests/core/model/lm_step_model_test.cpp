@@ -215,6 +215,66 @@ TEST(LmStepModel, BeamAndSamplingScoresAreForcedScores) {
   for (std::size_t i = 0; i < scores.size(); ++i) EXPECT_NEAR(sum_log_probs(scores[i]), reported[i], 1e-4) << i;
 }
 
+// Top-k sampling drawn by the step model's backend with the next step queued before the draws are read
+// (SamplingOptions::queue_steps) gives what drawing on the host gives: the same tokens, token sink calls and finished
+// sentences in the same order, for prompts whose limits differ, continuations that draw eos early (a row already fed
+// to the next step) and ones stopped at their limit (a row leaving before it). The log-probabilities agree to
+// rounding: a queued step may still hold rows that finished, and the CPU's products round a row's last bits
+// differently at another row count.
+TEST(LmStepModel, QueuedDrawsEqualDrawsOnTheHost) {
+  Lm lm(tiny_lm_config(NormPlacement::pre, true, kernels::Activation::gelu), 12);
+  std::mt19937_64 rng(12);
+  const auto prompts = random_lines(rng, 12, 0, 6, kVocab);
+  struct Run {
+    std::vector<NBestList> lists;
+    std::vector<std::pair<int, int32_t>> tokens;
+    std::vector<int> finished;
+  };
+  auto run = [&](DecoderOnlyStepModel& dec, const SamplingOptions& o) {
+    Run r;
+    data::Batch batch = prompts_batch(prompts);
+    batch.line_ids.resize(prompts.size());
+    for (std::size_t i = 0; i < prompts.size(); ++i) batch.line_ids[i] = static_cast<int64_t>(40 + i);
+    r.lists = sample(
+        dec, batch, o,
+        [&](int s, int32_t token) {
+          r.tokens.push_back({s, token});
+        },
+        [&](int s, const NBestList&) { r.finished.push_back(s); });
+    return r;
+  };
+  for (int k : {1, 3, 9}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    SamplingOptions o = parse_output_sampling({"topk", std::to_string(k), "0.8"});
+    o.seed = 5;
+    o.max_new_tokens = 6;
+    o.max_context = 9;  // prompts of 4-6 words get fewer new tokens
+    DecoderOnlyStepModel queued(*lm.model, 12, 7, 7), on_host(*lm.model, 12, 7, 7);
+    ASSERT_TRUE(queued.can_draw());
+    const Run got = run(queued, o);
+    o.queue_steps = false;
+    const Run want = run(on_host, o);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.finished, want.finished);
+    int early = 0, at_limit = 0;
+    for (std::size_t s = 0; s < prompts.size(); ++s) {
+      EXPECT_EQ(got.lists[s][0].tokens, want.lists[s][0].tokens) << "prompt " << s;
+      const std::vector<float>& lps = got.lists[s][0].word_log_probs;
+      ASSERT_EQ(lps.size(), want.lists[s][0].word_log_probs.size()) << "prompt " << s;
+      for (std::size_t i = 0; i < lps.size(); ++i)
+        EXPECT_NEAR(lps[i], want.lists[s][0].word_log_probs[i], 1e-5) << "prompt " << s << " token " << i;
+      const int limit = output_limit(static_cast<int>(prompts[s].size()), 3, o.max_new_tokens, o.max_context);
+      early += static_cast<int>(want.lists[s][0].tokens.size()) < limit;
+      at_limit += static_cast<int>(want.lists[s][0].tokens.size()) == limit;
+    }
+    EXPECT_GT(early, 0) << "no continuation drew eos before its limit";
+    EXPECT_GT(at_limit, 0) << "no continuation reached its limit";
+    // Queued, the steps run ahead of the reading by one at most: a last step whose rows all drew eos already.
+    EXPECT_GE(queued.steps(), on_host.steps());
+    EXPECT_LE(queued.steps(), on_host.steps() + 1);
+  }
+}
+
 // lsscore's way (an empty prompt, the line as its forced continuation) gives the forward pass's sentence nll.
 TEST(LmStepModel, ForcedScoringEqualsTheForwardLoss) {
   Lm lm(tiny_lm_config(NormPlacement::pre, true));

@@ -84,6 +84,11 @@ void DecoderOnlyStepModel::lay_out_state(Take&& take) {
   dev_parents_ = static_cast<int32_t*>(take(elems(max_hyps_) * i32));
   dev_log_probs_ = static_cast<float*>(take(elems(max_hyps_, vocab_) * sizeof(float)));
   dev_topk_ = static_cast<float*>(take(elems(max_hyps_, 2 * kernels::kMaxTopK + 1) * sizeof(float)));
+  for (int b = 0; b < 2; ++b) {
+    dev_streams_[b] = static_cast<uint64_t*>(take(elems(max_hyps_) * sizeof(uint64_t)));
+    dev_remaining_[b] = static_cast<int32_t*>(take(elems(max_hyps_) * i32));
+    dev_drawn_[b] = static_cast<int32_t*>(take(elems(max_hyps_, 2) * i32));
+  }
 }
 
 void DecoderOnlyStepModel::prefill(kernels::Backend& backend, StepMemory& memory, int first, int rows) {
@@ -198,6 +203,7 @@ void DecoderOnlyStepModel::start(const std::vector<int32_t>& src, const std::vec
   }
 
   started_ = true;
+  draw_k_ = 0, queued_draws_.clear();  // draws start with begin_draws()
   sentences_ = sentences, live_ = sentences, t_ = 0, prompt_columns_ = longest;
   sentence_of_.clear();
   for (int s = 0; s < sentences; ++s) sentence_of_.push_back(s);
@@ -228,6 +234,16 @@ void DecoderOnlyStepModel::select(const std::vector<int32_t>& parents, const std
   if (n > 0 && filled > 0 && !identity) {
     backend_.copy_to_device(dev_parents_, parents.data(), parents.size() * sizeof(int32_t));
     origins_.reorder(backend_, dev_parents_, n, filled);
+  }
+  if (n > 0 && draw_k_ > 0 && !identity) {
+    // The draws' state follows its hypotheses: the stream, what is left, and the token the next step is fed.
+    if (filled == 0) backend_.copy_to_device(dev_parents_, parents.data(), parents.size() * sizeof(int32_t));
+    const int from = draws_, to = 1 - draws_;
+    using kernels::DType;
+    backend_.gather_rows(DType::f32, dev_streams_[from], 2, dev_parents_, n, 2, dev_streams_[to], 2, nullptr);
+    backend_.gather_rows(DType::f32, dev_remaining_[from], 1, dev_parents_, n, 1, dev_remaining_[to], 1, nullptr);
+    backend_.gather_rows(DType::f32, dev_drawn_[from], 1, dev_parents_, n, 1, dev_drawn_[to], 1, nullptr);
+    draws_ = to;
   }
   live_ = n;
   sentence_of_.assign(sentence_of.begin(), sentence_of.end());
@@ -324,6 +340,65 @@ void DecoderOnlyStepModel::step_topk(const std::vector<int32_t>& tokens, int k, 
     std::memcpy(eos_log_probs.data(), topk_staging_.data() + 2 * computed, live_ * sizeof(float));
   }
   ++t_;
+}
+
+bool DecoderOnlyStepModel::can_draw() const {
+  return elems(max_hyps_, 2) * sizeof(int32_t) <= kernels::Backend::kAsyncDownloadBytes;
+}
+
+void DecoderOnlyStepModel::begin_draws(const std::vector<uint64_t>& streams, const std::vector<int32_t>& remaining,
+                                       int k, double temperature) {
+  if (!started_ || t_ != 0) fail("internal error: begin_draws() must follow start()");
+  if (!can_draw()) fail("internal error: {} hypotheses are too many for draws on the backend", max_hyps_);
+  if (streams.size() != static_cast<std::size_t>(live_) || remaining.size() != static_cast<std::size_t>(live_))
+    fail("internal error: begin_draws() got {} streams and {} limits for {} hypotheses", streams.size(),
+         remaining.size(), live_);
+  kernels::check_draw_topk_args(live_, k, temperature);
+  draws_ = 0;
+  backend_.copy_to_device(dev_streams_[0], streams.data(), streams.size() * sizeof(uint64_t));
+  backend_.copy_to_device(dev_remaining_[0], remaining.data(), remaining.size() * sizeof(int32_t));
+  draw_k_ = k, draw_temperature_ = temperature;
+  queued_draws_.clear();
+}
+
+void DecoderOnlyStepModel::queue_drawn_step(const std::vector<int32_t>* tokens) {
+  if (draw_k_ == 0) fail("internal error: queue_drawn_step() before begin_draws()");
+  if (!tokens && t_ == 0) fail("internal error: the first step after start() needs its tokens");
+  if (queued_draws_.size() >= static_cast<std::size_t>(kernels::Backend::kAsyncDownloadSlots))
+    fail("internal error: more than {} steps queued", kernels::Backend::kAsyncDownloadSlots);
+  unused_tokens_.assign(live_, data::kBosId);
+  begin_step(tokens ? *tokens : unused_tokens_);
+  if (live_ > 0) {
+    int32_t* drawn = dev_drawn_[draws_];
+    // Fed from the draws: they overwrite the placeholders begin_step() uploaded (in stream order).
+    if (!tokens) backend_.copy(dev_step_, drawn, elems(live_) * sizeof(int32_t));
+    const int rows = recorder_.rows(live_, max_hyps_);
+    const std::size_t computed = elems(rows, draw_k_);
+    float* dev_values = dev_topk_;
+    int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + computed);
+    float* dev_eos = dev_topk_ + 2 * computed;
+    run_step_ops(draw_k_, [&](const OutputLayer::StepLogits& logits) {
+      backend_.topk_log_softmax(dt_, logits.logits, rows, vocab_, draw_k_, kFirstWordId, data::kEosId, dev_values,
+                                dev_ids, dev_eos, logits.ld);
+    });
+    backend_.draw_topk(dev_values, dev_ids, dev_eos, live_, draw_k_, data::kEosId, draw_temperature_,
+                       dev_streams_[draws_], dev_remaining_[draws_], drawn, reinterpret_cast<float*>(drawn + live_));
+    const int slot = backend_.download_async(drawn, elems(live_, 2) * sizeof(int32_t));
+    queued_draws_.push_back({slot, live_});
+  }
+  ++t_;
+}
+
+void DecoderOnlyStepModel::take_draws(std::vector<int32_t>& tokens, std::vector<float>& log_probs) {
+  if (queued_draws_.empty()) fail("internal error: take_draws() with no step queued");
+  const QueuedDraws queued = queued_draws_.front();
+  queued_draws_.pop_front();
+  const std::size_t n = elems(queued.rows);
+  draws_staging_.resize(2 * n);
+  backend_.collect_download(queued.slot, draws_staging_.data(), 2 * n * sizeof(int32_t));
+  tokens.assign(draws_staging_.begin(), draws_staging_.begin() + static_cast<std::ptrdiff_t>(n));
+  log_probs.resize(n);
+  std::memcpy(log_probs.data(), draws_staging_.data() + n, n * sizeof(float));
 }
 
 std::unique_ptr<StepModel> make_decoder_only_step_model(const DecoderOnlyModel& model, int max_hypotheses,

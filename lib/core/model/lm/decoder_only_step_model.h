@@ -18,6 +18,7 @@
 // row, not only each prompt's first (a larger cache for a simpler layout).
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -53,6 +54,12 @@ class DecoderOnlyStepModel : public StepModel {
   void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
                  std::vector<float>& eos_log_probs) override;
   int live() const override { return live_; }
+  // Top-k sampling's draws on the decoder's backend, the next step fed from them (StepModel::can_draw).
+  bool can_draw() const override;
+  void begin_draws(const std::vector<uint64_t>& streams, const std::vector<int32_t>& remaining, int k,
+                   double temperature) override;
+  void queue_drawn_step(const std::vector<int32_t>* tokens) override;
+  void take_draws(std::vector<int32_t>& tokens, std::vector<float>& log_probs) override;
   // Steps left before the planned limit (or the cache's last column after this search's prompts).
   int steps_left() const override {
     return started_ ? std::min(max_steps_ - t_, columns_ - prompt_columns_ - t_) : max_steps_;
@@ -103,6 +110,20 @@ class DecoderOnlyStepModel : public StepModel {
   int32_t* dev_parents_ = nullptr;  // [max_hyps] select's parents
   float* dev_log_probs_ = nullptr;  // [max_hyps, vocab]
   float* dev_topk_ = nullptr;       // values | ids | eos [max_hyps*(2*32+1)]
+  // The draws' per-row state, two of each so that select() gathers one into the other: the line's stream, the
+  // tokens it may still draw, and the last draw's tokens [max_hyps] then their log-probabilities (at [live]).
+  uint64_t* dev_streams_[2] = {};
+  int32_t* dev_remaining_[2] = {};
+  int32_t* dev_drawn_[2] = {};
+  int draws_ = 0;  // which of the two holds the current state
+  int draw_k_ = 0;
+  double draw_temperature_ = 1;
+  struct QueuedDraws {
+    int slot, rows;  // Backend::download_async's slot; the rows drawn
+  };
+  std::deque<QueuedDraws> queued_draws_;
+  std::vector<int32_t> unused_tokens_;  // begin_step's tokens for a step fed from the draws
+  std::vector<int32_t> draws_staging_;
   std::vector<int32_t> staging_, step_staging_;
   std::vector<float> topk_staging_;
   StepRecorder recorder_;
