@@ -14,14 +14,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                                                 \
-  do {                                                                                              \
-    const int status_ = static_cast<int>(call);                                                     \
-    if (status_ != 0) {                                                                             \
-      std::fprintf(stderr, "decode_algos: %s failed (%d) at line %d\n", #call, status_, __LINE__); \
-      std::exit(1);                                                                                 \
-    }                                                                                               \
-  } while (0)
+#include "probe_util.h"
 
 struct Shape {
   const char* name;
@@ -45,7 +38,7 @@ int config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_
 }
 
 int main() {
-  constexpr int kLayers = 12, kReplays = 40;
+  constexpr int kLayers = 12;
   constexpr uint64_t kWorkspace = 32u << 20;
   const std::vector<Shape> shapes = {
       {"gpt2-small qkv", 128, 2304, 768, CUBLASLT_EPILOGUE_BIAS},
@@ -69,9 +62,6 @@ int main() {
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   void* workspace;
   CHECK(cudaMalloc(&workspace, kWorkspace));
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
@@ -120,29 +110,11 @@ int main() {
         ok = cublasLtMatmul(handle, desc, &alpha, w + wsize * layer, lw, x, lx, &beta, y, ly, y, ly, &algo, workspace,
                             kWorkspace, stream) == CUBLAS_STATUS_SUCCESS;
       if (!ok) continue;
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      for (int layer = 0; layer < kLayers; ++layer)
+      const float us = graph_launch_us(stream, kLayers, [&](int layer) {
         cublasLtMatmul(handle, desc, &alpha, w + wsize * layer, lw, x, lx, &beta, y, ly, y, ly, &algo, workspace,
                        kWorkspace, stream);
-      CHECK(cudaStreamEndCapture(stream, &graph));
-      CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int r = 0; r < 3; ++r) CHECK(cudaGraphLaunch(exec, stream));
-      std::vector<float> each;
-      for (int r = 0; r < kReplays; ++r) {
-        CHECK(cudaEventRecord(start, stream));
-        CHECK(cudaGraphLaunch(exec, stream));
-        CHECK(cudaEventRecord(stop, stream));
-        CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, start, stop));
-        each.push_back(ms * 1000.0f / kLayers);
-      }
-      std::sort(each.begin(), each.end());
-      timed.push_back({i, each[each.size() / 2]});
-      CHECK(cudaGraphExecDestroy(exec));
-      CHECK(cudaGraphDestroy(graph));
+      });
+      timed.push_back({i, us});
     }
     const double bytes = 2.0 * wsize;
     std::printf("\n%s: m %d n %d k %d, %d candidates (%.2f MB of weights a launch)\n", s.name, s.m, s.n, s.k, found,

@@ -20,14 +20,7 @@
 #include <utility>
 #include <vector>
 
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    const int status_ = static_cast<int>(call);                                                    \
-    if (status_ != 0) {                                                                            \
-      std::fprintf(stderr, "first_launch: %s failed (%d) at line %d\n", #call, status_, __LINE__); \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
+#include "probe_util.h"
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }

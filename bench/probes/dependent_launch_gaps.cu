@@ -15,14 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                                        \
-  do {                                                                                     \
-    const int status_ = static_cast<int>(call);                                            \
-    if (status_ != 0) {                                                                    \
-      std::fprintf(stderr, "pdl: %s failed (%d) at line %d\n", #call, status_, __LINE__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "probe_util.h"
 
 constexpr int kRows = 128, kCols = 768;
 
@@ -74,34 +67,6 @@ void launch_norm(bool dependent, const __nv_bfloat16* x, __nv_bfloat16* y, cudaS
     CHECK(cudaLaunchKernelEx(&config, row_norm<false>, x, y));
 }
 
-template <typename Launch>
-float time_chain(cudaStream_t stream, int launches, Launch launch) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) launch(i);
-  CHECK(cudaStreamEndCapture(stream, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int r = 0; r < 3; ++r) CHECK(cudaGraphLaunch(exec, stream));
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  std::vector<float> each;
-  for (int r = 0; r < 40; ++r) {
-    CHECK(cudaEventRecord(start, stream));
-    CHECK(cudaGraphLaunch(exec, stream));
-    CHECK(cudaEventRecord(stop, stream));
-    CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
-    each.push_back(ms * 1000.0f / launches);
-  }
-  std::sort(each.begin(), each.end());
-  CHECK(cudaGraphExecDestroy(exec));
-  CHECK(cudaGraphDestroy(graph));
-  return each[each.size() / 2];
-}
-
 int main() {
   cudaStream_t stream;
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -114,9 +79,8 @@ int main() {
   CHECK(cudaDeviceSynchronize());
   constexpr int kChain = 24;
   for (bool dependent : {false, true}) {
-    const float us = time_chain(stream, kChain, [&](int i) {
-      launch_norm(dependent, i % 2 ? b : a, i % 2 ? a : b, stream);
-    });
+    const float us =
+        graph_launch_us(stream, kChain, [&](int i) { launch_norm(dependent, i % 2 ? b : a, i % 2 ? a : b, stream); });
     std::printf("norm after norm, %s: %.2f us a launch\n", dependent ? "PDL" : "plain", us);
   }
 
@@ -141,7 +105,7 @@ int main() {
   CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, lw, lx, lx, lx, preference, 1, &result, &found));
   const float alpha = 1.0f, beta = 0.0f;
   for (bool dependent : {false, true}) {
-    const float us = time_chain(stream, kChain, [&](int i) {
+    const float us = graph_launch_us(stream, kChain, [&](int i) {
       if (i % 2 == 0)
         CHECK(cublasLtMatmul(handle, desc, &alpha, w, lw, a, lx, &beta, b, lx, b, lx, &result.algo, workspace,
                              kWorkspace, stream));
@@ -150,7 +114,7 @@ int main() {
     });
     std::printf("product then norm, norm %s: %.2f us a launch\n", dependent ? "PDL" : "plain", us);
   }
-  const float product = time_chain(stream, kChain, [&](int) {
+  const float product = graph_launch_us(stream, kChain, [&](int) {
     CHECK(cublasLtMatmul(handle, desc, &alpha, w, lw, a, lx, &beta, b, lx, b, lx, &result.algo, workspace,
                          kWorkspace, stream));
   });

@@ -301,6 +301,20 @@ void DecoderOnlyStepModel::run_step_ops(int k, const FinishStep& finish) {
   recorder_.run(shape, recorder_.repeats(shape), ops);
 }
 
+DecoderOnlyStepModel::StepTopK DecoderOnlyStepModel::run_step_topk(int k) {
+  const int rows = recorder_.rows(live_, max_hyps_);
+  StepTopK top;
+  top.computed = elems(rows, k);
+  top.values = dev_topk_;
+  top.ids = reinterpret_cast<int32_t*>(dev_topk_ + top.computed);
+  top.eos = dev_topk_ + 2 * top.computed;
+  run_step_ops(k, [&](const OutputLayer::StepLogits& logits) {
+    backend_.topk_log_softmax(dt_, logits.logits, rows, vocab_, k, kFirstWordId, data::kEosId, top.values, top.ids,
+                              top.eos, logits.ld);
+  });
+  return top;
+}
+
 void DecoderOnlyStepModel::step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) {
   begin_step(tokens);
   log_probs.resize(elems(live_, vocab_));
@@ -324,15 +338,7 @@ void DecoderOnlyStepModel::step_topk(const std::vector<int32_t>& tokens, int k, 
   ids.resize(n);
   eos_log_probs.resize(live_);
   if (live_ > 0) {
-    const int rows = recorder_.rows(live_, max_hyps_);
-    const std::size_t computed = elems(rows, k);
-    float* dev_values = dev_topk_;
-    int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + computed);
-    float* dev_eos = dev_topk_ + 2 * computed;
-    run_step_ops(k, [&](const OutputLayer::StepLogits& logits) {
-      backend_.topk_log_softmax(dt_, logits.logits, rows, vocab_, k, kFirstWordId, data::kEosId, dev_values, dev_ids,
-                                dev_eos, logits.ld);
-    });
+    const std::size_t computed = run_step_topk(k).computed;
     topk_staging_.resize(2 * computed + live_);
     backend_.copy_to_host(topk_staging_.data(), dev_topk_, topk_staging_.size() * sizeof(float));
     std::memcpy(values.data(), topk_staging_.data(), n * sizeof(float));
@@ -372,16 +378,8 @@ void DecoderOnlyStepModel::queue_drawn_step(const std::vector<int32_t>* tokens) 
     int32_t* drawn = dev_drawn_[draws_];
     // Fed from the draws: they overwrite the placeholders begin_step() uploaded (in stream order).
     if (!tokens) backend_.copy(dev_step_, drawn, elems(live_) * sizeof(int32_t));
-    const int rows = recorder_.rows(live_, max_hyps_);
-    const std::size_t computed = elems(rows, draw_k_);
-    float* dev_values = dev_topk_;
-    int32_t* dev_ids = reinterpret_cast<int32_t*>(dev_topk_ + computed);
-    float* dev_eos = dev_topk_ + 2 * computed;
-    run_step_ops(draw_k_, [&](const OutputLayer::StepLogits& logits) {
-      backend_.topk_log_softmax(dt_, logits.logits, rows, vocab_, draw_k_, kFirstWordId, data::kEosId, dev_values,
-                                dev_ids, dev_eos, logits.ld);
-    });
-    backend_.draw_topk(dev_values, dev_ids, dev_eos, live_, draw_k_, data::kEosId, draw_temperature_,
+    const StepTopK top = run_step_topk(draw_k_);
+    backend_.draw_topk(top.values, top.ids, top.eos, live_, draw_k_, data::kEosId, draw_temperature_,
                        dev_streams_[draws_], dev_remaining_[draws_], drawn, reinterpret_cast<float*>(drawn + live_));
     const int slot = backend_.download_async(drawn, elems(live_, 2) * sizeof(int32_t));
     queued_draws_.push_back({slot, live_});

@@ -89,6 +89,14 @@ class DecoderOnlyStepModel : public StepModel {
   void begin_step(const std::vector<int32_t>& tokens);
   using FinishStep = std::function<void(const OutputLayer::StepLogits& logits)>;
   void run_step_ops(int k, const FinishStep& finish);
+  // The step's ops and its top-k (topk_log_softmax) into dev_topk_: values | ids | eos of the computed rows.
+  struct StepTopK {
+    float* values;
+    int32_t* ids;
+    float* eos;
+    std::size_t computed;  // rows x k
+  };
+  StepTopK run_step_topk(int k);
 
   const DecoderOnlyModel& model_;
   kernels::Backend& backend_;
