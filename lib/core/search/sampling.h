@@ -32,7 +32,8 @@ struct SamplingOptions {
   // set 0 to compare the two.
   int step_topk_limit = kernels::kMaxTopK;
   // Top-k through step_topk is drawn where the steps run when the model can (StepModel::can_draw), the next step
-  // queued before this one's tokens are read. The same draws either way; tests set false to compare the two.
+  // queued before this one's tokens are read. The same tokens either way (a queued step may still hold finished
+  // rows, so a log-probability's last bits may differ); tests set false to compare the two.
   bool queue_steps = true;
   // Threads that rank whole rows on the host (0: one for vocabularies below 4096, else the machine's cores up to
   // 16). The draws do not depend on it.
