@@ -231,13 +231,12 @@ void DecoderOnlyStepModel::select(const std::vector<int32_t>& parents, const std
   // Hypothesis j continues parents[j]: its history (the prompt's columns and the steps so far) is where its
   // parent's is, one gather of the origin table (docs/decoding.md). Nothing moves when every row continues itself.
   const int filled = prompt_columns_ + t_;
-  if (n > 0 && filled > 0 && !identity) {
+  const bool drawing = draw_k_ > 0;
+  if (n > 0 && !identity && (filled > 0 || drawing))
     backend_.copy_to_device(dev_parents_, parents.data(), parents.size() * sizeof(int32_t));
-    origins_.reorder(backend_, dev_parents_, n, filled);
-  }
-  if (n > 0 && draw_k_ > 0 && !identity) {
+  if (n > 0 && filled > 0 && !identity) origins_.reorder(backend_, dev_parents_, n, filled);
+  if (n > 0 && drawing && !identity) {
     // The draws' state follows its hypotheses: the stream, what is left, and the token the next step is fed.
-    if (filled == 0) backend_.copy_to_device(dev_parents_, parents.data(), parents.size() * sizeof(int32_t));
     const int from = draws_, to = 1 - draws_;
     using kernels::DType;
     backend_.gather_rows(DType::f32, dev_streams_[from], 2, dev_parents_, n, 2, dev_streams_[to], 2, nullptr);
