@@ -38,13 +38,13 @@ __nv_bfloat16* random_bf16(size_t n, unsigned seed) {
 }
 
 struct Buffers {
-  __nv_bfloat16* x = random_bf16(size_t(kRows) * kDim, 1);     // the block's input
-  __nv_bfloat16* w_in = random_bf16(size_t(kFfn) * kDim, 2);   // [ffn, dim]
+  __nv_bfloat16* x = random_bf16(size_t(kRows) * kDim, 1);    // the block's input
+  __nv_bfloat16* w_in = random_bf16(size_t(kFfn) * kDim, 2);  // [ffn, dim]
   __nv_bfloat16* b_in = random_bf16(kFfn, 3);
   __nv_bfloat16* d_out = random_bf16(size_t(kRows) * kDim, 4);  // the block output's gradient
-  __nv_bfloat16* w_out = random_bf16(size_t(kFfn) * kDim, 5);  // [dim, ffn]
-  __nv_bfloat16* aux = random_bf16(size_t(kRows) * kFfn, 6);   // the pre-activation
-  __nv_bfloat16* out = random_bf16(size_t(kRows) * kFfn, 7);   // [rows, ffn]: the hidden layer or its gradient
+  __nv_bfloat16* w_out = random_bf16(size_t(kFfn) * kDim, 5);   // [dim, ffn]
+  __nv_bfloat16* aux = random_bf16(size_t(kRows) * kFfn, 6);    // the pre-activation
+  __nv_bfloat16* out = random_bf16(size_t(kRows) * kFfn, 7);    // [rows, ffn]: the hidden layer or its gradient
   __nv_bfloat16* bias_grad16 = random_bf16(kFfn, 8);
   float* bias_grad32 = nullptr;
   void* workspace = nullptr;
@@ -74,7 +74,7 @@ void time_product(cublasLtHandle_t handle, cudaStream_t stream, Buffers& b, cons
   CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   const bool has_bias = epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_DGELU;
   if (has_bias) {
-    void* bias = forward ? static_cast<void*>(b.b_in)
+    void* bias = forward                   ? static_cast<void*>(b.b_in)
                  : bias_type == CUDA_R_32F ? static_cast<void*>(b.bias_grad32)
                                            : static_cast<void*>(b.bias_grad16);
     CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
@@ -107,7 +107,8 @@ void time_product(cublasLtHandle_t handle, cudaStream_t stream, Buffers& b, cons
   } else if (launch() != CUBLAS_STATUS_SUCCESS || cudaStreamSynchronize(stream) != cudaSuccess) {
     std::printf("%-30s failed to run\n", name);
   } else {
-    const float us = graph_launch_us(stream, 4, [&](int) { launch(); }, 20);
+    const float us = graph_launch_us(
+        stream, 4, [&](int) { launch(); }, 20);
     std::printf("%-30s %8.1f us (%.0f TFLOP/s)\n", name, us, 2.0 * kRows * kDim * kFfn / (us * 1e-6) / 1e12);
   }
   CHECK(cublasLtMatmulPreferenceDestroy(preference));

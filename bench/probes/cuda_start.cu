@@ -17,7 +17,8 @@
 int main() {
   const auto start = std::chrono::steady_clock::now();
   auto report = [&](const char* what) {
-    std::printf("%-28s %.3f s\n", what, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    std::printf("%-28s %.3f s\n", what,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   };
   CHECK(cuInit(0));
   report("cuInit");
