@@ -28,14 +28,6 @@ struct Shape {
   cublasLtEpilogue_t epilogue;
 };
 
-__global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
-    p[i] = __float2bfloat16((static_cast<float>(h & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-  }
-}
-
 int config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
   int value = 0;
   size_t written = 0;
@@ -161,9 +153,9 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&x, static_cast<size_t>(s.m) * s.k * 2));
     CHECK(cudaMalloc(&y, static_cast<size_t>(s.m) * s.n * 2));
     CHECK(cudaMalloc(&bias, static_cast<size_t>(s.n) * 2));
-    fill<<<1024, 256>>>(w, wsize * kLayers, 1);
-    fill<<<256, 256>>>(x, static_cast<size_t>(s.m) * s.k, 2);
-    fill<<<64, 256>>>(bias, s.n, 3);
+    fill_random(w, wsize * kLayers, 1);
+    fill_random(x, static_cast<size_t>(s.m) * s.k, 2);
+    fill_random(bias, s.n, 3);
     CHECK(cudaDeviceSynchronize());
     cublasLtMatmulDesc_t desc;
     CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -179,13 +171,9 @@ int main(int argc, char** argv) {
     CHECK(cublasLtMatrixLayoutCreate(&lw, CUDA_R_16BF, s.k, s.n, s.k));
     CHECK(cublasLtMatrixLayoutCreate(&lx, CUDA_R_16BF, s.k, s.m, s.k));
     CHECK(cublasLtMatrixLayoutCreate(&ly, CUDA_R_16BF, s.n, s.m, s.n));
-    cublasLtMatmulPreference_t preference;
-    CHECK(cublasLtMatmulPreferenceCreate(&preference));
-    CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
-                                               sizeof(kWorkspace)));
-    std::vector<cublasLtMatmulHeuristicResult_t> results(64);
-    int found = 0;
-    CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, lw, lx, ly, ly, preference, 64, results.data(), &found));
+    const std::vector<cublasLtMatmulHeuristicResult_t> results =
+        heuristic_choices(handle, desc, lw, lx, ly, kWorkspace, 64);
+    const int found = static_cast<int>(results.size());
     struct Timed {
       int index;
       float us;
@@ -214,17 +202,16 @@ int main(int argc, char** argv) {
       const cublasLtMatmulAlgo_t& algo = results[t.index].algo;
       const bool first = t.index == 0, best = t.index == by_time.front().index;
       if (!first && !best && t.index >= 12) continue;
-      std::printf("  #%-2d %7.2f us %5.2f TB/s algo %d tile %d stages %d splitk %d reduction %d swizzle %d "
-                  "cluster %d ws %zu%s%s\n",
-                  t.index, t.us, bytes / (t.us * 1e-6) / 1e12, config(algo, CUBLASLT_ALGO_CONFIG_ID),
-                  config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID), config(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
-                  config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
-                  config(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), config(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
-                  results[t.index].workspaceSize, first ? "  <- heuristic's first" : "",
-                  best ? "  <- fastest" : "");
+      std::printf(
+          "  #%-2d %7.2f us %5.2f TB/s algo %d tile %d stages %d splitk %d reduction %d swizzle %d "
+          "cluster %d ws %zu%s%s\n",
+          t.index, t.us, bytes / (t.us * 1e-6) / 1e12, config(algo, CUBLASLT_ALGO_CONFIG_ID),
+          config(algo, CUBLASLT_ALGO_CONFIG_TILE_ID), config(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+          config(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+          config(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), config(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+          results[t.index].workspaceSize, first ? "  <- heuristic's first" : "", best ? "  <- fastest" : "");
     }
     if (all_ids) time_every_algorithm(handle, desc, lw, lx, ly, w, x, y, wsize, workspace, stream);
-    CHECK(cublasLtMatmulPreferenceDestroy(preference));
     CHECK(cublasLtMatrixLayoutDestroy(lw));
     CHECK(cublasLtMatrixLayoutDestroy(lx));
     CHECK(cublasLtMatrixLayoutDestroy(ly));

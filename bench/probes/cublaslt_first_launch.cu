@@ -54,21 +54,15 @@ std::vector<double> run_products(cublasLtHandle_t handle, cudaStream_t stream, c
     CHECK(cublasLtMatrixLayoutCreate(&w, CUDA_R_16BF, s.k, s.n, s.k));
     CHECK(cublasLtMatrixLayoutCreate(&x, CUDA_R_16BF, s.k, s.m, s.k));
     CHECK(cublasLtMatrixLayoutCreate(&y, CUDA_R_16BF, s.n, s.m, s.n));
-    cublasLtMatmulPreference_t preference;
-    CHECK(cublasLtMatmulPreferenceCreate(&preference));
     const uint64_t workspace = Operands::kWorkspace;
-    CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                               sizeof(workspace)));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, w, x, y, y, preference, 1, &result, &found));
-    if (found < 1) std::exit(1);
+    const std::vector<cublasLtMatmulHeuristicResult_t> choices = heuristic_choices(handle, desc, w, x, y, workspace);
+    if (choices.empty()) std::exit(1);
+    const cublasLtMatmulHeuristicResult_t& result = choices.front();
     const float alpha = 1.0f, beta = 0.0f;
     CHECK(cublasLtMatmul(handle, desc, &alpha, op.a, w, op.b, x, &beta, op.c, y, op.c, y, &result.algo, op.workspace,
                          workspace, stream));
     CHECK(cudaStreamSynchronize(stream));
     seconds.push_back(seconds_since(start));
-    cublasLtMatmulPreferenceDestroy(preference);
     cublasLtMatrixLayoutDestroy(w);
     cublasLtMatrixLayoutDestroy(x);
     cublasLtMatrixLayoutDestroy(y);

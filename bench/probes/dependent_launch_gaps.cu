@@ -43,14 +43,6 @@ __global__ void row_norm(const __nv_bfloat16* x, __nv_bfloat16* y) {
   for (int i = 0; i < kCols / 32; ++i) y[row * kCols + i * 32 + lane] = __float2bfloat16((v[i] - mean) * rstd);
 }
 
-__global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed;
-    h ^= h >> 13, h *= 0x5bd1e995u, h ^= h >> 15;
-    p[i] = __float2bfloat16((static_cast<float>(h & 0xffff) / 65536.0f - 0.5f) * 0.2f);
-  }
-}
-
 void launch_norm(bool dependent, const __nv_bfloat16* x, __nv_bfloat16* y, cudaStream_t stream) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(kRows / 4);
@@ -74,8 +66,8 @@ int main() {
   CHECK(cudaMalloc(&a, kRows * kCols * 2));
   CHECK(cudaMalloc(&b, kRows * kCols * 2));
   CHECK(cudaMalloc(&w, kCols * kCols * 2));
-  fill<<<256, 256>>>(a, kRows * kCols, 1);
-  fill<<<256, 256>>>(w, kCols * kCols, 2);
+  fill_random(a, kRows * kCols, 1, 0.2f);
+  fill_random(w, kCols * kCols, 2, 0.2f);
   CHECK(cudaDeviceSynchronize());
   constexpr int kChain = 24;
   for (bool dependent : {false, true}) {
@@ -96,13 +88,9 @@ int main() {
   cublasLtMatrixLayout_t lw, lx;
   CHECK(cublasLtMatrixLayoutCreate(&lw, CUDA_R_16BF, kCols, kCols, kCols));
   CHECK(cublasLtMatrixLayoutCreate(&lx, CUDA_R_16BF, kCols, kRows, kCols));
-  cublasLtMatmulPreference_t preference;
-  CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
-                                             sizeof(kWorkspace)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, lw, lx, lx, lx, preference, 1, &result, &found));
+  const std::vector<cublasLtMatmulHeuristicResult_t> choices = heuristic_choices(handle, desc, lw, lx, lx, kWorkspace);
+  if (choices.empty()) std::exit(1);
+  const cublasLtMatmulHeuristicResult_t result = choices.front();
   const float alpha = 1.0f, beta = 0.0f;
   for (bool dependent : {false, true}) {
     const float us = graph_launch_us(stream, kChain, [&](int i) {
@@ -115,8 +103,8 @@ int main() {
     std::printf("product then norm, norm %s: %.2f us a launch\n", dependent ? "PDL" : "plain", us);
   }
   const float product = graph_launch_us(stream, kChain, [&](int) {
-    CHECK(cublasLtMatmul(handle, desc, &alpha, w, lw, a, lx, &beta, b, lx, b, lx, &result.algo, workspace,
-                         kWorkspace, stream));
+    CHECK(cublasLtMatmul(handle, desc, &alpha, w, lw, a, lx, &beta, b, lx, b, lx, &result.algo, workspace, kWorkspace,
+                         stream));
   });
   std::printf("product after product: %.2f us a launch\n", product);
   return 0;
