@@ -1,7 +1,8 @@
 // Backend::attention_step on the device against the CPU backend (fp32 on the same rounded inputs): 16-byte and
 // scalar load paths (head dimensions and slice strides that are and are not multiples of a pack), several key
 // tiles with the online softmax, shared slices, position-origin tables (per-key slices, both load paths), per-row
-// key lengths with a row that has no keys, keys split over several warps, the row-streaming kernel of long caches.
+// key lengths with a row that has no keys, keys split over several warps, the row-streaming kernel of long caches
+// (and its results bit for bit the same from launch to launch).
 // Also the step's query/key/value split with the cache append.
 #include <algorithm>
 #include <random>
@@ -68,6 +69,47 @@ TEST_F(GpuKernels, AttentionStepMatchesCpu) {
       if (c.with_lengths)  // row 0 has no keys: exactly 0, never NaN
         for (int e = 0; e < c.heads * c.head_dim; ++e) ASSERT_EQ(got[e], 0.0f) << what << " element " << e;
     }
+}
+
+// Long caches (a language model's, the row-streaming kernel): the same launch three times gives the same bits, as
+// the decoding's results must (a slice's keys split over warps are merged in a fixed order, whichever warp finishes
+// first). Rows of very different lengths (a batch of prompts), few rows of many keys, origin tables, shared slices.
+TEST_F(GpuKernels, AttentionStepLongCachesRepeatBitForBit) {
+  uint64_t seed = 9970;
+  const std::vector<AttentionStepCase> cases = {{64, 4, 64, 1277, 64 * 1277, false, true, false, true},
+                                                {2, 1, 64, 1100, 64 * 1100, false, true},
+                                                {40, 16, 64, 1024, 64 * 1024, false, true, true, false},
+                                                {30, 8, 64, 1500, 64 * 1500, true, true, false, true}};
+  const DType dt = dtypes().size() > 1 ? DType::bf16 : DType::f32;  // fp32 where the CPU stands in
+  for (const auto& c : cases) {
+    auto in = make_inputs(c, seed += 10);
+    in.q = quantize(in.q, dt), in.k = quantize(in.k, dt), in.v = quantize(in.v, dt);
+    const float scale = 1.0f / std::sqrt(float(c.head_dim));
+    const std::size_t n = std::size_t(c.rows) * c.heads * c.head_dim;
+    std::vector<float> ref(n);
+    cpu.attention_step(DType::f32, in.q.data(), in.k.data(), in.v.data(), c.slice_stride,
+                       c.shared ? in.kv_index.data() : nullptr, c.with_origin ? in.origin.data() : nullptr,
+                       in.origin_stride, in.k_lengths.data(), c.rows, c.heads, c.head_dim, c.k_len, scale, ref.data(),
+                       c.with_starts ? in.key_starts.data() : nullptr);
+    DeviceBuffer dq(gpu(), dt, in.q), dk(gpu(), dt, in.k), dv(gpu(), dt, in.v), context(gpu(), dt, n);
+    DeviceBuffer index(gpu(), c.shared ? in.kv_index : std::vector<int32_t>{0}), lengths(gpu(), in.k_lengths);
+    DeviceBuffer origin(gpu(), c.with_origin ? in.origin : std::vector<int32_t>{0});
+    DeviceBuffer starts(gpu(), c.with_starts ? in.key_starts : std::vector<int32_t>{0});
+    std::vector<float> first;
+    for (int launch = 0; launch < 3; ++launch) {
+      context.poison();
+      gpu().attention_step(dt, dq.get(), dk.get(), dv.get(), c.slice_stride, c.shared ? index.i32() : nullptr,
+                           c.with_origin ? origin.i32() : nullptr, in.origin_stride, lengths.i32(), c.rows, c.heads,
+                           c.head_dim, c.k_len, scale, context.get(), c.with_starts ? starts.i32() : nullptr);
+      const auto got = context.download();
+      const std::string what = describe(c) + ", launch " + std::to_string(launch);
+      EXPECT_TRUE(within(got, ref, bound_for(dt, 1.0))) << what;
+      if (launch == 0)
+        first = got;
+      else
+        ASSERT_EQ(got, first) << what << ": not the first launch's bits";
+    }
+  }
 }
 
 // Backend::split_step_qkv against the CPU, and bit for bit against the device's own split_heads + gather_rows (the
