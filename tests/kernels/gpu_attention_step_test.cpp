@@ -14,6 +14,51 @@
 namespace lseq::kernels::test {
 namespace {
 
+// The case's context from the CPU backend in fp32 (the inputs already rounded to the device's type).
+std::vector<float> cpu_context(CpuBackend& cpu, const AttentionStepCase& c, const AttentionStepInputs& in,
+                               float scale) {
+  std::vector<float> ref(std::size_t(c.rows) * c.heads * c.head_dim);
+  cpu.attention_step(DType::f32, in.q.data(), in.k.data(), in.v.data(), c.slice_stride,
+                     c.shared ? in.kv_index.data() : nullptr, c.with_origin ? in.origin.data() : nullptr,
+                     in.origin_stride, c.with_lengths ? in.k_lengths.data() : nullptr, c.rows, c.heads, c.head_dim,
+                     c.k_len, scale, ref.data(), c.with_starts ? in.key_starts.data() : nullptr);
+  return ref;
+}
+
+// The case's inputs on the device, and attention_step over them (the context poisoned first, then downloaded).
+class DeviceCase {
+ public:
+  DeviceCase(Backend& gpu, DType dt, const AttentionStepCase& c, const AttentionStepInputs& in)
+      : gpu_(gpu),
+        dt_(dt),
+        c_(c),
+        origin_stride_(in.origin_stride),
+        q_(gpu, dt, in.q),
+        k_(gpu, dt, in.k),
+        v_(gpu, dt, in.v),
+        context_(gpu, dt, std::size_t(c.rows) * c.heads * c.head_dim),
+        index_(gpu, c.shared ? in.kv_index : std::vector<int32_t>{0}),
+        lengths_(gpu, c.with_lengths ? in.k_lengths : std::vector<int32_t>{0}),
+        origin_(gpu, c.with_origin ? in.origin : std::vector<int32_t>{0}),
+        starts_(gpu, c.with_starts ? in.key_starts : std::vector<int32_t>{0}) {}
+
+  std::vector<float> run(float scale) {
+    context_.poison();
+    gpu_.attention_step(dt_, q_.get(), k_.get(), v_.get(), c_.slice_stride, c_.shared ? index_.i32() : nullptr,
+                        c_.with_origin ? origin_.i32() : nullptr, origin_stride_,
+                        c_.with_lengths ? lengths_.i32() : nullptr, c_.rows, c_.heads, c_.head_dim, c_.k_len, scale,
+                        context_.get(), c_.with_starts ? starts_.i32() : nullptr);
+    return context_.download();
+  }
+
+ private:
+  Backend& gpu_;
+  DType dt_;
+  AttentionStepCase c_;
+  int origin_stride_;
+  DeviceBuffer q_, k_, v_, context_, index_, lengths_, origin_, starts_;
+};
+
 TEST_F(GpuKernels, AttentionStepMatchesCpu) {
   uint64_t seed = 9900;
   const std::vector<AttentionStepCase> cases = {
@@ -45,23 +90,8 @@ TEST_F(GpuKernels, AttentionStepMatchesCpu) {
       auto in = make_inputs(c, seed += 10);
       in.q = quantize(in.q, dt), in.k = quantize(in.k, dt), in.v = quantize(in.v, dt);
       const float scale = 1.0f / std::sqrt(float(c.head_dim));
-      const std::size_t n = std::size_t(c.rows) * c.heads * c.head_dim;
-      std::vector<float> ref(n);
-      cpu.attention_step(DType::f32, in.q.data(), in.k.data(), in.v.data(), c.slice_stride,
-                         c.shared ? in.kv_index.data() : nullptr, c.with_origin ? in.origin.data() : nullptr,
-                         in.origin_stride, c.with_lengths ? in.k_lengths.data() : nullptr, c.rows, c.heads,
-                         c.head_dim, c.k_len, scale, ref.data(), c.with_starts ? in.key_starts.data() : nullptr);
-      DeviceBuffer dq(gpu(), dt, in.q), dk(gpu(), dt, in.k), dv(gpu(), dt, in.v), context(gpu(), dt, n);
-      DeviceBuffer index(gpu(), c.shared ? in.kv_index : std::vector<int32_t>{0});
-      DeviceBuffer lengths(gpu(), c.with_lengths ? in.k_lengths : std::vector<int32_t>{0});
-      DeviceBuffer origin(gpu(), c.with_origin ? in.origin : std::vector<int32_t>{0});
-      DeviceBuffer starts(gpu(), c.with_starts ? in.key_starts : std::vector<int32_t>{0});
-      context.poison();
-      gpu().attention_step(dt, dq.get(), dk.get(), dv.get(), c.slice_stride, c.shared ? index.i32() : nullptr,
-                           c.with_origin ? origin.i32() : nullptr, in.origin_stride,
-                           c.with_lengths ? lengths.i32() : nullptr, c.rows, c.heads, c.head_dim, c.k_len, scale,
-                           context.get(), c.with_starts ? starts.i32() : nullptr);
-      const auto got = context.download();
+      const std::vector<float> ref = cpu_context(cpu, c, in, scale);
+      const auto got = DeviceCase(gpu(), dt, c, in).run(scale);
       const std::string what = label(dt) + " " + describe(c);
       // fp32: the online softmax sums in another order than the CPU; 16-bit: one rounding of the output.
       const Bound bound = dt == DType::f32 ? Bound{1e-5, 1e-5} : bound_for(dt, 1.0);
@@ -85,23 +115,11 @@ TEST_F(GpuKernels, AttentionStepLongCachesRepeatBitForBit) {
     auto in = make_inputs(c, seed += 10);
     in.q = quantize(in.q, dt), in.k = quantize(in.k, dt), in.v = quantize(in.v, dt);
     const float scale = 1.0f / std::sqrt(float(c.head_dim));
-    const std::size_t n = std::size_t(c.rows) * c.heads * c.head_dim;
-    std::vector<float> ref(n);
-    cpu.attention_step(DType::f32, in.q.data(), in.k.data(), in.v.data(), c.slice_stride,
-                       c.shared ? in.kv_index.data() : nullptr, c.with_origin ? in.origin.data() : nullptr,
-                       in.origin_stride, in.k_lengths.data(), c.rows, c.heads, c.head_dim, c.k_len, scale, ref.data(),
-                       c.with_starts ? in.key_starts.data() : nullptr);
-    DeviceBuffer dq(gpu(), dt, in.q), dk(gpu(), dt, in.k), dv(gpu(), dt, in.v), context(gpu(), dt, n);
-    DeviceBuffer index(gpu(), c.shared ? in.kv_index : std::vector<int32_t>{0}), lengths(gpu(), in.k_lengths);
-    DeviceBuffer origin(gpu(), c.with_origin ? in.origin : std::vector<int32_t>{0});
-    DeviceBuffer starts(gpu(), c.with_starts ? in.key_starts : std::vector<int32_t>{0});
+    const std::vector<float> ref = cpu_context(cpu, c, in, scale);
+    DeviceCase device(gpu(), dt, c, in);
     std::vector<float> first;
     for (int launch = 0; launch < 3; ++launch) {
-      context.poison();
-      gpu().attention_step(dt, dq.get(), dk.get(), dv.get(), c.slice_stride, c.shared ? index.i32() : nullptr,
-                           c.with_origin ? origin.i32() : nullptr, in.origin_stride, lengths.i32(), c.rows, c.heads,
-                           c.head_dim, c.k_len, scale, context.get(), c.with_starts ? starts.i32() : nullptr);
-      const auto got = context.download();
+      const auto got = device.run(scale);
       const std::string what = describe(c) + ", launch " + std::to_string(launch);
       EXPECT_TRUE(within(got, ref, bound_for(dt, 1.0))) << what;
       if (launch == 0)
