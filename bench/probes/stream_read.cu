@@ -114,13 +114,13 @@ int main() {
   }
   for (int r = 0; r < regions; ++r) by_length[r] = r;
   std::sort(by_length.begin(), by_length.end(), [&](int a, int b) { return varied[a] > varied[b]; });
-  int *d_equal, *d_varied, *d_order;
-  CHECK(cudaMalloc(&d_equal, regions * sizeof(int)));
-  CHECK(cudaMalloc(&d_varied, regions * sizeof(int)));
-  CHECK(cudaMalloc(&d_order, regions * sizeof(int)));
-  CHECK(cudaMemcpy(d_equal, equal.data(), regions * sizeof(int), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_varied, varied.data(), regions * sizeof(int), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_order, by_length.data(), regions * sizeof(int), cudaMemcpyHostToDevice));
+  auto to_device = [](const std::vector<int>& host) {
+    int* device;
+    CHECK(cudaMalloc(&device, host.size() * sizeof(int)));
+    CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice));
+    return device;
+  };
+  const int *d_equal = to_device(equal), *d_varied = to_device(varied), *d_order = to_device(by_length);
   struct Form {
     const char* name;
     const int* sizes;
