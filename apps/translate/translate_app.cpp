@@ -58,7 +58,8 @@ int run_translate(const Options& options) {
   const std::optional<data::Vocab>& target_vocab = vocabs.target;
   const ModelVocabSizes& sizes = vocabs.sizes;
   // --decoders copies of the model, each on its own backend (stream), searching batches side by side.
-  const std::vector<std::unique_ptr<StepModel>> models = load_decoders(files, options);
+  const std::vector<std::unique_ptr<StepModel>> models =
+      load_decoders(files, options, WarmedDecoders::first_of_language_model);
   std::vector<StepModel*> decoders;
   for (const auto& model : models) decoders.push_back(model.get());
 

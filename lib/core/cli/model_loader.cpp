@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <exception>
 #include <future>
@@ -186,11 +185,11 @@ bool asks_warm_up(const Options& options) { return options.has("warm-up") && opt
 enum class DecoderUse { decode, kernel_preload };
 
 // A decoder over loaded weights, on own_backend (or the weights' when null), planned once for the largest batch the
-// options allow.
+// options allow. `warms` picks which decoders --warm-up warms (the kernel preload always warms).
 std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& options,
                                         std::shared_ptr<const LoadedWeights> weights,
                                         std::unique_ptr<kernels::Backend> own_backend,
-                                        DecoderUse use = DecoderUse::decode) {
+                                        DecoderUse use = DecoderUse::decode, bool warms = true) {
   auto last = std::chrono::steady_clock::now();
   DecoderParts parts{std::move(weights), std::move(own_backend)};
   kernels::Backend& backend = parts.runs_on();
@@ -203,7 +202,7 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
                   use == DecoderUse::decode ? "decoder" : "kernel preload", files.weights, planning_seconds,
                   seconds_since(last), calls);
   };
-  const bool warm_up = backend.can_record() && (use == DecoderUse::kernel_preload || asks_warm_up(options));
+  const bool warm_up = backend.can_record() && (use == DecoderUse::kernel_preload || (warms && asks_warm_up(options)));
   const std::size_t parameters = parts.weights->model->num_weights();
 
   // The largest batch: --mini-batch sentences (or, with only --mini-batch-words, that many one-word sentences),
@@ -280,10 +279,10 @@ std::unique_ptr<StepModel> load_step_model(const ModelFiles& files, const Option
 }
 
 std::vector<std::unique_ptr<StepModel>> load_copies(int count, bool all_required,
-                                                    const std::function<std::unique_ptr<StepModel>()>& load_one) {
+                                                    const std::function<std::unique_ptr<StepModel>(int)>& load_one) {
   if (count < 1) fail("internal error: loading needs at least one copy, got {}", count);
   std::vector<std::future<std::unique_ptr<StepModel>>> loads;
-  for (int i = 1; i < count; ++i) loads.push_back(std::async(std::launch::async, load_one));
+  for (int i = 1; i < count; ++i) loads.push_back(std::async(std::launch::async, load_one, i));
   std::vector<std::unique_ptr<StepModel>> models;
   std::exception_ptr error;
   std::string first_failure;
@@ -302,7 +301,7 @@ std::vector<std::unique_ptr<StepModel>> load_copies(int count, bool all_required
       }
     }
   };
-  collect(load_one);  // the first copy on the calling thread
+  collect([&load_one] { return load_one(0); });  // the first copy on the calling thread
   for (auto& load : loads) collect([&load] { return load.get(); });
   if (error && (all_required || models.empty())) std::rethrow_exception(error);
   if (error)
@@ -313,10 +312,11 @@ std::vector<std::unique_ptr<StepModel>> load_copies(int count, bool all_required
 
 namespace {
 
-// `count` decoders over one copy of the weights: it is placed by the first decoder's backend while the others'
-// backends start, and each further decoder runs on a backend of its own (load_copies' threads).
+// `count` decoders over one copy of the weights: it is placed by the first decoder's backend (copy 0, the first
+// returned) while the others' backends start, and each further decoder runs on a backend of its own (load_copies'
+// threads).
 std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& files, const Options& options, int count,
-                                                             bool all_required) {
+                                                             bool all_required, WarmedDecoders warmed) {
   std::shared_future<std::shared_ptr<const LoadedWeights>> weights =
       std::async(std::launch::async, [&files, &options] { return load_weights(files, options); }).share();
   // --warm-up's kernel preload runs beside the weights' load. The decoders are planned only after it has ended and
@@ -324,24 +324,26 @@ std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& f
   std::shared_future<void> preload;
   if (asks_warm_up(options) && runs_on_gpu(options))
     preload = std::async(std::launch::async, [&files, &options] { preload_decoding_kernels(files, options); }).share();
-  std::atomic<int> started{0};
-  return load_copies(count, all_required, [&]() -> std::unique_ptr<StepModel> {
+  const bool first_only = warmed == WarmedDecoders::first_of_language_model && is_language_model(files, options);
+  return load_copies(count, all_required, [&](int copy) -> std::unique_ptr<StepModel> {
     std::unique_ptr<kernels::Backend> own_backend;
-    if (started++ > 0) own_backend = select_backend(options);
+    if (copy > 0) own_backend = select_backend(options);
     std::shared_ptr<const LoadedWeights> loaded = weights.get();
     if (preload.valid()) preload.wait();
-    return make_decoder(files, options, std::move(loaded), std::move(own_backend));
+    return make_decoder(files, options, std::move(loaded), std::move(own_backend), DecoderUse::decode,
+                        copy == 0 || !first_only);
   });
 }
 
 }  // namespace
 
 std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count) {
-  return load_sharing_weights(files, options, count, true);
+  return load_sharing_weights(files, options, count, true, WarmedDecoders::all);
 }
 
-std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options) {
-  return load_sharing_weights(files, options, decoder_count(options), options.get_int("decoders") > 0);
+std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options,
+                                                      WarmedDecoders warmed) {
+  return load_sharing_weights(files, options, decoder_count(options), options.get_int("decoders") > 0, warmed);
 }
 
 }  // namespace lseq

@@ -46,17 +46,27 @@ int decoding_row_class_growth(bool language_model);
 // loads have ended.
 std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files, const Options& options, int count);
 
+// Which decoders --warm-up warms. lsserve: all, since each takes requests. lstranslate: a language model's first
+// decoder only, the one the first batch goes to. A prompt file of one batch leaves the others idle, and an idle
+// decoder that has warmed up (run work on its stream) slowed the busy one's recorded steps: GPT-2 small and medium
+// at 128 prompts, one batch, 4-5% fewer tokens/s with four decoders than with one (H200; the cause, below our code,
+// was not found: docs/decoding.md). The kernel preload and the first decoder have loaded the kernels the others
+// meet. A translation model warms all (continuous batching gives every decoder work at once; not measured).
+enum class WarmedDecoders { all, first_of_language_model };
+
 // lstranslate's and lsserve's decoders: decoder_count(options) step models, loaded as load_step_models loads them.
 // When --decoders is not given, a copy that fails to load (a GPU with room for two copies, not the default four) is
 // left out with a warning naming the error, as long as one loaded; a count given with --decoders loads in full or
 // not at all.
-std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options);
+std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options,
+                                                      WarmedDecoders warmed = WarmedDecoders::all);
 
-// How those two load: `count` calls of load_one, side by side on as many threads. all_required: the first error is
-// rethrown once every load has ended. Otherwise the copies that loaded are returned, with a warning for those that
-// did not, and the first error is rethrown only when none loaded.
+// How those two load: `count` calls of load_one(copy), copy 0 on the calling thread and the others side by side on
+// threads of their own; copy 0's model comes first. all_required: the first error is rethrown once every load has
+// ended. Otherwise the copies that loaded are returned, with a warning for those that did not, and the first error
+// is rethrown only when none loaded.
 std::vector<std::unique_ptr<StepModel>> load_copies(int count, bool all_required,
-                                                    const std::function<std::unique_ptr<StepModel>()>& load_one);
+                                                    const std::function<std::unique_ptr<StepModel>(int)>& load_one);
 
 // What lstranslate and lsscore do with a language model's lines (--max-length means new tokens to lstranslate):
 struct LanguageModelLimits {

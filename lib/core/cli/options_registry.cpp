@@ -812,7 +812,8 @@ std::vector<OptionSpec> build_registry() {
             "On a GPU, each decoder runs every class of shapes once before reading input, so that the first batches "
             "do not pay cuBLAS's first launch of each kernel (about 0.1 s in all for transformer-base or GPT-2): the "
             "kernels load beside the weights' load, and the whole run took about as long (docs/decoding.md, 'A "
-            "fresh process'). Useful where the first lines' latency matters (input from a pipe)"),
+            "fresh process'). A language model warms its first decoder only (a warmed decoder left idle slows the "
+            "busy one). Useful where the first lines' latency matters (input from a pipe)"),
         Opt("continuous-batching", T::boolean, G::translation, kTranslate | kServe, def("true"),
             "Beam search admits new sentences into a batch as its sentences finish, so that batches stay full "
             "instead of running on for their longest outputs (lsserve: waiting sentences join running searches). "

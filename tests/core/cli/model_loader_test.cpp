@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.h"
@@ -107,6 +109,35 @@ TEST(ModelLoader, LoadsSeveralCopiesThatDecodeAlike) {
   EXPECT_THROW(load_step_models(files, run.parsed.options, 3), Error);
 }
 
+// Copy 0 (the decoder on the weights' own backend, and the only one lstranslate warms for a language model) loads on
+// the calling thread and comes first, so that it is the decoder the first batch goes to; every copy loads once.
+TEST(ModelLoader, CopyZeroLoadsOnTheCallingThreadAndComesFirst) {
+  TempDir dir("loader-copy-zero");
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(tiny_model(), *backend);
+  model.init_params(5);
+  auto run = save_and_parse(dir, *backend, model);
+  ASSERT_FALSE(run.parsed.exit_now) << run.err;
+  const ModelFiles files = find_model_files(dir.path(""));
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mutex;
+  std::vector<int> calls(4, 0);
+  std::vector<const StepModel*> made(4, nullptr);
+  bool copy_zero_on_caller = false;
+  const auto models = load_copies(4, true, [&](int copy) {
+    std::unique_ptr<StepModel> loaded = load_step_model(files, run.parsed.options);
+    std::lock_guard<std::mutex> lock(mutex);
+    ++calls.at(static_cast<std::size_t>(copy));
+    made.at(static_cast<std::size_t>(copy)) = loaded.get();
+    if (copy == 0) copy_zero_on_caller = std::this_thread::get_id() == caller;
+    return loaded;
+  });
+  ASSERT_EQ(models.size(), 4u);
+  EXPECT_EQ(calls, std::vector<int>(4, 1));
+  EXPECT_TRUE(copy_zero_on_caller);
+  EXPECT_EQ(models[0].get(), made[0]);
+}
+
 // The default --decoders count may not fit a smaller GPU: copies that fail are left out while one loaded, unless the
 // count was asked for; when none loads, the first error reaches the caller.
 TEST(ModelLoader, CopiesThatFailAreLeftOutOnlyWhenAllowed) {
@@ -119,7 +150,7 @@ TEST(ModelLoader, CopiesThatFailAreLeftOutOnlyWhenAllowed) {
   const ModelFiles files = find_model_files(dir.path(""));
   // Of four loads (on four threads), the second and third to start fail as a full GPU would.
   std::atomic<int> started{0};
-  auto two_of_four_fail = [&] {
+  auto two_of_four_fail = [&](int) {
     const int n = ++started;
     if (n == 2 || n == 3) fail("cannot allocate 1024 bytes on the test's GPU (out of memory)");
     return load_step_model(files, run.parsed.options);
@@ -132,7 +163,7 @@ TEST(ModelLoader, CopiesThatFailAreLeftOutOnlyWhenAllowed) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(load_copies(3, false, [] () -> std::unique_ptr<StepModel> { fail("no room at all"); }), Error);
+  EXPECT_THROW(load_copies(3, false, [](int) -> std::unique_ptr<StepModel> { fail("no room at all"); }), Error);
   // The programs' loader: one copy by default on the CPU, --decoders copies when asked.
   EXPECT_EQ(load_decoders(files, run.parsed.options).size(), 1u);
 }
