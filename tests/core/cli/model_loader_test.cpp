@@ -40,6 +40,22 @@ testing::ParseRun save_and_parse(const TempDir& dir, kernels::Backend& backend, 
                                     "--beam-size", "3", "--max-length", "10"});
 }
 
+// A tiny model saved in a directory of its own (`name`), with lstranslate's options over it as save_and_parse makes
+// them.
+struct SavedTinyModel {
+  SavedTinyModel(const std::string& name, uint64_t seed) : dir(name) {
+    auto backend = kernels::make_cpu_backend(1);
+    EncoderDecoderModel model(tiny_model(), *backend);
+    model.init_params(seed);
+    run = save_and_parse(dir, *backend, model);
+  }
+  ModelFiles files() const { return find_model_files(dir.path("")); }
+  const Options& options() const { return run.parsed.options; }
+
+  TempDir dir;
+  testing::ParseRun run;
+};
+
 // The returned object is the EncoderDecoderStepModel itself, not a wrapper around it: a forwarding wrapper had
 // missed step_topk, which sent beam search through the host fallback (whole log-softmax rows to the host at every
 // step, the main reason lstranslate ran far slower than the decoding benchmark).
@@ -112,20 +128,16 @@ TEST(ModelLoader, LoadsSeveralCopiesThatDecodeAlike) {
 // Copy 0 (the decoder on the weights' own backend, and the only one lstranslate warms for a language model) loads on
 // the calling thread and comes first, so that it is the decoder the first batch goes to; every copy loads once.
 TEST(ModelLoader, CopyZeroLoadsOnTheCallingThreadAndComesFirst) {
-  TempDir dir("loader-copy-zero");
-  auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(tiny_model(), *backend);
-  model.init_params(5);
-  auto run = save_and_parse(dir, *backend, model);
-  ASSERT_FALSE(run.parsed.exit_now) << run.err;
-  const ModelFiles files = find_model_files(dir.path(""));
+  const SavedTinyModel saved("loader-copy-zero", 5);
+  ASSERT_FALSE(saved.run.parsed.exit_now) << saved.run.err;
+  const ModelFiles files = saved.files();
   const std::thread::id caller = std::this_thread::get_id();
   std::mutex mutex;
   std::vector<int> calls(4, 0);
   std::vector<const StepModel*> made(4, nullptr);
   bool copy_zero_on_caller = false;
   const auto models = load_copies(4, true, [&](int copy) {
-    std::unique_ptr<StepModel> loaded = load_step_model(files, run.parsed.options);
+    std::unique_ptr<StepModel> loaded = load_step_model(files, saved.options());
     std::lock_guard<std::mutex> lock(mutex);
     ++calls.at(static_cast<std::size_t>(copy));
     made.at(static_cast<std::size_t>(copy)) = loaded.get();
@@ -141,19 +153,15 @@ TEST(ModelLoader, CopyZeroLoadsOnTheCallingThreadAndComesFirst) {
 // The default --decoders count may not fit a smaller GPU: copies that fail are left out while one loaded, unless the
 // count was asked for; when none loads, the first error reaches the caller.
 TEST(ModelLoader, CopiesThatFailAreLeftOutOnlyWhenAllowed) {
-  TempDir dir("loader-copies-fail");
-  auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(tiny_model(), *backend);
-  model.init_params(4);
-  auto run = save_and_parse(dir, *backend, model);
-  ASSERT_FALSE(run.parsed.exit_now) << run.err;
-  const ModelFiles files = find_model_files(dir.path(""));
+  const SavedTinyModel saved("loader-copies-fail", 4);
+  ASSERT_FALSE(saved.run.parsed.exit_now) << saved.run.err;
+  const ModelFiles files = saved.files();
   // Of four loads (on four threads), the second and third to start fail as a full GPU would.
   std::atomic<int> started{0};
   auto two_of_four_fail = [&](int) {
     const int n = ++started;
     if (n == 2 || n == 3) fail("cannot allocate 1024 bytes on the test's GPU (out of memory)");
-    return load_step_model(files, run.parsed.options);
+    return load_step_model(files, saved.options());
   };
   EXPECT_EQ(load_copies(4, false, two_of_four_fail).size(), 2u);
   started = 0;
@@ -165,7 +173,7 @@ TEST(ModelLoader, CopiesThatFailAreLeftOutOnlyWhenAllowed) {
   }
   EXPECT_THROW(load_copies(3, false, [](int) -> std::unique_ptr<StepModel> { fail("no room at all"); }), Error);
   // The programs' loader: one copy by default on the CPU, --decoders copies when asked.
-  EXPECT_EQ(load_decoders(files, run.parsed.options).size(), 1u);
+  EXPECT_EQ(load_decoders(files, saved.options()).size(), 1u);
 }
 
 }  // namespace
