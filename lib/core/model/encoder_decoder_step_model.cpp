@@ -377,8 +377,7 @@ void EncoderDecoderStepModel::run_step_ops(int k, const FinishStep& finish) {
   // The cross-attention memory is laid out for max_sent_ sentences of max_src_ tokens whatever the batch
   // (encode_sources), and the step reads each row's sentence and real length from the device: the shape depends
   // on neither the source length nor the sentence count (a server's batches vary in both).
-  const StepShape shape{rows, 0, 0, k};
-  recorder_.run(shape, recorder_.repeats(shape), ops);
+  recorder_.run_step(live_, max_hyps_, k, ops);
 }
 
 void EncoderDecoderStepModel::step(const std::vector<int32_t>& tokens, std::vector<float>& log_probs) {

@@ -75,6 +75,28 @@ void StepRecorder::drop_least_recent(std::size_t keep) {
   held_ = graphs_.size();
 }
 
+void StepRecorder::run_step(int live, int limit, int k, const std::function<void()>& ops) {
+  const int computed = rows(live, limit);
+  const Shape shape{computed, 0, 0, k};
+  run(shape, repeats(shape), ops);
+  ++steps_;
+  live_rows_ += static_cast<std::size_t>(live);
+  computed_rows_ += static_cast<std::size_t>(computed);
+}
+
+StepModel::RunCounts StepRecorder::run_counts() const {
+  StepModel::RunCounts counts;
+  counts.replays = replays_;
+  counts.recordings = recordings_.load(std::memory_order_relaxed);
+  counts.op_by_op = runs_op_by_op_;
+  counts.recording_seconds = recording_seconds_;
+  counts.op_by_op_seconds = op_by_op_seconds_;
+  counts.steps = steps_;
+  counts.live_rows = live_rows_;
+  counts.computed_rows = computed_rows_;
+  return counts;
+}
+
 bool StepRecorder::repeats(const Shape& shape) {
   const bool repeated = shape == last_;
   last_ = shape;

@@ -42,6 +42,11 @@ class StepRecorder {
   // Whether `shape` was seen before (start()'s encodings, recorded from a shape's second batch on); remembers it.
   bool seen_before(const Shape& shape);
 
+  // A decoding step of `live` hypotheses (at most `limit`) and top-k `k` (0: none): its shape is {rows(live, limit),
+  // 0, 0, k}, recorded when it repeats the previous step's shape, replayed once recorded. `ops` computes
+  // rows(live, limit) rows. Counted in run_counts() (steps, live and computed rows).
+  void run_step(int live, int limit, int k, const std::function<void()>& ops);
+
   // The rows a step computes for `live` hypotheses (or the length an encoding runs at): step_rows on a backend that
   // records; exactly `live` on one that cannot (the CPU), where padded rows would only add work. Whether recording
   // is used (use()) does not change it, so that recorded and op-by-op steps compute the same shapes.
@@ -56,12 +61,10 @@ class StepRecorder {
   std::size_t recordings() const { return recordings_.load(std::memory_order_relaxed); }
   // The host seconds the recordings took (the decoding thread's own figure).
   double recording_seconds() const { return recording_seconds_; }
-  // Replays, recordings and runs op by op (a shape's first uses, or recording off) with their host seconds: where a
-  // fresh decoder's time goes (lstranslate --log-level debug). The decoding thread's own figures.
-  StepModel::RunCounts run_counts() const {
-    return {replays_, recordings_.load(std::memory_order_relaxed), runs_op_by_op_, recording_seconds_,
-            op_by_op_seconds_};
-  }
+  // Replays, recordings and runs op by op (a shape's first uses, or recording off) with their host seconds, and the
+  // decoding steps with their live and computed rows: where a fresh decoder's time goes (lstranslate --log-level
+  // debug). The decoding thread's own figures.
+  StepModel::RunCounts run_counts() const;
 
  private:
   struct Recording {
@@ -82,6 +85,7 @@ class StepRecorder {
   double op_by_op_seconds_ = 0;
   Shape last_{-1, -1, -1, -1};
   std::set<Shape> seen_;
+  std::size_t steps_ = 0, live_rows_ = 0, computed_rows_ = 0;  // run_step's
 };
 
 // The position-origin tables, [rows][positions] int32 each (docs/decoding.md): entry [r][p] says which row's cache

@@ -55,11 +55,13 @@ class StepModel {
   };
   virtual RecordedSteps recorded_steps() const { return {}; }
   // How the steps and encodings ran (lstranslate --log-level debug): replayed recordings, recordings made and the
-  // host seconds they took, runs op by op and the host seconds spent issuing them. Read only once this decoder's
-  // thread has stopped decoding.
+  // host seconds they took, runs op by op and the host seconds spent issuing them; and the decoding steps, with the
+  // live hypotheses and the rows computed (live ones padded to a bucket) summed over them, so that live_rows / steps
+  // says how full the steps ran. Read only once this decoder's thread has stopped decoding.
   struct RunCounts {
     std::size_t replays = 0, recordings = 0, op_by_op = 0;
     double recording_seconds = 0, op_by_op_seconds = 0;
+    std::size_t steps = 0, live_rows = 0, computed_rows = 0;
   };
   virtual RunCounts run_counts() const { return {}; }
 

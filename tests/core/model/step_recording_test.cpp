@@ -100,6 +100,34 @@ TEST(StepRecording, StepsArePaddedOnlyOnABackendThatRecords) {
   EXPECT_EQ(StepRecorder(cpu).rows(70, 64), 64);
 }
 
+// run_step: a step's shape is its bucketed rows and k, recorded at its second use in a row; each step's live and
+// computed rows are counted (how full the steps ran), encodings are not steps.
+TEST(StepRecording, StepsAreRecordedWhenTheirShapeRepeatsAndCounted) {
+  CountingRecorder backend;
+  StepRecorder recorder(backend);
+  int runs = 0;
+  const auto ops = [&] { ++runs; };
+  recorder.run_step(100, 512, 4, ops);      // 112 rows: op by op
+  recorder.run_step(97, 512, 4, ops);       // 112 rows again: recorded (and replayed)
+  recorder.run_step(99, 512, 4, ops);       // replayed
+  recorder.run_step(99, 512, 2, ops);       // another k: op by op
+  recorder.run({0, 8, 16, -1}, true, ops);  // an encoding: not a step
+  EXPECT_EQ(runs, 4);
+  EXPECT_EQ(recorder.recordings(), 2u);
+  const StepModel::RunCounts counts = recorder.run_counts();
+  EXPECT_EQ(counts.steps, 4u);
+  EXPECT_EQ(counts.live_rows, 100u + 97u + 99u + 99u);
+  EXPECT_EQ(counts.computed_rows, 4u * 112u);
+  EXPECT_EQ(counts.op_by_op, 2u);
+  EXPECT_EQ(counts.replays, 1u);  // the third step (a recording's first replay is not counted)
+  EXPECT_EQ(backend.replays, 3);  // after each of the two recordings, and the third step
+
+  kernels::CpuBackend cpu(1);
+  StepRecorder exact(cpu);
+  exact.run_step(100, 512, 4, ops);
+  EXPECT_EQ(exact.run_counts().computed_rows, 100u) << "no padding where nothing records";
+}
+
 TEST(StepRecording, StepsOfBatchesOfAnotherSizeReplayTheSameRecording) {
   // A server's batches come in every size: a step's ops must depend on its bucketed rows and k only, or each size
   // would record its own steps (issue 27).

@@ -296,8 +296,7 @@ void DecoderOnlyStepModel::run_step_ops(int k, const FinishStep& finish) {
     finish(forward_step(backend_, memory, rows));
   };
   // A step's ops depend on its rows and k only: prompts, columns and positions reach them through device memory.
-  const StepRecorder::Shape shape{rows, 0, 0, k};
-  recorder_.run(shape, recorder_.repeats(shape), ops);
+  recorder_.run_step(live_, max_hyps_, k, ops);
 }
 
 DecoderOnlyStepModel::StepTopK DecoderOnlyStepModel::run_step_topk(int k) {
