@@ -79,6 +79,8 @@ int run_translate(const Options& options) {
   data::InputLineReader reader(options.get_strings("input"));
   data::TranslationInput input(reader, encoder, input_opts);
   OutputStream out(options.get_string("output"));
+  std::vector<StepModel::RunCounts> loaded_runs;  // the warm-up's, left out of the debug lines below
+  for (const StepModel* decoder : decoders) loaded_runs.push_back(decoder->run_counts());
   const auto begin = std::chrono::steady_clock::now();
   const double load_seconds = std::chrono::duration<double>(begin - load_begin).count();
   const double progress_seconds = options.get_bool("quiet-translation") ? 0.0 : 10.0;
@@ -93,11 +95,16 @@ int run_translate(const Options& options) {
                totals.target_tokens * per_second, load_seconds, totals.search_seconds, totals.input_wait_seconds,
                totals.output_wait_seconds);
   for (size_t i = 0; i < decoders.size(); ++i) {
-    const StepModel::RunCounts runs = decoders[i]->run_counts();
+    const StepModel::RunCounts runs = decoders[i]->run_counts(), &loaded = loaded_runs[i];
+    const std::size_t steps = runs.steps - loaded.steps;
+    const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
     spdlog::debug(
-        "decoder {}: {} replays of recorded steps and encodings, {} recordings ({:.3f} s), {} runs op by "
-        "op ({:.3f} s of host time)",
-        i, runs.replays, runs.recordings, runs.recording_seconds, runs.op_by_op, runs.op_by_op_seconds);
+        "decoder {}: {} steps, {:.1f} live hypotheses a step ({:.1f} rows computed); {} replays of recorded steps "
+        "and encodings, {} recordings ({:.3f} s), {} runs op by op ({:.3f} s of host time)",
+        i, steps, static_cast<double>(runs.live_rows - loaded.live_rows) * per_step,
+        static_cast<double>(runs.computed_rows - loaded.computed_rows) * per_step, runs.replays - loaded.replays,
+        runs.recordings - loaded.recordings, runs.recording_seconds - loaded.recording_seconds,
+        runs.op_by_op - loaded.op_by_op, runs.op_by_op_seconds - loaded.op_by_op_seconds);
   }
   if (totals.line_breaks_replaced > 0)
     spdlog::warn("{} outputs held line breaks (the model's tokens decode to them); they were written as spaces, so "
