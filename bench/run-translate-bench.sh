@@ -9,7 +9,9 @@
 #     greedy at 128), bf16, --normalize 1: the wall clock of the whole program, and its own summary line (model
 #     load apart, target tokens/s over the translation).
 #     Then the same program batch by batch (--continuous-batching false): its translation time, and whether it
-#     wrote byte-identical output.
+#     wrote byte-identical output. Then with --warm-up (the decoders meet their kernels during the load, as the
+#     kernel benchmark's decoder does before it is timed): its translation time, and how many live hypotheses a step
+#     held on average over its decoders (--log-level debug).
 #  3. bench_decode_throughput on the same model directory at the same batch and beam: with sources and outputs
 #     forced to the test set's mean lengths (every hypothesis the same length, the kernel-level figure per target
 #     token), and on the test file's own lines (--input: the search batch by batch, as lstranslate's with
@@ -24,7 +26,7 @@
 #     programs' per-pair scores lie apart.
 # Prints tables last: per case lstranslate's target tokens/s (whole program and translation alone), the kernel
 # benchmark's, Hugging Face's, and the ratios (kernel/lstr: per target token against the translation alone,
-# kernel/wall: against the whole program); then lsscore's.
+# kernel/wall: against the whole program; kernel/warm: against the translation with --warm-up); then lsscore's.
 #
 #   bash bench/run-translate-bench.sh                      # BUILD=build-gpu OUT=/tmp/lseq-translate-bench
 #   MODEL=/tmp/model CASES="4:32 4:128 1:128" TRAIN_UPDATES=3000 bash bench/run-translate-bench.sh
@@ -71,7 +73,8 @@ results=$out/results.txt
 
 # run_program LOG COMMAND...: runs the program with its stderr to LOG and sets rc, wall (seconds, process start to
 # exit) and, from its summary line ("Translated|Scored 2000 lines (30124 target tokens) in 3.21 s: 623.1 lines/s,
-# 9384 target tokens/s; model load 1.05 s"), tokens, busy (the seconds after the load) and load.
+# 9384 target tokens/s; model load 1.05 s"), tokens, busy (the seconds after the load: tokens over the line's rate,
+# since its seconds have two decimals, 7% of a 0.14 s translation) and load.
 run_program() {
   local log=$1 t0
   shift
@@ -84,6 +87,11 @@ run_program() {
   tokens=$(sed -n 's/.*(\([0-9]*\) target tokens).*/\1/p' <<<"$summary")
   load=$(sed -n 's/.*model load \([0-9.]*\) s.*/\1/p' <<<"$summary")
   busy=$(sed -n 's/.*) in \([0-9.]*\) s:.*/\1/p' <<<"$summary")
+  local per_second
+  per_second=$(sed -n 's/.* \([0-9.]*\) target tokens\/s.*/\1/p' <<<"$summary")
+  if [ -n "$tokens" ] && [ -n "$per_second" ]; then
+    busy=$(awk -v t="$tokens" -v r="$per_second" -v b="$busy" 'BEGIN { if (r > 0) printf "%.4f", t / r; else print b }')
+  fi
 }
 # translate_case NAME INPUT BEAM BATCH: steps 2 and 3 for one case.
 translate_case() {
@@ -114,6 +122,20 @@ translate_case() {
   same=$(cmp -s "$out/$name.out" "$out/$name.batchwise.out" && echo yes || echo "no:$(diff "$out/$name.out" \
     "$out/$name.batchwise.out" | grep -c '^<')_lines_differ")
   echo "RESULT bench=translate impl=lstranslate-batchwise case=$name wall_s=$wall translate_s=${busy:-nan} same_output=$same" |
+    tee -a "$results"
+  tokens=$new_tokens
+  # ---- 2d. the same with --warm-up: the decoders meet their kernels during the load, as the kernel benchmark's
+  # decoder has before it is timed; and how full the steps ran (--log-level debug: each decoder's steps and live
+  # hypotheses a step, averaged over all steps) ----
+  new_tokens=$tokens
+  run_program "$out/$name.warm.log" "$bin/translate/lstranslate" -m "$model" -i "$input" -o "$out/$name.warm.out" \
+    --precision "$precision" --beam-size "$beam" --normalize "$normalize" --mini-batch "$batch" --maxi-batch 100 \
+    --warm-up --log-level debug
+  live=$(grep -o 'decoder [0-9]*: [0-9]* steps, [0-9.]* live' "$out/$name.warm.log" |
+    awk '{ n += $3; l += $3 * $5 } END { if (n > 0) printf "%.1f", l / n; else print "nan" }')
+  same=$(cmp -s "$out/$name.out" "$out/$name.warm.out" && echo yes || echo "no:$(diff "$out/$name.out" \
+    "$out/$name.warm.out" | grep -c '^<')_lines_differ")
+  echo "RESULT bench=translate impl=lstranslate-warm case=$name wall_s=$wall load_s=${load:-nan} translate_s=${busy:-nan} live_a_step=$live same_output=$same" |
     tee -a "$results"
   tokens=$new_tokens
   # ---- 3. the kernel-level benchmark at the same batch ----
@@ -202,7 +224,7 @@ for line in open(sys.argv[1]):
     rows.setdefault(f.get("case"), {})[f.get("impl", f.get("bench"))] = f
 print(f"{'case':22} {'lstranslate wall':>16} {'translate only':>15} {'kernel bench':>13} {'HF generate':>12} "
       f"{'kernel/lstr':>11} {'kernel/wall':>11} {'lstr/HF':>8} {'base wall':>10} {'same':>5} {'search only':>11} "
-      f"{'batchwise only':>14} {'same':>5}")
+      f"{'batchwise only':>14} {'same':>5} {'warm-up only':>12} {'kernel/warm':>11} {'live a step':>11} {'same':>5}")
 for case, r in rows.items():
     if "lstranslate" not in r:
         continue
@@ -215,10 +237,13 @@ for case, r in rows.items():
     free = float(r.get("lseq-free", {}).get("tgt_tok_s", "nan"))
     base = r.get("lstranslate-base", {})
     batchwise = r.get("lstranslate-batchwise", {})
+    warm = r.get("lstranslate-warm", {})
+    warm_only = rate(tokens, warm.get("translate_s"))
     print(f"{case:22} {wall:16.0f} {only:15.0f} {kernel:13.0f} {hf:12.0f} {kernel / only:11.2f} {kernel / wall:11.2f} "
           f"{wall / hf:8.2f} "
           f"{rate(tokens, base.get('wall_s')):10.0f} {base.get('same_output', '-'):>5} {free:11.0f} "
-          f"{rate(tokens, batchwise.get('translate_s')):14.0f} {batchwise.get('same_output', '-'):>5}")
+          f"{rate(tokens, batchwise.get('translate_s')):14.0f} {batchwise.get('same_output', '-'):>5} "
+          f"{warm_only:12.0f} {kernel / warm_only:11.2f} {warm.get('live_a_step', '-'):>11} {warm.get('same_output', '-'):>5}")
 scores = {case: r for case, r in rows.items() if "lsscore" in r}
 if scores:
     print(f"\n{'case':18} {'lsscore wall':>13} {'score only':>11} {'HF forward':>11} {'wall/HF':>8} "
