@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -58,10 +60,16 @@ int run_translate(const Options& options) {
   const std::optional<data::Vocab>& target_vocab = vocabs.target;
   const ModelVocabSizes& sizes = vocabs.sizes;
   // --decoders copies of the model, each on its own backend (stream), searching batches side by side.
+  std::function<std::unique_ptr<StepModel>()> make_another;
   const std::vector<std::unique_ptr<StepModel>> models =
-      load_decoders(files, options, WarmedDecoders::first_of_language_model);
+      load_decoders(files, options, WarmedDecoders::first_of_language_model, &make_another);
   std::vector<StepModel*> decoders;
   for (const auto& model : models) decoders.push_back(model.get());
+  // More decoders once a continuous translation's input proves long (translate_all: ExtraDecoders).
+  ExtraDecoders extra;
+  extra.count = extra_decoder_count(options, static_cast<int>(decoders.size()));
+  extra.after_batches = int64_t{kBatchesPerDecoderBeforeExtra} * static_cast<int64_t>(decoders.size());
+  extra.make = make_another;
 
   data::TranslationInputOptions input_opts = input_options(options);
   input_opts.vocab_size = sizes.source;  // ids given with --no-spm-encode are checked line by line
@@ -84,7 +92,8 @@ int run_translate(const Options& options) {
   const auto begin = std::chrono::steady_clock::now();
   const double load_seconds = std::chrono::duration<double>(begin - load_begin).count();
   const double progress_seconds = options.get_bool("quiet-translation") ? 0.0 : 10.0;
-  const TranslationTotals totals = translate_all(decoders, input, detokenize, settings, out.get(), progress_seconds);
+  const TranslationTotals totals =
+      translate_all(decoders, input, detokenize, settings, out.get(), progress_seconds, extra);
   out.close();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   const double per_second = seconds > 0 ? 1.0 / seconds : 0.0;
@@ -94,8 +103,13 @@ int run_translate(const Options& options) {
                totals.lines, totals.target_tokens, seconds, totals.lines * per_second,
                totals.target_tokens * per_second, load_seconds, totals.search_seconds, totals.input_wait_seconds,
                totals.output_wait_seconds);
-  for (size_t i = 0; i < decoders.size(); ++i) {
-    const StepModel::RunCounts runs = decoders[i]->run_counts(), &loaded = loaded_runs[i];
+  // The extra decoders' counts follow the loaded ones' (they ran no warm-up: nothing to leave out).
+  std::vector<StepModel::RunCounts> runs_of;
+  for (const StepModel* decoder : decoders) runs_of.push_back(decoder->run_counts());
+  runs_of.insert(runs_of.end(), totals.extra_decoder_runs.begin(), totals.extra_decoder_runs.end());
+  loaded_runs.resize(runs_of.size());
+  for (size_t i = 0; i < runs_of.size(); ++i) {
+    const StepModel::RunCounts &runs = runs_of[i], &loaded = loaded_runs[i];
     const std::size_t steps = runs.steps - loaded.steps;
     const double per_step = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
     spdlog::debug(

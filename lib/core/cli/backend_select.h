@@ -30,5 +30,10 @@ bool runs_on_gpu(const Options& options);
 // batch's tail overlap the others' steps; at most the machine's cores, at least 2) and 1 on the CPU (where each
 // already uses --cpu-threads).
 int decoder_count(const Options& options);
+// lstranslate's decoders made during a continuous translation once its input proves long (ExtraDecoders in
+// core/search/translator.h), beside `loaded` ones: without --decoders, on a GPU, up to 6 decoders in all (at most the
+// machine's cores), once the input holds kBatchesPerDecoderBeforeExtra batches for each loaded decoder. 0 otherwise.
+int extra_decoder_count(const Options& options, int loaded);
+constexpr int kBatchesPerDecoderBeforeExtra = 6;
 
 }  // namespace lseq

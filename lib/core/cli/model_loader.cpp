@@ -315,8 +315,9 @@ namespace {
 // `count` decoders over one copy of the weights: it is placed by the first decoder's backend (copy 0, the first
 // returned) while the others' backends start, and each further decoder runs on a backend of its own (load_copies'
 // threads).
-std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& files, const Options& options, int count,
-                                                             bool all_required, WarmedDecoders warmed) {
+std::vector<std::unique_ptr<StepModel>> load_sharing_weights(
+    const ModelFiles& files, const Options& options, int count, bool all_required, WarmedDecoders warmed,
+    std::function<std::unique_ptr<StepModel>()>* make_another = nullptr) {
   std::shared_future<std::shared_ptr<const LoadedWeights>> weights =
       std::async(std::launch::async, [&files, &options] { return load_weights(files, options); }).share();
   // --warm-up's kernel preload runs beside the weights' load. The decoders are planned only after it has ended and
@@ -325,14 +326,21 @@ std::vector<std::unique_ptr<StepModel>> load_sharing_weights(const ModelFiles& f
   if (asks_warm_up(options) && runs_on_gpu(options))
     preload = std::async(std::launch::async, [&files, &options] { preload_decoding_kernels(files, options); }).share();
   const bool first_only = warmed == WarmedDecoders::first_of_language_model && is_language_model(files, options);
-  return load_copies(count, all_required, [&](int copy) -> std::unique_ptr<StepModel> {
-    std::unique_ptr<kernels::Backend> own_backend;
-    if (copy > 0) own_backend = select_backend(options);
-    std::shared_ptr<const LoadedWeights> loaded = weights.get();
-    if (preload.valid()) preload.wait();
-    return make_decoder(files, options, std::move(loaded), std::move(own_backend), DecoderUse::decode,
-                        copy == 0 || !first_only);
-  });
+  std::vector<std::unique_ptr<StepModel>> decoders =
+      load_copies(count, all_required, [&](int copy) -> std::unique_ptr<StepModel> {
+        std::unique_ptr<kernels::Backend> own_backend;
+        if (copy > 0) own_backend = select_backend(options);
+        std::shared_ptr<const LoadedWeights> loaded = weights.get();
+        if (preload.valid()) preload.wait();
+        return make_decoder(files, options, std::move(loaded), std::move(own_backend), DecoderUse::decode,
+                            copy == 0 || !first_only);
+      });
+  if (make_another) {
+    *make_another = [files, &options, loaded = weights.get()] {
+      return make_decoder(files, options, loaded, select_backend(options), DecoderUse::decode, false);
+    };
+  }
+  return decoders;
 }
 
 }  // namespace
@@ -342,8 +350,10 @@ std::vector<std::unique_ptr<StepModel>> load_step_models(const ModelFiles& files
 }
 
 std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options,
-                                                      WarmedDecoders warmed) {
-  return load_sharing_weights(files, options, decoder_count(options), options.get_int("decoders") > 0, warmed);
+                                                      WarmedDecoders warmed,
+                                                      std::function<std::unique_ptr<StepModel>()>* make_another) {
+  return load_sharing_weights(files, options, decoder_count(options), options.get_int("decoders") > 0, warmed,
+                              make_another);
 }
 
 }  // namespace lseq

@@ -58,8 +58,11 @@ enum class WarmedDecoders { all, first_of_language_model };
 // When --decoders is not given, a copy that fails to load (a GPU with room for two copies, not the default four) is
 // left out with a warning naming the error, as long as one loaded; a count given with --decoders loads in full or
 // not at all.
-std::vector<std::unique_ptr<StepModel>> load_decoders(const ModelFiles& files, const Options& options,
-                                                      WarmedDecoders warmed = WarmedDecoders::all);
+// With `make_another`, sets it to make one more such decoder later, over the same weights and not warmed up
+// (lstranslate's extra decoders, core/search/translator.h); it holds the weights and `options`, which must outlive it.
+std::vector<std::unique_ptr<StepModel>> load_decoders(
+    const ModelFiles& files, const Options& options, WarmedDecoders warmed = WarmedDecoders::all,
+    std::function<std::unique_ptr<StepModel>()>* make_another = nullptr);
 
 // How those two load: `count` calls of load_one(copy), copy 0 on the calling thread and the others side by side on
 // threads of their own; copy 0's model comes first. all_required: the first error is rethrown once every load has

@@ -800,7 +800,8 @@ std::vector<OptionSpec> build_registry() {
         Opt("decoders", T::integer, G::translation, kTranslate | kServe, def("0"),
             "Decoding threads, each with its own copy of the model and its own stream: one thread's host work "
             "overlaps another's steps, and a batch with a long sentence no longer holds up the batches behind it; "
-            "0: 4 on a GPU (at most the machine's cores), 1 on the CPU")
+            "0: 4 on a GPU (at most the machine's cores; lstranslate adds 2 more once a continuous translation's input "
+            "holds 6 batches a decoder), 1 on the CPU")
             .in(0, 16),
         Opt("max-recorded-steps", T::integer, G::translation, XS | kServe, def("256"),
             "Decoding steps and encodings of shapes that repeat are recorded (CUDA graphs) and replayed; each decoder "

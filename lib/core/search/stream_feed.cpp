@@ -117,6 +117,7 @@ bool StreamFeed::attach_next(bool wait) {
   }
   std::lock_guard<std::mutex> lock(feed_mutex_);
   if (!writing) stopped_ = true;
+  batches_attached_ += static_cast<int64_t>(window.batches.size());
   if (decoded > 0) attached_.push_back(std::move(window.batches));
   return true;
 }

@@ -2,6 +2,7 @@
 // Continuous batching over a whole input (translate_all): the windows the reader makes are fed to every decoder's
 // continuous search one after another, so that the searches never drain at a window's end (each drain ran a tail
 // in which only the window's longest outputs were left), and decoding starts as soon as the first window is read.
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -41,6 +42,8 @@ class StreamFeed {
   void stop();  // no more sentences for anyone (an error, or the writer failed)
   // How long decoders with nothing to decode waited for the reader (a wait for the first window included).
   double input_wait_seconds() const;
+  // The batches of the windows attached so far (any thread): what the input is known to hold at least.
+  int64_t batches_attached() const { return batches_attached_.load(std::memory_order_relaxed); }
 
  private:
   struct OpenWindow {
@@ -66,6 +69,8 @@ class StreamFeed {
 
   mutable std::mutex attach_mutex_;  // one decoder at a time takes a window from the reader, so windows attach in order
   double input_wait_seconds_ = 0;
+
+  std::atomic<int64_t> batches_attached_{0};
 
   std::mutex done_mutex_;  // windows whose end has not been handed over, in order
   std::deque<OpenWindow> open_;

@@ -79,7 +79,7 @@ TranslationTotals translate_all(StepModel& model, data::TranslationInput& input,
 
 TranslationTotals translate_all(const std::vector<StepModel*>& models, data::TranslationInput& input,
                                 const Detokenizer& detokenize, const TranslateSettings& settings, std::ostream& out,
-                                double progress_seconds) {
+                                double progress_seconds, const ExtraDecoders& extra) {
   if (models.empty()) fail("internal error: translate_all needs at least one decoder");
   using Clock = std::chrono::steady_clock;
   const Clock::time_point begin = Clock::now();
@@ -98,6 +98,7 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
   data::OrderedOutput output(out);
   TranslationTotals totals;  // lines, target_tokens, line_breaks_replaced: the writer's while it runs
   double search_seconds = 0, input_wait_seconds = 0, output_wait_seconds = 0;
+  std::vector<StepModel::RunCounts> extra_runs;  // the extra decoders'
   std::thread reader, writer;
   try {
     reader = std::thread([&] {
@@ -152,8 +153,10 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
     // Returns the seconds decoders waited for input.
     auto search_stream = [&] {
       StreamFeed feed(windows, hand_over);
-      std::vector<std::exception_ptr> errors(models.size());
-      auto decode = [&](size_t m) {
+      // Each decoder's error slot: models' first, then the extra decoders' (made below).
+      std::vector<std::exception_ptr> errors(models.size() + static_cast<std::size_t>(std::max(0, extra.count)));
+      std::function<void()> join_extra_if_long;  // set below; called from every decoding thread
+      auto decode = [&](StepModel& model, std::exception_ptr& error) {
         try {
           SearchedLines pending;
           bool writing = true;
@@ -162,29 +165,75 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
             pending = SearchedLines{};
           };
           const SentenceFeed next = [&](int max_sentences, const std::function<bool(int)>& fits, data::Batch& chunk) {
-            return feed.next(max_sentences, fits, chunk);
+            const bool got = feed.next(max_sentences, fits, chunk);
+            join_extra_if_long();
+            return got;
           };
-          beam_search_continuous(*models[m], next, settings.beam, [&](int64_t line, const NBestList& list) {
+          beam_search_continuous(model, next, settings.beam, [&](int64_t line, const NBestList& list) {
             pending.line_ids.push_back(line);
             pending.lists.push_back(list);
             if (pending.line_ids.size() >= kLinesPerHandOver) flush();
           });
           flush();
         } catch (...) {
-          errors[m] = std::current_exception();
+          error = std::current_exception();
           feed.stop();
         }
       };
+      // The extra decoders: made and started, each on a thread of its own, by the first decoding thread that finds
+      // the windows taken so far holding extra.after_batches batches.
+      std::mutex extra_mutex;  // extra_threads, while they are started
+      std::atomic<bool> extra_joined{false};
+      std::vector<std::unique_ptr<StepModel>> extra_models(errors.size() - models.size());
+      std::vector<std::thread> extra_threads;
+      auto decode_extra = [&](std::size_t e) {
+        try {
+          extra_models[e] = extra.make();
+        } catch (const std::exception& ex) {
+          spdlog::warn("a further decoder could not be made ({}); the others go on", ex.what());
+          return;
+        } catch (...) {
+          spdlog::warn("a further decoder could not be made (unknown error); the others go on");
+          return;
+        }
+        decode(*extra_models[e], errors[models.size() + e]);
+      };
+      join_extra_if_long = [&] {
+        if (extra_joined || extra_models.empty() || !extra.make || feed.batches_attached() < extra.after_batches)
+          return;
+        std::lock_guard<std::mutex> lock(extra_mutex);
+        if (extra_joined) return;
+        extra_joined = true;
+        spdlog::info("the input holds at least {} batches: {} more decoders join the {} (--decoders sets a count)",
+                     feed.batches_attached(), extra_models.size(), models.size());
+        try {
+          for (std::size_t e = 0; e < extra_models.size(); ++e) extra_threads.emplace_back(decode_extra, e);
+        } catch (const std::exception& ex) {  // no thread to be had: the decoders running go on
+          spdlog::warn("{} of {} further decoders started ({})", extra_threads.size(), extra_models.size(), ex.what());
+        }
+      };
+      auto join_all_extra = [&] {
+        {
+          std::lock_guard<std::mutex> lock(extra_mutex);
+          extra_joined = true;  // none starts after this
+        }
+        for (std::thread& thread : extra_threads) thread.join();
+        for (const auto& model : extra_models)
+          if (model) extra_runs.push_back(model->run_counts());
+      };
       std::vector<std::thread> helpers;
       try {
-        for (size_t m = 1; m < models.size(); ++m) helpers.emplace_back(decode, m);
+        for (size_t m = 1; m < models.size(); ++m)
+          helpers.emplace_back(decode, std::ref(*models[m]), std::ref(errors[m]));
       } catch (...) {
         feed.stop();
         for (std::thread& helper : helpers) helper.join();
+        join_all_extra();
         throw;
       }
-      decode(0);
+      decode(*models[0], errors[0]);
       for (std::thread& helper : helpers) helper.join();
+      join_all_extra();
       for (const std::exception_ptr& error : errors)
         if (error) std::rethrow_exception(error);
       return feed.input_wait_seconds();
@@ -260,6 +309,7 @@ TranslationTotals translate_all(const std::vector<StepModel*>& models, data::Tra
   totals.search_seconds = search_seconds;
   totals.input_wait_seconds = input_wait_seconds;
   totals.output_wait_seconds = output_wait_seconds;
+  totals.extra_decoder_runs = std::move(extra_runs);
   return totals;
 }
 

@@ -5,6 +5,7 @@
 // translation and scores 0).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -48,6 +49,20 @@ struct TranslationTotals {
   // waiting for it); and the decoders' waits for room in the writer thread's queue (summed over decoders, part of
   // the searching).
   double search_seconds = 0, input_wait_seconds = 0, output_wait_seconds = 0;
+  // How each decoder made during the translation ran (ExtraDecoders; none when none was made).
+  std::vector<StepModel::RunCounts> extra_decoder_runs;
+};
+
+// Decoders made during a continuous translation once the input proves long (lstranslate without --decoders): more
+// decoders side by side keep a GPU busier through each one's host work, which pays on a long input, while on a short
+// one every decoder ends in a tail of a few long outputs and more of them only slowed each other's (4 against 6
+// decoders on one H200: bench/results/translate-decoders-h200-2026-11-29.txt).
+struct ExtraDecoders {
+  int count = 0;              // at most this many are made
+  int64_t after_batches = 0;  // once the input windows taken so far hold at least this many batches
+  // A further decoder (a copy over the same weights, on a backend of its own); called on the thread that will decode
+  // with it. A decoder that cannot be made (an error) is left out with a warning: the others go on.
+  std::function<std::unique_ptr<StepModel>()> make;
 };
 
 // Translates all input. With progress_seconds > 0, logs the lines done, lines/s and target tokens/s every that many
@@ -65,9 +80,10 @@ TranslationTotals translate_all(StepModel& model, data::TranslationInput& input,
 // its own and lines are written in input order); search_seconds is the calling thread's wall clock in the searches.
 // Continuously (decodes_continuously), each decoder instead takes the input's sentences a few at a time (window after
 // window, in the batches' order, without waiting for a window's searches to end before the next window's start)
-// whenever it has room; a sentence's translation does not depend on which decoder or neighbours it had.
+// whenever it has room; a sentence's translation does not depend on which decoder or neighbours it had. Then
+// `extra` decoders join once the input proves long (see ExtraDecoders), each on a thread of its own.
 TranslationTotals translate_all(const std::vector<StepModel*>& models, data::TranslationInput& input,
                                 const Detokenizer& detokenize, const TranslateSettings& settings, std::ostream& out,
-                                double progress_seconds = 0);
+                                double progress_seconds = 0, const ExtraDecoders& extra = {});
 
 }  // namespace lseq

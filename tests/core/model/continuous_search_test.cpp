@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <future>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -285,6 +287,74 @@ TEST(ContinuousSearch, TranslatorOutputIsTheSame) {
   input_options.first_maxi_batch = 1;  // 8 lines, then windows of 24
   EXPECT_EQ(translate(true, 3), want);
 
+}
+
+// Extra decoders (ExtraDecoders) join a continuous translation once the windows taken hold enough batches, and the
+// output stays the same; on a shorter input none is made; one that cannot be made is left out and the others go on.
+TEST(ContinuousSearch, TranslatorAddsDecodersOnceTheInputIsLong) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  test::randomize_params(*backend, model.param_store(), 17, 0.5);
+  std::mt19937_64 rng(53);
+  std::ostringstream text;
+  for (const auto& words : random_sources(rng, 60, 9, 20)) {
+    for (std::size_t i = 0; i < words.size(); ++i) text << (i ? " " : "") << words[i];
+    text << "\n";
+  }
+  data::TranslationInputOptions input_options;
+  input_options.mini_batch = 4;  // 15 batches: a first window of 1, then windows of 3
+  input_options.maxi_batch = 3;
+  input_options.first_maxi_batch = 1;
+  input_options.max_length = 9;
+  input_options.vocab_size = 20;
+  TranslateSettings settings;
+  settings.beam.beam_size = 2;
+  settings.beam.max_length_factor = 2;
+  settings.continuous = true;
+  const int limit = max_output_tokens(9, settings.beam.max_length_factor) + 1;
+  auto make = [&] { return std::make_unique<EncoderDecoderStepModel>(model, 4 * 2, 10, 4 * limit, 4); };
+  auto translate = [&](const ExtraDecoders& extra, TranslationTotals& totals) {
+    const auto first = make();
+    std::vector<StepModel*> models{first.get()};
+    std::istringstream in(text.str());
+    data::InputLineReader reader(in, "input.txt");
+    data::TranslationInput input(reader, {}, input_options);
+    std::ostringstream out;
+    totals = translate_all(models, input, {}, settings, out, 0, extra);
+    EXPECT_EQ(totals.lines, 60);
+    return out.str();
+  };
+  TranslationTotals totals;
+  const std::string want = translate({}, totals);
+  EXPECT_TRUE(totals.extra_decoder_runs.empty());
+
+  std::atomic<int> made{0};
+  ExtraDecoders extra;
+  extra.count = 2;
+  extra.after_batches = 4;  // the first window and the next
+  extra.make = [&]() -> std::unique_ptr<StepModel> {
+    ++made;
+    return make();
+  };
+  EXPECT_EQ(translate(extra, totals), want);
+  EXPECT_EQ(made, 2);
+  ASSERT_EQ(totals.extra_decoder_runs.size(), 2u);
+  EXPECT_GT(totals.extra_decoder_runs[0].steps + totals.extra_decoder_runs[1].steps, 0u) << "they decoded";
+
+  made = 0;
+  extra.after_batches = 16;  // more than the input holds
+  EXPECT_EQ(translate(extra, totals), want);
+  EXPECT_EQ(made, 0);
+  EXPECT_TRUE(totals.extra_decoder_runs.empty());
+
+  extra.after_batches = 4;
+  extra.make = [&]() -> std::unique_ptr<StepModel> {
+    if (++made == 1) fail("no room for a further decoder (test)");
+    return make();
+  };
+  EXPECT_EQ(translate(extra, totals), want);
+  EXPECT_EQ(made, 2);
+  EXPECT_EQ(totals.extra_decoder_runs.size(), 1u);
 }
 
 // The stream feed over windows already read: one search (with caches long enough for every sentence) takes all
