@@ -61,6 +61,16 @@ std::vector<std::vector<int32_t>> random_sources(std::mt19937_64& rng, int count
   return sources;
 }
 
+// The sources as lstranslate's ids input: one line of space-separated ids each.
+std::string id_lines(const std::vector<std::vector<int32_t>>& sources) {
+  std::ostringstream text;
+  for (const auto& words : sources) {
+    for (std::size_t i = 0; i < words.size(); ++i) text << (i ? " " : "") << words[i];
+    text << "\n";
+  }
+  return text.str();
+}
+
 std::vector<int64_t> iota_lines(std::size_t n, int64_t first = 0) {
   std::vector<int64_t> ids(n);
   for (std::size_t i = 0; i < n; ++i) ids[i] = first + static_cast<int64_t>(i);
@@ -251,10 +261,7 @@ TEST(ContinuousSearch, TranslatorOutputIsTheSame) {
   test::randomize_params(*backend, model.param_store(), 11, 0.5);
   std::mt19937_64 rng(43);
   std::ostringstream text;
-  for (const auto& words : random_sources(rng, 50, 9, 20)) {
-    for (std::size_t i = 0; i < words.size(); ++i) text << (i ? " " : "") << words[i];
-    text << "\n";
-  }
+  text << id_lines(random_sources(rng, 50, 9, 20));
   text << "\n5 6 7\n";  // an empty line among them still yields its line
   data::TranslationInputOptions input_options;
   input_options.mini_batch = 8;
@@ -297,10 +304,7 @@ TEST(ContinuousSearch, TranslatorAddsDecodersOnceTheInputIsLong) {
   test::randomize_params(*backend, model.param_store(), 17, 0.5);
   std::mt19937_64 rng(53);
   std::ostringstream text;
-  for (const auto& words : random_sources(rng, 60, 9, 20)) {
-    for (std::size_t i = 0; i < words.size(); ++i) text << (i ? " " : "") << words[i];
-    text << "\n";
-  }
+  text << id_lines(random_sources(rng, 60, 9, 20));
   data::TranslationInputOptions input_options;
   input_options.mini_batch = 4;  // 15 batches: a first window of 1, then windows of 3
   input_options.maxi_batch = 3;
