@@ -57,12 +57,13 @@ int decoder_count(const Options& options) {
 }
 
 int extra_decoder_count(const Options& options, int loaded) {
-  if (options.get_int("decoders") > 0 || !runs_on_gpu(options)) return 0;
-  // Six decoders against four on one H200 (beam 4, bench/results/translate-decoders-h200-2026-11-29.txt): 50,000
-  // lines at 128 sentences a batch 249-251k against 208-214k target tokens/s, 2,000 lines at 32 and 64 (62 and 31
-  // batches) 8-15% more; but 2,000 lines at 128 and greedy at 128 (16 batches) 10-15% fewer, where every decoder
-  // ends in the tail of a few long outputs and more of them only slow each other. Hence two more once the input
-  // holds 6 batches a decoder.
+  // Not where the count was given, nor on a GPU that could not hold the default count.
+  if (options.get_int("decoders") > 0 || !runs_on_gpu(options) || loaded < decoder_count(options)) return 0;
+  // Six decoders against four on one H200 (bench/results/translate-decoders-h200-2026-11-29.txt): 50,000 lines at
+  // beam 4 x 128 249-251k against 208-214k target tokens/s, 2,000 lines at 32 and 64 sentences a batch (62 and 32
+  // batches) 7-18% more; but 2,000 lines at 128, beam 4 or greedy (16 batches), 8-16% fewer: there every decoder ends
+  // in the tail of a few long outputs, and more of them only slow one another. Hence two more once the input holds
+  // 6 batches a decoder.
   const unsigned cores = std::thread::hardware_concurrency();
   const int most = cores == 0 ? 6 : std::min(6, static_cast<int>(cores));
   return std::max(0, most - loaded);

@@ -31,8 +31,9 @@ bool runs_on_gpu(const Options& options);
 // already uses --cpu-threads).
 int decoder_count(const Options& options);
 // lstranslate's decoders made during a continuous translation once its input proves long (ExtraDecoders in
-// core/search/translator.h), beside `loaded` ones: without --decoders, on a GPU, up to 6 decoders in all (at most the
-// machine's cores), once the input holds kBatchesPerDecoderBeforeExtra batches for each loaded decoder. 0 otherwise.
+// core/search/translator.h), beside `loaded` ones: without --decoders, on a GPU where the default count loaded, up to
+// 6 decoders in all (at most the machine's cores), once the input holds kBatchesPerDecoderBeforeExtra batches for
+// each loaded decoder. 0 otherwise.
 int extra_decoder_count(const Options& options, int loaded);
 constexpr int kBatchesPerDecoderBeforeExtra = 6;
 

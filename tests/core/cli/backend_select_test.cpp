@@ -1,4 +1,4 @@
-// decoder_count: --decoders as given, else by where the work runs.
+// decoder_count: --decoders as given, else by where the work runs; extra_decoder_count: only for the default count.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -30,6 +30,23 @@ TEST(DecoderCount, DefaultsByWhereTheWorkRuns) {
   } else {
     EXPECT_EQ(decoder_count(defaults), 1);
   }
+}
+
+// lstranslate's extra decoders for a long input: none where --decoders was given, on the CPU, or where the default
+// count did not load (a GPU without room for it); else up to 6 in all, at most the machine's cores.
+TEST(DecoderCount, ExtraDecodersOnlyBesideTheDefaultCount) {
+  EXPECT_EQ(extra_decoder_count(parse_translate({"-m", "model", "--decoders", "4"}), 4), 0);
+  EXPECT_EQ(extra_decoder_count(parse_translate({"-m", "model", "--cpu"}), 1), 0);
+  const Options defaults = parse_translate({"-m", "model"});
+  if (!runs_on_gpu(defaults)) {
+    EXPECT_EQ(extra_decoder_count(defaults, decoder_count(defaults)), 0);
+    return;
+  }
+  const int loaded = decoder_count(defaults);
+  EXPECT_EQ(extra_decoder_count(defaults, loaded - 1), 0) << "one of the default count failed to load";
+  const int extra = extra_decoder_count(defaults, loaded);
+  EXPECT_GE(extra, 0);
+  EXPECT_LE(loaded + extra, 6);
 }
 
 }  // namespace
