@@ -55,7 +55,7 @@ struct TranslationTotals {
 
 // Decoders made during a continuous translation once the input proves long (lstranslate without --decoders): more
 // decoders side by side keep a GPU busier through each one's host work, which pays on a long input, while on a short
-// one every decoder ends in a tail of a few long outputs and more of them only slowed each other's (4 against 6
+// one every decoder ends in a tail of a few long outputs and more of them only slowed one another (4 against 6
 // decoders on one H200: bench/results/translate-decoders-h200-2026-11-29.txt).
 struct ExtraDecoders {
   int count = 0;              // at most this many are made
