@@ -45,10 +45,11 @@ struct DecoderParts {
 // host at every step).
 class LoadedStepModel : private DecoderParts, public EncoderDecoderStepModel {
  public:
-  LoadedStepModel(DecoderParts parts, int max_hypotheses, int max_src_len, int max_tgt_len, int max_sentences)
+  LoadedStepModel(DecoderParts parts, int max_hypotheses, int max_src_len, int max_tgt_len, int max_sentences,
+                  int max_live_sentences)
       : DecoderParts(std::move(parts)),
         EncoderDecoderStepModel(static_cast<const EncoderDecoderModel&>(*weights->model), max_hypotheses, max_src_len,
-                                max_tgt_len, max_sentences, &runs_on()) {}
+                                max_tgt_len, max_sentences, &runs_on(), max_live_sentences) {}
 };
 
 // The same for a language model.
@@ -177,6 +178,9 @@ ModelVocabs load_model_vocabs(const ModelFiles& files, bool needed, const char* 
 
 namespace {
 
+// Sentence places a decoder holds per --mini-batch sentence, at most: see make_decoder.
+constexpr int kLiveSentencesPerBatch = 2;
+
 // --warm-up: lsserve's default, lstranslate's option; lsscore has none.
 bool asks_warm_up(const Options& options) { return options.has("warm-up") && options.get_bool("warm-up"); }
 
@@ -237,14 +241,19 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
   }
   const int max_tgt = translating ? max_output_tokens(max_length, options.get_float("max-length-factor")) + 1
                                   : max_length + 1;
-  auto loaded =
-      std::make_unique<LoadedStepModel>(std::move(parts), sentences * beam, max_length + 1, max_tgt, sentences);
+  // Twice the sentence places when beams are wider than one: continuous search fills the hypotheses of beams that
+  // narrowed (finished hypotheses leave them) with more sentences, up to --mini-batch x --beam-size hypotheses a
+  // step. Costs a second batch's cross-attention memory, a small part of the self-attention caches' beside it.
+  const int live_sentences = sentences * std::min(beam, kLiveSentencesPerBatch);
+  auto loaded = std::make_unique<LoadedStepModel>(std::move(parts), sentences * beam, max_length + 1, max_tgt,
+                                                  sentences, live_sentences);
   loaded->limit_recorded_steps(static_cast<std::size_t>(options.get_int("max-recorded-steps")));
   const WarmUpLimits limits{sentences, sentences * beam, max_length + 1};
   finish_load(*loaded, warm_up ? &limits : nullptr);
   if (use == DecoderUse::kernel_preload) return loaded;
-  spdlog::info("model {}: {} parameters; decoding up to {} sentences x {} hypotheses, {} source and {} target tokens",
-               files.weights, parameters, sentences, beam, max_length + 1, max_tgt);
+  spdlog::info("model {}: {} parameters; decoding up to {} hypotheses a step ({} sentences a batch x {}, up to {} "
+               "sentences at once), {} source and {} target tokens",
+               files.weights, parameters, sentences * beam, sentences, beam, live_sentences, max_length + 1, max_tgt);
   return loaded;
 }
 

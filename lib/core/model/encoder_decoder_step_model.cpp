@@ -31,18 +31,22 @@ std::size_t step_input_count(int max_hyps, int heads, int rows = -1) {
 }  // namespace
 
 EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len,
-                                                 int max_tgt_len, int max_sentences, kernels::Backend* runs_on)
+                                                 int max_tgt_len, int max_sentences, kernels::Backend* runs_on,
+                                                 int max_live_sentences)
     : model_(model), backend_(runs_on ? *runs_on : model.backend()), dt_(model.compute_dtype()), recorder_(backend_) {
-  if (max_hypotheses < 1 || max_src_len < 1 || max_tgt_len < 1 || max_sentences < 0 ||
-      max_sentences > max_hypotheses) {
+  const int batch = max_sentences > 0 ? max_sentences : max_hypotheses;
+  const int live = max_live_sentences > 0 ? max_live_sentences : batch;
+  if (max_hypotheses < 1 || max_src_len < 1 || max_tgt_len < 1 || max_sentences < 0 || max_live_sentences < 0 ||
+      batch > live || live > max_hypotheses) {
     fail(
-        "cannot plan decoding for {} hypotheses, {} sentences, sources of {} and targets of {} tokens; every limit "
-        "must be positive and sentences at most hypotheses (check --mini-batch, --beam-size and --max-length)",
-        max_hypotheses, max_sentences, max_src_len, max_tgt_len);
+        "cannot plan decoding for {} hypotheses, {} sentences a batch, {} live, sources of {} and targets of {} "
+        "tokens; every limit must be positive and sentences a batch at most those live, at most hypotheses (check "
+        "--mini-batch, --beam-size and --max-length)",
+        max_hypotheses, max_sentences, max_live_sentences, max_src_len, max_tgt_len);
   }
   const ModelConfig& config = model.config();
   max_hyps_ = max_hypotheses, max_src_ = max_src_len, max_tgt_ = max_tgt_len;
-  max_sent_ = max_sentences > 0 ? max_sentences : max_hypotheses;
+  max_sent_ = batch, max_live_ = live;
   dim_ = config.dim_emb, heads_ = config.heads, head_dim_ = config.head_dim();
   vocab_ = config.tgt_vocab, src_vocab_ = config.src_vocab;
 
@@ -74,7 +78,7 @@ EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& mode
   step_staging_.assign(step_input_count(max_hyps_, heads_), 0);
   topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
   sentence_of_.reserve(max_hyps_);
-  slot_used_.assign(max_sent_, 0);
+  slot_used_.assign(max_live_, 0);
   slots_.reserve(max_sent_);
 }
 
@@ -89,7 +93,7 @@ void EncoderDecoderStepModel::lay_out_state(Take&& take) {
   // read, and the identity that start() restores).
   for (DecoderLayerCache& cache : caches_) {
     cache.self_kv = take(2 * elems(max_hyps_, heads_, max_tgt_, head_dim_) * f);
-    cache.cross_kv = take(2 * elems(max_sent_, max_src_, dim_) * f);
+    cache.cross_kv = take(2 * elems(max_live_, max_src_, dim_) * f);
   }
   origins_.lay_out(take, max_hyps_, max_tgt_);
   dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + elems(max_sent_, 2 * heads_ + 1)) * i32));
@@ -118,16 +122,16 @@ void EncoderDecoderStepModel::encode_sources(kernels::Backend& backend, StepMemo
                                              caches_);
     return;
   }
-  // Slices max_src_ rows apart, values max_sent_ sentences after the keys, whatever this batch's size: the steps
+  // Slices max_src_ rows apart, values max_live_ sentences after the keys, whatever this batch's size: the steps
   // then have one shape for every batch.
-  model_.decoder().project_memory(ctx, encoded, sentences, src_len, max_sent_, max_src_, caches_);
+  model_.decoder().project_memory(ctx, encoded, sentences, src_len, max_live_, max_src_, caches_);
 }
 
 OutputLayer::StepLogits EncoderDecoderStepModel::forward_step(kernels::Backend& backend, StepMemory& memory, int rows) {
   const LayerContext ctx{backend, memory, model_.param_store(), dt_, false, 0, 0};
   DecoderStep st;
   st.rows = rows, st.max_len = max_tgt_;
-  st.memory_sentences = max_sent_, st.src_len = max_src_;
+  st.memory_sentences = max_live_, st.src_len = max_src_;
   st.cross_slices = dev_cross_slices_;
   st.src_lengths = dev_row_src_lengths_;
   st.self_lengths = dev_self_lengths_;
@@ -254,14 +258,15 @@ void EncoderDecoderStepModel::admit(const std::vector<int32_t>& src, const std::
   // free, so that admissions of a server's every count repeat a few shapes and replay (issue 27: each count
   // recorded its own encoding).
   std::vector<int> free_slots;
-  for (int slot = 0; slot < max_sent_; ++slot)
+  for (int slot = 0; slot < max_live_; ++slot)
     if (!slot_used_[slot]) free_slots.push_back(slot);
   const int free_count = static_cast<int>(free_slots.size());
   if (free_count < sentences) {
     fail("internal error: admit() of {} sentences with {} of {} sentence places free", sentences, free_count,
-         max_sent_);
+         max_live_);
   }
-  const int padded_sentences = recorder_.rows(sentences, free_count);
+  // Padded no further than one encoding's planned batch.
+  const int padded_sentences = recorder_.rows(sentences, std::min(free_count, max_sent_));
   slots_.assign(free_slots.begin(), free_slots.begin() + sentences);
   const int padded_len = recorder_.rows(src_len, max_src_);
   staging_.assign(elems(padded_sentences, padded_len), data::kPadId);
@@ -272,7 +277,7 @@ void EncoderDecoderStepModel::admit(const std::vector<int32_t>& src, const std::
   staging_.resize(staging_.size() + static_cast<std::size_t>(padded_sentences - sentences), 1);
   for (int p = 0; p < 2; ++p)
     for (int s = 0; s < padded_sentences; ++s)
-      for (int h = 0; h < heads_; ++h) staging_.push_back((p * max_sent_ + free_slots[s]) * heads_ + h);
+      for (int h = 0; h < heads_; ++h) staging_.push_back((p * max_live_ + free_slots[s]) * heads_ + h);
   backend_.copy_to_device(dev_src_, staging_.data(), staging_.size() * sizeof(int32_t));
   const StepShape shape{0, padded_sentences, padded_len, -2};
   recorder_.run(shape, recorder_.seen_before(shape), [&] {
@@ -374,7 +379,7 @@ void EncoderDecoderStepModel::run_step_ops(int k, const FinishStep& finish) {
     StepMemory memory(scratch_.get());
     finish(forward_step(backend_, memory, rows));
   };
-  // The cross-attention memory is laid out for max_sent_ sentences of max_src_ tokens whatever the batch
+  // The cross-attention memory is laid out for max_live_ sentences of max_src_ tokens whatever the batch
   // (encode_sources), and the step reads each row's sentence and real length from the device: the shape depends
   // on neither the source length nor the sentence count (a server's batches vary in both).
   recorder_.run_step(live_, max_hyps_, k, ops);
@@ -456,8 +461,10 @@ void EncoderDecoderStepModel::step_scores(const std::vector<int32_t>& tokens, co
 }
 
 std::unique_ptr<StepModel> make_encoder_decoder_step_model(const EncoderDecoderModel& model, int max_hypotheses,
-                                                           int max_src_len, int max_tgt_len, int max_sentences) {
-  return std::make_unique<EncoderDecoderStepModel>(model, max_hypotheses, max_src_len, max_tgt_len, max_sentences);
+                                                           int max_src_len, int max_tgt_len, int max_sentences,
+                                                           int max_live_sentences) {
+  return std::make_unique<EncoderDecoderStepModel>(model, max_hypotheses, max_src_len, max_tgt_len, max_sentences,
+                                                   nullptr, max_live_sentences);
 }
 
 }  // namespace lseq

@@ -35,13 +35,14 @@ class EncoderDecoderStepModel : public StepModel {
  public:
   // Limits: at most max_hypotheses live hypotheses (sentences x beam size), source batches of at most
   // max_src_len tokens per sentence (eos included), at most max_tgt_len steps after each start (bos included: a
-  // search that allows n output tokens before eos needs n + 1), and at most max_sentences sentences per start
-  // (0: max_hypotheses). Reads the model's parameters through its ParamStore views; the model must outlive the
-  // decoder. Computes in the model's compute dtype (EncoderDecoderModel::compute_dtype). Going past a limit throws
-  // lseq::Error. runs_on: the backend its ops run on (its own stream beside other decoders that share the model's
-  // weights, on the same device); by default the model's.
+  // search that allows n output tokens before eos needs n + 1), at most max_sentences sentences per start or
+  // admission (0: max_hypotheses), and at most max_live_sentences live at once (0: max_sentences; each takes a
+  // sentence place of the cross-attention memory). Reads the model's parameters through its ParamStore views; the model
+  // must outlive the decoder. Computes in the model's compute dtype (EncoderDecoderModel::compute_dtype). Going past a
+  // limit throws lseq::Error. runs_on: the backend its ops run on (its own stream beside other decoders that share the
+  // model's weights, on the same device); by default the model's.
   EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len, int max_tgt_len,
-                          int max_sentences = 0, kernels::Backend* runs_on = nullptr);
+                          int max_sentences = 0, kernels::Backend* runs_on = nullptr, int max_live_sentences = 0);
   ~EncoderDecoderStepModel() override;
   EncoderDecoderStepModel(const EncoderDecoderStepModel&) = delete;
   EncoderDecoderStepModel& operator=(const EncoderDecoderStepModel&) = delete;
@@ -63,6 +64,8 @@ class EncoderDecoderStepModel : public StepModel {
   void admit(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
              int src_len) override;
   int max_sentences() const override { return max_sent_; }
+  int max_live_sentences() const override { return max_live_; }
+  int max_hypotheses() const override { return max_hyps_; }
   int steps_left() const override { return started_ ? max_tgt_ - t_ : max_tgt_; }
 
   int steps() const { return t_; }  // tokens fed since start (the position of the next one)
@@ -107,7 +110,7 @@ class EncoderDecoderStepModel : public StepModel {
   const EncoderDecoderModel& model_;
   kernels::Backend& backend_;
   kernels::DType dt_;  // the model's compute dtype: activations, caches, positions (log-probs are fp32)
-  int max_hyps_ = 0, max_src_ = 0, max_tgt_ = 0, max_sent_ = 0;
+  int max_hyps_ = 0, max_src_ = 0, max_tgt_ = 0, max_sent_ = 0, max_live_ = 0;  // max_sent_: one encoding's
   int dim_ = 0, heads_ = 0, head_dim_ = 0, vocab_ = 0, src_vocab_ = 0;
 
   std::unique_ptr<kernels::Workspace> state_;    // positions, caches, indices, log-probs (lives with the decoder)
@@ -146,13 +149,14 @@ class EncoderDecoderStepModel : public StepModel {
   std::vector<int32_t> sentence_of_;  // per live hypothesis: its sentence's number
   // Per sentence number of this search: source length, memory slot, the position its bos was written at.
   std::vector<int32_t> src_lengths_, slot_of_, start_of_;
-  std::vector<char> slot_used_;  // [max_sent]
+  std::vector<char> slot_used_;  // [max_live]
   std::vector<int32_t> slots_;   // admit's slots (reserved)
 };
 
 // An EncoderDecoderStepModel with these limits (tests and benchmarks; the programs load theirs with
 // load_step_model, core/cli/model_loader.h).
 std::unique_ptr<StepModel> make_encoder_decoder_step_model(const EncoderDecoderModel& model, int max_hypotheses,
-                                                           int max_src_len, int max_tgt_len, int max_sentences = 0);
+                                                           int max_src_len, int max_tgt_len, int max_sentences = 0,
+                                                           int max_live_sentences = 0);
 
 }  // namespace lseq

@@ -122,6 +122,9 @@ class Search {
       model_.admit(batch.src, batch.src_lengths, batch.size, batch.src_len);
     }
     const int first = static_cast<int>(limit_.size());
+    if (fresh) row_bound_ = live_sentences_ = 0;
+    row_bound_ += batch.size * options_.beam_size;
+    live_sentences_ += batch.size;
     for (int s = 0; s < batch.size; ++s) {
       limit_.push_back(output_limit(source_tokens_without_eos(batch, s), options_.max_length_factor,
                                     options_.max_new_tokens, options_.max_context));
@@ -134,6 +137,9 @@ class Search {
 
   bool running() const { return !live_.empty(); }
   int live_sentences() const { return live_sentences_; }
+  // The most live hypotheses the live sentences can have at any later step: each keeps at most beam_size less its
+  // finished hypotheses, and a sentence's finished hypotheses only grow.
+  int row_bound() const { return row_bound_; }
 
   // Every live hypothesis advances one token; a sentence left without live hypotheses is finished (done_).
   void step() {
@@ -143,6 +149,7 @@ class Search {
     parents_.clear();
     sentence_of_.clear();
     live_sentences_ = 0;
+    row_bound_ = 0;
     // Live hypotheses are grouped by sentence, and all of one sentence have the same length.
     for (size_t begin = 0; begin < live_.size();) {
       const int s = live_[begin].sentence;
@@ -210,6 +217,7 @@ class Search {
       finish(s);
     } else {
       ++live_sentences_;
+      row_bound_ += options_.beam_size - static_cast<int>(finished_[s].size());
     }
   }
 
@@ -230,7 +238,7 @@ class Search {
   const SentenceSink done_;
   // Per hypothesis the best beam_size words suffice (see step_topk's use above), eos coming separately.
   const int k_;
-  int live_sentences_ = 0;
+  int live_sentences_ = 0, row_bound_ = 0;
 
   std::vector<TraceNode> trace_;
   std::vector<std::vector<FinishedHypothesis>> finished_;  // per sentence
@@ -272,12 +280,21 @@ void beam_search_continuous(StepModel& model, const SentenceFeed& feed, const Be
     return output_limit(source_tokens, options.max_length_factor, options.max_new_tokens, options.max_context) + 1 <=
            model.steps_left();
   };
+  // Sentences join while their full beams fit beside the live sentences' remaining ones (Search::row_bound) and
+  // while sentence places are free; one encoding brings at most max_sentences(). Where the model has more places
+  // than one batch, sentences whose beams narrowed as hypotheses finished make room for more sentences, so that the
+  // steps keep the rows they were planned for.
+  const int beam = options.beam_size;
+  const int batch = model.max_sentences();
+  const int places = std::max(batch, model.max_live_sentences());
+  const int rows = model.max_hypotheses() > 0 ? model.max_hypotheses() : places * beam;
+  const int unit = admission_batch(batch);
   data::Batch chunk;
   bool blocked = false;  // the feed's next sentence does not fit this search's caches any more
   while (true) {
     if (!search.running()) {
       // A new search (the caches from their first position on: every sentence fits), or the end.
-      if (!feed(model.max_sentences(), nullptr, chunk) || chunk.size == 0) return;
+      if (!feed(std::max(1, std::min(batch, rows / beam)), nullptr, chunk) || chunk.size == 0) return;
       line_of.assign(chunk.line_ids.begin(), chunk.line_ids.end());
       search.join(chunk);
       blocked = false;
@@ -286,8 +303,8 @@ void beam_search_continuous(StepModel& model, const SentenceFeed& feed, const Be
     // Free places are filled once there are enough of them to be worth an encoding, in multiples of
     // admission_batch() so that the encodings repeat a few shapes and replay; a search whose caches cannot take the
     // next sentence runs out and starts again.
-    const int unit = admission_batch(model.max_sentences());
-    const int room = (model.max_sentences() - search.live_sentences()) / unit * unit;
+    const int free = std::min({places - search.live_sentences(), (rows - search.row_bound()) / beam, batch});
+    const int room = free / unit * unit;
     if (!blocked && search.running() && room > 0) {
       blocked = feed(room, fits, chunk) && chunk.size == 0;
       if (chunk.size > 0) {

@@ -54,10 +54,14 @@ using LineTokenSink = std::function<void(int64_t line_id, int32_t token)>;
 // up to max_sentences() of the feed's sentences and, whenever admission_batch() places are free, admits more of
 // them while the others run, so that the batch stays full instead of running on with the few sentences whose outputs
 // are longest (a batch of 128 short sentences ran about three times as many steps as its average output has
-// tokens). A sentence is admitted only while the caches have room for its longest output (StepModel::steps_left);
-// when none fits, the search runs out and a new one starts. Returns when no search is running and the feed has
-// nothing. Every sentence gets the n-best list beam_search gives it: rows never read each other's state, so a list
-// does not depend on the sentences beside it (up to rounding: a GEMM's last bits may depend on its row count).
+// tokens). A place is free when a sentence place is (max_live_sentences()) and a full beam fits in the model's
+// hypotheses (max_hypotheses()) beside what the live sentences may still need: each at most beam_size less its
+// finished hypotheses. So where the model has more sentence places than one batch, beams that narrowed make room
+// for more sentences. A sentence is admitted only while the caches have room for its longest output
+// (StepModel::steps_left); when none fits, the search runs out and a new one starts. Returns when no search is
+// running and the feed has nothing. Every sentence gets the n-best list beam_search gives it: rows never read each
+// other's state, so a list does not depend on the sentences beside it (up to rounding: a GEMM's last bits may
+// depend on its row count).
 void beam_search_continuous(StepModel& model, const SentenceFeed& feed, const BeamSearchOptions& options,
                             const LineSink& done, const LineTokenSink& tokens = {});
 // Free sentence places that make an admission worth its encoder run: an eighth of the batch, at least one.

@@ -70,11 +70,16 @@ class StepModel {
   virtual bool can_admit() const { return false; }
   // Adds `sentences` new sentences (as in start) to the running search: they get the next sentence numbers and one
   // live hypothesis each, appended after the live ones, with only bos decoded (their first step is the next step).
-  // At most max_sentences() sentences may be live after it; each must finish within steps_left() steps.
+  // At most max_live_sentences() sentences may be live after it; each must finish within steps_left() steps.
   virtual void admit(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
                      int src_len);
-  // Sentences a start() or the live ones plus an admit() may hold.
+  // Sentences one start() or one admit() may bring (one encoding's batch).
   virtual int max_sentences() const { return 0; }
+  // Sentences that may be live at once, admitted ones beside the others: at least max_sentences(). More than it lets
+  // a search fill the rows of beams that narrowed as their hypotheses finished (beam_search_continuous).
+  virtual int max_live_sentences() const { return max_sentences(); }
+  // Live hypotheses a step may hold; 0: no limit beyond max_live_sentences() full beams.
+  virtual int max_hypotheses() const { return 0; }
   // Steps the caches have room for from the current one on: a sentence admitted now whose outputs may have n
   // tokens needs n + 1 (bos included). (Also what the decoders' warm-up asks; 0: unknown.)
   virtual int steps_left() const { return 0; }

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -85,21 +86,35 @@ class CountingDecoder : public test::ForwardingStepModel {
              int src_len) override {
     ++starts;
     started += sentences;
+    live_sentences = sentences;
     inner_.start(src, src_lengths, sentences, src_len);
   }
   void admit(const std::vector<int32_t>& src, const std::vector<int32_t>& src_lengths, int sentences,
              int src_len) override {
     ++admissions;
     admitted += sentences;
+    live_sentences += sentences;
     inner_.admit(src, src_lengths, sentences, src_len);
   }
   void step_topk(const std::vector<int32_t>& tokens, int k, std::vector<float>& values, std::vector<int32_t>& ids,
                  std::vector<float>& eos_log_probs) override {
     ++steps;
+    note_step();
     inner_.step_topk(tokens, k, values, ids, eos_log_probs);
   }
 
+  void select(const std::vector<int32_t>& parents, const std::vector<int32_t>& sentence_of) override {
+    inner_.select(parents, sentence_of);
+    live_sentences = static_cast<int>(std::set<int32_t>(sentence_of.begin(), sentence_of.end()).size());
+  }
+  // Hypotheses and sentences a step runs (sentences as the last select() left them, plus admissions since).
+  void note_step() {
+    most_rows = std::max(most_rows, inner_.live());
+    most_sentences = std::max(most_sentences, live_sentences);
+  }
+
   int starts = 0, started = 0, admissions = 0, admitted = 0, steps = 0;
+  int live_sentences = 0, most_rows = 0, most_sentences = 0;
 };
 
 using test::feed_of;
@@ -164,6 +179,62 @@ TEST(ContinuousSearch, AdmittedSentencesGetTheirBatchLists) {
     EXPECT_GT(decoder.admissions, 4);
     EXPECT_GT(decoder.starts, 1);
   }
+}
+
+// With more sentence places than one batch, sentences whose beams narrowed make room for more sentences: a step
+// holds more sentences than a batch, never more hypotheses than planned, and every list is still the batch's.
+TEST(ContinuousSearch, NarrowedBeamsMakeRoomForMoreSentences) {
+  auto backend = kernels::make_cpu_backend(1);
+  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  test::randomize_params(*backend, model.param_store(), 31, 0.5);
+  // eos made likely, so that hypotheses finish at different steps and beams narrow (these random weights alone end
+  // every hypothesis at its length limit, where a sentence's whole beam ends at once).
+  {
+    ParamStore& store = model.param_store();
+    std::vector<float> host(store.size());
+    backend->copy_to_host(host.data(), store.master(), host.size() * sizeof(float));
+    for (const ParamInfo& p : store.table().list())
+      if (p.name == "output.bias") host[p.offset + data::kEosId] += 6.0f;
+    backend->copy_to_device(store.master(), host.data(), host.size() * sizeof(float));
+  }
+  std::mt19937_64 rng(47);
+  const int max_words = 7, count = 45;
+  const auto sources = random_sources(rng, count, max_words, 20);
+  BeamSearchOptions options;
+  options.beam_size = 4;
+  options.normalize = 1.0;
+  options.max_length_factor = 2;
+  const int limit = max_output_tokens(max_words, options.max_length_factor) + 1;
+  EncoderDecoderStepModel whole(model, count * options.beam_size, max_words + 1, limit, count);
+  const std::vector<NBestList> want =
+      beam_search(whole, data::make_source_batch(sources, iota_lines(count)), options);
+
+  // Batches of 4 sentences, 16 hypotheses a step, 8 sentence places.
+  const int batch = 4, rows = batch * options.beam_size;
+  EncoderDecoderStepModel inner(model, rows, max_words + 1, 4 * limit, batch, nullptr, 2 * batch);
+  ASSERT_EQ(inner.max_live_sentences(), 2 * batch);
+  CountingDecoder decoder(inner);
+  std::size_t next = 0;
+  std::map<int64_t, NBestList> got;
+  beam_search_continuous(decoder, feed_of(sources, next), options,
+                         [&](int64_t line, const NBestList& list) { got[line] = list; });
+  ASSERT_EQ(got.size(), sources.size());
+  for (std::size_t s = 0; s < sources.size(); ++s) expect_same_lists(got[static_cast<int64_t>(s)], want[s], s);
+  EXPECT_EQ(decoder.started + decoder.admitted, count);
+  EXPECT_GT(decoder.most_sentences, batch);
+  EXPECT_LE(decoder.most_sentences, 2 * batch);
+  EXPECT_LE(decoder.most_rows, rows);
+
+  // With places for one batch only, no step holds more than a batch's sentences (what decoding did before).
+  EncoderDecoderStepModel one_batch(model, rows, max_words + 1, 4 * limit, batch);
+  CountingDecoder narrow(one_batch);
+  next = 0;
+  got.clear();
+  beam_search_continuous(narrow, feed_of(sources, next), options,
+                         [&](int64_t line, const NBestList& list) { got[line] = list; });
+  ASSERT_EQ(got.size(), sources.size());
+  EXPECT_EQ(narrow.most_sentences, batch);
+  EXPECT_GT(narrow.steps, decoder.steps);  // the wider search needed fewer steps for the same sentences
 }
 
 // Sources of every length a slot may have held before: what an admitted sentence reads of its slot is its own.

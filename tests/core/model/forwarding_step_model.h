@@ -33,6 +33,8 @@ class ForwardingStepModel : public StepModel {
   int live() const override { return inner_.live(); }
   bool can_admit() const override { return inner_.can_admit(); }
   int max_sentences() const override { return inner_.max_sentences(); }
+  int max_live_sentences() const override { return inner_.max_live_sentences(); }
+  int max_hypotheses() const override { return inner_.max_hypotheses(); }
   int steps_left() const override { return inner_.steps_left(); }
 
  protected:

@@ -429,27 +429,33 @@ TEST(GpuModel, ContinuousSearchGivesTheBatchLists) {
   const int steps = max_output_tokens(all.src_len, options.max_length_factor) + 1;
   EncoderDecoderStepModel whole(*fp32.model, all.size * options.beam_size, all.src_len, steps);
   const std::vector<NBestList> want = beam_search(whole, all, options);
-  std::vector<std::vector<NBestList>> runs;
-  for (bool graphs : {true, false}) {
-    EncoderDecoderStepModel continuous(*fp32.model, 3 * options.beam_size, all.src_len, 2 * steps, 3);
-    continuous.use_graphs(graphs);
-    std::size_t next = 0;
-    std::vector<NBestList> got(sentences.size());
-    beam_search_continuous(continuous, test::feed_of(sentences, next), options,
-                           [&](int64_t line, const NBestList& list) { got.at(line) = list; });
-    runs.push_back(got);
-    for (std::size_t s = 0; s < want.size(); ++s) {
-      ASSERT_EQ(got[s].size(), want[s].size()) << "sentence " << s;
-      for (std::size_t i = 0; i < want[s].size(); ++i) {
-        EXPECT_EQ(got[s][i].tokens, want[s][i].tokens) << "sentence " << s << " hyp " << i;
-        EXPECT_NEAR(got[s][i].log_prob, want[s][i].log_prob, 1e-4 * (1 + std::fabs(want[s][i].log_prob)))
-            << "sentence " << s << " hyp " << i;
+  // Three sentences a batch, with three sentence places or six (the values of the cross-attention memory start
+  // after all places' keys: another layout).
+  for (int places : {3, 6}) {
+    SCOPED_TRACE(std::to_string(places) + " places");
+    std::vector<std::vector<NBestList>> runs;
+    for (bool graphs : {true, false}) {
+      EncoderDecoderStepModel continuous(*fp32.model, 3 * options.beam_size, all.src_len, 2 * steps, 3, nullptr,
+                                         places);
+      continuous.use_graphs(graphs);
+      std::size_t next = 0;
+      std::vector<NBestList> got(sentences.size());
+      beam_search_continuous(continuous, test::feed_of(sentences, next), options,
+                             [&](int64_t line, const NBestList& list) { got.at(line) = list; });
+      runs.push_back(got);
+      for (std::size_t s = 0; s < want.size(); ++s) {
+        ASSERT_EQ(got[s].size(), want[s].size()) << "sentence " << s;
+        for (std::size_t i = 0; i < want[s].size(); ++i) {
+          EXPECT_EQ(got[s][i].tokens, want[s][i].tokens) << "sentence " << s << " hyp " << i;
+          EXPECT_NEAR(got[s][i].log_prob, want[s][i].log_prob, 1e-4 * (1 + std::fabs(want[s][i].log_prob)))
+              << "sentence " << s << " hyp " << i;
+        }
       }
     }
+    for (std::size_t s = 0; s < want.size(); ++s)
+      for (std::size_t i = 0; i < runs[0][s].size() && i < runs[1][s].size(); ++i)
+        EXPECT_EQ(runs[0][s][i].word_log_probs, runs[1][s][i].word_log_probs) << "sentence " << s << " hyp " << i;
   }
-  for (std::size_t s = 0; s < want.size(); ++s)
-    for (std::size_t i = 0; i < runs[0][s].size() && i < runs[1][s].size(); ++i)
-      EXPECT_EQ(runs[0][s][i].word_log_probs, runs[1][s][i].word_log_probs) << "sentence " << s << " hyp " << i;
 }
 
 // Recorded steps (CUDA graphs) replay exactly the ops they recorded: beam search with them gives, bit for bit, the
