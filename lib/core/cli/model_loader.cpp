@@ -251,9 +251,10 @@ std::unique_ptr<StepModel> make_decoder(const ModelFiles& files, const Options& 
   const WarmUpLimits limits{sentences, sentences * beam, max_length + 1};
   finish_load(*loaded, warm_up ? &limits : nullptr);
   if (use == DecoderUse::kernel_preload) return loaded;
-  spdlog::info("model {}: {} parameters; decoding up to {} hypotheses a step ({} sentences a batch x {}, up to {} "
-               "sentences at once), {} source and {} target tokens",
-               files.weights, parameters, sentences * beam, sentences, beam, live_sentences, max_length + 1, max_tgt);
+  spdlog::info(
+      "model {}: {} parameters; decoding up to {} hypotheses a step ({} sentences a batch x {}, up to {} "
+      "sentences at once), {} source and {} target tokens",
+      files.weights, parameters, sentences * beam, sentences, beam, live_sentences, max_length + 1, max_tgt);
   return loaded;
 }
 

@@ -206,8 +206,7 @@ TEST(ContinuousSearch, NarrowedBeamsMakeRoomForMoreSentences) {
   options.max_length_factor = 2;
   const int limit = max_output_tokens(max_words, options.max_length_factor) + 1;
   EncoderDecoderStepModel whole(model, count * options.beam_size, max_words + 1, limit, count);
-  const std::vector<NBestList> want =
-      beam_search(whole, data::make_source_batch(sources, iota_lines(count)), options);
+  const std::vector<NBestList> want = beam_search(whole, data::make_source_batch(sources, iota_lines(count)), options);
 
   // Batches of 4 sentences, 16 hypotheses a step, 8 sentence places.
   const int batch = 4, rows = batch * options.beam_size;
