@@ -137,6 +137,16 @@ void expect_same_lists(const NBestList& got, const NBestList& want, std::size_t 
   }
 }
 
+// Each source's n-best list from one continuous search over all of them (by line id: the source's index).
+std::map<int64_t, NBestList> continuous_lists(StepModel& decoder, const std::vector<std::vector<int32_t>>& sources,
+                                              const BeamSearchOptions& options) {
+  std::size_t next = 0;
+  std::map<int64_t, NBestList> got;
+  beam_search_continuous(decoder, feed_of(sources, next), options,
+                         [&](int64_t line, const NBestList& list) { got[line] = list; });
+  return got;
+}
+
 struct Case {
   NormPlacement norm;
   int beam;
@@ -213,10 +223,7 @@ TEST(ContinuousSearch, NarrowedBeamsMakeRoomForMoreSentences) {
   EncoderDecoderStepModel inner(model, rows, max_words + 1, 4 * limit, batch, nullptr, 2 * batch);
   ASSERT_EQ(inner.max_live_sentences(), 2 * batch);
   CountingDecoder decoder(inner);
-  std::size_t next = 0;
-  std::map<int64_t, NBestList> got;
-  beam_search_continuous(decoder, feed_of(sources, next), options,
-                         [&](int64_t line, const NBestList& list) { got[line] = list; });
+  std::map<int64_t, NBestList> got = continuous_lists(decoder, sources, options);
   ASSERT_EQ(got.size(), sources.size());
   for (std::size_t s = 0; s < sources.size(); ++s) expect_same_lists(got[static_cast<int64_t>(s)], want[s], s);
   EXPECT_EQ(decoder.started + decoder.admitted, count);
@@ -227,11 +234,7 @@ TEST(ContinuousSearch, NarrowedBeamsMakeRoomForMoreSentences) {
   // With places for one batch only, no step holds more than a batch's sentences (what decoding did before).
   EncoderDecoderStepModel one_batch(model, rows, max_words + 1, 4 * limit, batch);
   CountingDecoder narrow(one_batch);
-  next = 0;
-  got.clear();
-  beam_search_continuous(narrow, feed_of(sources, next), options,
-                         [&](int64_t line, const NBestList& list) { got[line] = list; });
-  ASSERT_EQ(got.size(), sources.size());
+  ASSERT_EQ(continuous_lists(narrow, sources, options).size(), sources.size());
   EXPECT_EQ(narrow.most_sentences, batch);
   EXPECT_GT(narrow.steps, decoder.steps);  // the wider search needed fewer steps for the same sentences
 }
@@ -255,10 +258,7 @@ TEST(ContinuousSearch, SlotsReusedByShorterSourcesReadOnlyTheirOwn) {
   }
   EncoderDecoderStepModel inner(model, 2 * options.beam_size, 13, 8 * limit, 2);
   CountingDecoder decoder(inner);
-  std::size_t next = 0;
-  std::map<int64_t, NBestList> got;
-  beam_search_continuous(decoder, feed_of(sources, next), options,
-                         [&](int64_t line, const NBestList& list) { got[line] = list; });
+  std::map<int64_t, NBestList> got = continuous_lists(decoder, sources, options);
   ASSERT_EQ(got.size(), sources.size());
   for (std::size_t s = 0; s < sources.size(); ++s) expect_same_lists(got[static_cast<int64_t>(s)], want[s], s);
   EXPECT_EQ(decoder.started + decoder.admitted, 12);
