@@ -104,7 +104,8 @@ for table in ("/proc/net/tcp", "/proc/net/tcp6"):
 print("listening sockets:", found)
 sys.exit(0 if found == [("/proc/net/tcp", "0100007F:" + port)] else 1)
 EOF
-check "without --bind it listens on 127.0.0.1 only ($(tail -n 1 "$work/listen.log"))" test $? -eq 0
+status=$?
+check "without --bind it listens on 127.0.0.1 only ($(tail -n 1 "$work/listen.log"))" test "$status" -eq 0
 timeout 60 "$lsserve" -m "$work/model" --cpu --cpu-threads 1 --port "$main_port" >/dev/null 2>"$work/taken.log"
 code=$?
 check "a second lsserve on the same port exits 1 (got $code)" test "$code" -eq 1
@@ -244,7 +245,8 @@ for t in threads: t.join(120)
 print("fillers:", statuses)
 sys.exit(0 if statuses == [200, 200, 200] else 1)
 EOF
-check "three busy clients answered while a fourth went away ($(tail -n 1 "$work/gone.log"))" test $? -eq 0
+status=$?
+check "three busy clients answered while a fourth went away ($(tail -n 1 "$work/gone.log"))" test "$status" -eq 0
 for _ in $(seq 1 50); do  # the server notices within 50 ms; give it up to 5 s
   curl -sS --max-time 10 "http://127.0.0.1:$main_port/metrics" >"$work/metrics.txt"
   grep -q '^lsserve_requests_total{code="499"} 1$' "$work/metrics.txt" && break
@@ -315,8 +317,9 @@ ok = ok and all(s == 200 or (s == 503 and h and "--max-queue 4" in a["error"]) f
 ok = ok and all(len(a["translations"]) == 4 and None not in a["translations"] for s, _, a in results if s == 200)
 sys.exit(0 if ok else 1)
 EOF
+status=$?
 check "16 concurrent requests of 4 sentences into --max-queue 4: 200s and 503s with Retry-After ($(tail -n 1 "$work/full.log"))" \
-  test $? -eq 0
+  test "$status" -eq 0
 
 # ---- without --max-length-crop, an over-long sentence gets an error of its own ----
 python3 -c 'import json; print(json.dumps({"text": ["Guten Tag.", "Haus " * 60, "Danke."]}))' >"$work/long.json"
