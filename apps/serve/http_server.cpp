@@ -67,6 +67,7 @@ struct HttpServer::Impl {
   httplib::Server server;
   std::atomic<bool> draining{false};
   std::atomic<bool> finished{false};  // serve() returned
+  socket_t listening_socket = INVALID_SOCKET;  // the last socket httplib made to listen on (bind())
   std::mutex mutex;
   std::condition_variable idle;
   int in_flight = 0;
@@ -256,9 +257,11 @@ HttpServer::HttpServer(HttpServerConfig config, serve::Scheduler& scheduler, ser
   s.server.set_tcp_nodelay(true);
   // httplib's default also sets SO_REUSEPORT, with which a second lsserve on a port in use would start and silently
   // share its connections; SO_REUSEADDR alone still lets a restarted lsserve take the port of one just stopped.
-  s.server.set_socket_options([](socket_t sock) {
+  // The socket is noted for bind(): the last one made is the one that was bound.
+  s.server.set_socket_options([&s](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    s.listening_socket = sock;
   });
   // A Content-Length above the limit is refused with 413 without reading the body into memory.
   s.server.set_payload_max_length(s.config.max_request_bytes);
@@ -276,6 +279,14 @@ int HttpServer::bind() {
     fail("cannot listen on {}:{}: the port is in use or the address is not this machine's; choose others with "
          "--bind and --port",
          s.config.bind, s.config.port);
+  // httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed when the system's library was compiled):
+  // while the accepting thread was busy, new connections beyond it had their handshakes dropped, and a client's
+  // retry comes a second later (serve_test.sh: 6 of 64 connected). Listening again on the bound socket raises the
+  // backlog (the kernel caps it at net.core.somaxconn).
+  if (s.listening_socket == INVALID_SOCKET || ::listen(s.listening_socket, SOMAXCONN) != 0)
+    spdlog::warn(
+        "the listening socket's backlog stays at httplib's 5 connections: a burst of new connections may "
+        "wait a second for its handshake");
   return port;
 }
 

@@ -4,7 +4,8 @@
 # n-best, word scores, sampling), in order, also when concurrent requests share batches; 400 naming the problem for
 # malformed JSON and invalid UTF-8; 413 for a too large body and too many sentences; a per-sentence error for an
 # over-long sentence; 503 with Retry-After when the queue is full; the time-out; a client that goes away; /health
-# and /metrics (Prometheus text); SIGTERM drains (the request in flight is answered, then exit 0).
+# and /metrics (Prometheus text); a burst of new connections waits in the listen queue; SIGTERM drains (the
+# request in flight is answered, then exit 0).
 # Every wait has a time-out and every server is killed on exit, so the test cannot hang.
 # Usage: bash serve_test.sh <dir of lstrain> <source dir>
 set -uo pipefail
@@ -110,6 +111,48 @@ timeout 60 "$lsserve" -m "$work/model" --cpu --cpu-threads 1 --port "$main_port"
 code=$?
 check "a second lsserve on the same port exits 1 (got $code)" test "$code" -eq 1
 check "... naming the address it cannot listen on" grep -q "cannot listen on 127.0.0.1:$main_port" "$work/taken.log"
+
+# ---- a burst of new connections waits in the listen queue: none is dropped ----
+# The server is stopped (SIGSTOP) while 64 clients connect, so that only the kernel's queue of the listening socket
+# holds them: with httplib's backlog of 5 the handshakes beyond it were dropped (and retried a second later).
+python3 - "$main_port" "$main_pid" 64 <<'EOF' >"$work/burst.log" 2>&1
+import os, select, signal, socket, sys, time
+port, pid, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+sockets, pending = [], set()
+os.kill(pid, signal.SIGSTOP)
+try:
+    for _ in range(count):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        sockets.append(s)
+        pending.add(s)
+    deadline = time.time() + 3
+    while pending and time.time() < deadline:
+        _, writable, _ = select.select([], list(pending), [], max(0.0, deadline - time.time()))
+        pending.difference_update(writable)
+    connected = [s for s in sockets if s not in pending and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0]
+finally:
+    os.kill(pid, signal.SIGCONT)
+print("connected while the server was stopped: %d of %d" % (len(connected), count))
+answered = 0
+for s in connected:
+    s.setblocking(True)
+    s.settimeout(10)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    answered += data.startswith(b"HTTP/1.1 200")
+print("answered 200: %d" % answered)
+sys.exit(0 if len(connected) == count and answered == count else 1)
+EOF
+status=$?
+check "a burst of 64 new connections is queued while the server is busy, each answered ($(paste -sd ';' "$work/burst.log"))" \
+  test "$status" -eq 0
 
 # ---- the same translations as lstranslate ----
 same_as_lstranslate() {  # same_as_lstranslate <name> <JSON options> <lstranslate options...>
