@@ -12,6 +12,9 @@ throughput, latency percentiles and errors, with a RESULT line for bench tables.
   --malformed F          that fraction of requests is broken (truncated JSON, invalid UTF-8, an unknown field, a
                          number for a sentence); each must get 400, every other one 200 and, with --expect (the
                          reference translation of each --input line), exactly the reference translations
+Valid requests that went wrong are told apart: lost (no 200, or a translation missing) and answered with translations
+other than --expect's (differ: on a GPU in 16 bits another batch can flip a near tie, docs/serving.md); latency and
+throughput count every answered request.
   --pid P                samples the server's resident memory (VmRSS) every --rss-interval s: start (after the
                          first --warmup of the run), peak, end
 Target tokens/s comes from the server's own counter (lsserve_target_tokens_total in GET /metrics), read before and
@@ -176,24 +179,33 @@ def run_process(index, args, plan, start_at, lines, expected, options):
             sent = start_at + due if (due is not None and args.rate > 0) else time.time()
             status, data = client.post(body)
             done = time.time()
-            ok, translations = False, None
+            # A valid request is answered when it gets 200 with a translation for each sentence; its answer then
+            # differs when some translation is not --expect's line (in 16 bits another batch can flip a near tie).
+            ok, answered, translations, differ, detail = False, False, None, 0, ""
             if kind == "valid":
                 if status == 200:
                     try:
                         translations = json.loads(data)["translations"]
-                        ok = len(translations) == count and None not in translations
-                        if ok and expected is not None:
-                            ok = translations == [expected[i] for i in ids]
+                        answered = len(translations) == count and None not in translations
                     except (ValueError, KeyError, TypeError):
-                        ok = False
+                        answered = False
+                if answered and expected is not None:
+                    pairs = [(expected[i], t, i) for t, i in zip(translations, ids) if t != expected[i]]
+                    differ = len(pairs)
+                    if pairs:
+                        line, want, got = pairs[0][2] + 1, pairs[0][0][:150], pairs[0][1][:150]
+                        detail = "line %d: expected %r, got %r" % (line, want, got)
+                ok = answered and differ == 0
             else:
                 ok = status == 400
+            if not ok and not detail:
+                detail = data[:300].decode("utf-8", "replace")
             rec = (kind, status, ok, done - sent, count, done, first if args.once else -1,
-                   translations if args.once else None, data[:300].decode("utf-8", "replace") if not ok else "", sent)
+                   translations if args.once else None, detail, sent, differ, answered)
             with lock:
                 records.append(rec)
         with lock:
-            records.append(("retries", client.retries, True, 0, 0, 0, -1, None, "", 0))
+            records.append(("retries", client.retries, True, 0, 0, 0, -1, None, "", 0, 0, True))
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in threads_here]
     for t in threads:
@@ -287,9 +299,11 @@ def main():
     wall = max(r[5] for r in records) - min(r[9] for r in records) if records else float("nan")
     valid = [r for r in records if r[0] == "valid"]
     broken = [r for r in records if r[0] != "valid"]
-    latencies = [r[3] * 1000 for r in valid if r[2]]
-    sentences = sum(r[4] for r in valid if r[2])
+    latencies = [r[3] * 1000 for r in valid if r[11]]  # every answered request, its translations as expected or not
+    sentences = sum(r[4] for r in valid if r[11])
     wrong = [r for r in valid if not r[2]]
+    lost = [r for r in valid if not r[11]]  # no 200, or a translation missing
+    differ = [r for r in valid if r[11] and r[10] > 0]  # answered, but not --expect's translations
     wrong_broken = [r for r in broken if not r[2]]
     tokens = metric(after, "lsserve_target_tokens_total") - metric(before, "lsserve_target_tokens_total")
     batches = metric(after, "lsserve_batches_total") - metric(before, "lsserve_batches_total")
@@ -313,10 +327,11 @@ def main():
     print("serve_load %s: %d requests (%d valid, %d malformed) in %.2f s, %d client threads, %d processes%s" % (
         args.label, len(records), len(valid), len(broken), wall, args.clients, args.processes,
         ", open loop at %.1f requests/s" % args.rate if args.rate > 0 else ""))
-    print("  valid answered correctly: %d of %d (%d wrong or lost); malformed refused with 400: %d of %d; "
-          "resent after a closed keep-alive: %d" % (len(valid) - len(wrong), len(valid), len(wrong),
-                                                    len(broken) - len(wrong_broken), len(broken), retries))
-    for r in (wrong + wrong_broken)[:5]:
+    print("  valid answered correctly: %d of %d (%d wrong: %d lost, %d answered with %d sentences other than "
+          "--expect's); malformed refused with 400: %d of %d; resent after a closed keep-alive: %d" % (
+              len(valid) - len(wrong), len(valid), len(wrong), len(lost), len(differ), sum(r[10] for r in differ),
+              len(broken) - len(wrong_broken), len(broken), retries))
+    for r in (lost + wrong_broken)[:5] + differ[:5]:
         print("  e.g. %s status %s: %s" % (r[0], r[1], r[8]))
     print("  throughput: %.1f requests/s, %.1f sentences/s, %.0f target tokens/s (server's count); %.1f sentences "
           "a batch" % (len(valid) / wall, sentences / wall, tokens / wall, batch_sentences / batches if batches else 0))
@@ -343,10 +358,11 @@ def main():
                     "graphs_warm=%g graphs_half=%g graphs_end=%g recordings_warm=%g recordings_half=%g "
                     "recordings_end=%g" % (rss[0][1], warm[1], half[1], max(r[1] for r in rss), end[1], warm[2],
                                            half[2], end[2], warm[3], half[3], end[3]))
-    print("RESULT bench=serve case=%s clients=%d rate=%g requests=%d valid=%d wrong=%d malformed=%d "
-          "malformed_wrong=%d wall_s=%.3f req_s=%.1f sent_s=%.1f tgt_tok_s=%.0f batch_mean=%.1f p50_ms=%.1f "
-          "p90_ms=%.1f p99_ms=%.1f%s" % (
-              args.label, args.clients, args.rate, len(records), len(valid), len(wrong), len(broken),
+    print("RESULT bench=serve case=%s clients=%d rate=%g requests=%d valid=%d wrong=%d lost=%d differ=%d "
+          "differ_sentences=%d malformed=%d malformed_wrong=%d wall_s=%.3f req_s=%.1f sent_s=%.1f tgt_tok_s=%.0f "
+          "batch_mean=%.1f p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f%s" % (
+              args.label, args.clients, args.rate, len(records), len(valid), len(wrong), len(lost), len(differ),
+              sum(r[10] for r in differ), len(broken),
               len(wrong_broken), wall, len(valid) / wall, sentences / wall, tokens / wall,
               batch_sentences / batches if batches else 0, percentile(latencies, 50), percentile(latencies, 90),
               percentile(latencies, 99), rss_text))
