@@ -12,13 +12,13 @@ throughput, latency percentiles and errors, with a RESULT line for bench tables.
   --malformed F          that fraction of requests is broken (truncated JSON, invalid UTF-8, an unknown field, a
                          number for a sentence); each must get 400, every other one 200 and, with --expect (the
                          reference translation of each --input line), exactly the reference translations
-Valid requests that went wrong are told apart: lost (no 200, or a translation missing) and answered with translations
-other than --expect's (differ: on a GPU in 16 bits another batch can flip a near tie, docs/serving.md); latency and
-throughput count every answered request.
   --pid P                samples the server's resident memory (VmRSS) every --rss-interval s: start (after the
                          first --warmup of the run), peak, end
 Target tokens/s comes from the server's own counter (lsserve_target_tokens_total in GET /metrics), read before and
 after the run.
+Valid requests that went wrong are told apart: lost (no 200, or a translation missing) and answered with translations
+other than --expect's (differ: on a GPU in 16 bits another batch can flip a near tie, docs/serving.md); latency and
+throughput count every answered request.
 
   python3 bench/serve_load.py --url http://127.0.0.1:8080 --input test.de --clients 64 --duration 20
   python3 bench/serve_load.py --url ... --input test.de --expect test.lstranslate.en --requests 100000 \\
