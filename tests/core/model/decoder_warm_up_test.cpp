@@ -279,13 +279,17 @@ TEST(DecoderWarmUp, LanguageModelsGenerateAsFreshOnes) {
   EXPECT_EQ(log.admissions, 0);
   expect_identical(beam_search(warmed, batch, options), beam_search(fresh, batch, options));
 
-  DecoderOnlyStepModel warmed_in_pieces(model, 12, 10, 8, 6);
+  // Against a fresh decoder that prefills in the same pieces: whole and piecewise prefills are equal only up to
+  // rounding on the CPU, since OpenBLAS's AVX2 kernels (Haswell, Zen) sum a row's products in an order that depends
+  // on where the row falls in the product's rows (lm_step_model_test bounds that difference).
+  DecoderOnlyStepModel fresh_in_pieces(model, 12, 10, 8, 6), warmed_in_pieces(model, 12, 10, 8, 6);
+  fresh_in_pieces.set_prefill_chunk(16);
   warmed_in_pieces.set_prefill_chunk(16);
   WarmUpLimits pieces{6, 12, 10};
   pieces.prefill_piece = 16;
   pieces.row_class_growth = 4;
   ASSERT_GT(warm_up_decoding(warmed_in_pieces, pieces), 0);
-  expect_identical(beam_search(warmed_in_pieces, batch, options), beam_search(fresh, batch, options));
+  expect_identical(beam_search(warmed_in_pieces, batch, options), beam_search(fresh_in_pieces, batch, options));
 }
 
 }  // namespace
