@@ -407,8 +407,9 @@ std::vector<OptionSpec> build_registry() {
             .at_least(0),
         Opt("recompute-ffn", T::boolean, G::training, kTrain | kBench, def("false"),
             "Keep no feed-forward hidden activations for backward and recompute them there: batch tokens x "
-            "transformer-dim-ffn values less per layer (about 0.75 GiB for transformer-big at 8192 tokens in bf16) "
-            "for one more matrix product per layer (about 5% slower); the gradients are the same")
+            "transformer-dim-ffn values less per layer with relu (about 0.75 GiB for transformer-big at 8192 tokens "
+            "in bf16), twice that with gelu or swish, for one more matrix product per layer (about 5% slower); the "
+            "gradients are the same")
             .help_in(App::bench, "bench_train_throughput: lstrain's --recompute-ffn (impl=lseq-recompute-ffn in the "
                                  "RESULT lines)"),
         Opt("overwrite", T::boolean, G::training, kTrain, def("false"),

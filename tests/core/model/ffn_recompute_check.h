@@ -1,8 +1,9 @@
 #pragma once
-// --recompute-ffn against the kept hidden layer, for the CPU and GPU model tests (either model type): two copies of a model with the
-// same parameters run one training step over the same batch with the same dropout key. The copy that recomputes
-// its feed-forward hidden layers in backward must give the same loss and bit-identical gradients (the recompute
-// repeats the same product), and its step must need less workspace by about one hidden layer per block.
+// --recompute-ffn against the kept hidden layer, for the CPU and GPU model tests (either model type): two copies of a
+// model with the same parameters run one training step over the same batch with the same dropout key. The copy that
+// recomputes its feed-forward hidden layers in backward must give the same loss and bit-identical gradients (the
+// recompute repeats the same product), and its step must need less workspace by about the hidden layers it keeps per
+// block (one or two).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,11 +29,16 @@ inline void expect_recompute_ffn_matches(kernels::Backend& backend, const ModelC
   for (Model* m : {&kept, &recomputed})
     if (auto* translation = dynamic_cast<EncoderDecoderModel*>(m)) translation->set_pack_source(false);
 
-  // Memory: each block's hidden layer [rows, dim_ffn] leaves the kept activations; backward holds one block's
-  // recomputed copy as a temporary at most.
+  // Memory: each block's hidden layers [rows, dim_ffn] leave the kept activations (one, a = relu(x W^T + b), on the
+  // fused ReLU path; two, h = x W^T and a = act(h + b), otherwise); backward holds one block's recomputed copies as
+  // temporaries at most.
   const std::size_t esize = kernels::dtype_size(dt);
-  const std::size_t src_hidden = StepMemory::align(std::size_t(b.size) * b.src_len * config.dim_ffn * esize);
-  const std::size_t tgt_hidden = StepMemory::align(std::size_t(b.size) * b.tgt_len * config.dim_ffn * esize);
+  const bool fused_relu = config.activation == kernels::Activation::relu && config.dropout_ffn == 0.0f;
+  const std::size_t per_block = fused_relu ? 1 : 2;
+  const std::size_t src_hidden =
+      per_block * StepMemory::align(std::size_t(b.size) * b.src_len * config.dim_ffn * esize);
+  const std::size_t tgt_hidden =
+      per_block * StepMemory::align(std::size_t(b.size) * b.tgt_len * config.dim_ffn * esize);
   const std::size_t hidden_total = config.enc_depth * src_hidden + config.dec_depth * tgt_hidden;
   const std::size_t kept_bytes = kept.step_bytes(b, true), recomputed_bytes = recomputed.step_bytes(b, true);
   ASSERT_LT(recomputed_bytes, kept_bytes);

@@ -39,7 +39,8 @@ void FeedForwardLayer::forward(const LayerContext& ctx, const void* x, int rows,
     linear_forward(ctx, hidden, rows, dim_ffn_, dim_, w_out_, o);
     return;
   }
-  void* a = ctx.temp(count);
+  void* a = ctx.recompute_ffn ? ctx.temp(count) : ctx.keep(count);
+  saved.activated = ctx.recompute_ffn ? nullptr : a;
   ctx.backend.bias_activation_dropout_forward(ctx.dt, hidden, ctx.w(b_in_), rows, dim_ffn_, act_, drop, a);
   linear_forward(ctx, a, rows, dim_ffn_, dim_, w_out_, o);
 }
@@ -80,8 +81,12 @@ void FeedForwardLayer::backward(const LayerContext& ctx, const Saved& s, const v
     ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, nullptr, d_h, s.rows, dim_ffn_, act_, s.drop, d_h,
                                                  ctx.g(b_in_));
   } else {
-    void* a = ctx.temp(count);
-    ctx.backend.bias_activation_dropout_forward(ctx.dt, hidden, ctx.w(b_in_), s.rows, dim_ffn_, act_, s.drop, a);
+    const void* a = s.activated;
+    if (s.recompute) {  // the same pass as forward's, so the same values
+      void* again = ctx.temp(count);
+      ctx.backend.bias_activation_dropout_forward(ctx.dt, hidden, ctx.w(b_in_), s.rows, dim_ffn_, act_, s.drop, again);
+      a = again;
+    }
     linear_backward(ctx, a, d_o, s.rows, dim_ffn_, dim_, w_out_, d_h, false);
     ctx.backend.bias_activation_dropout_backward(ctx.dt, hidden, ctx.w(b_in_), d_h, s.rows, dim_ffn_, act_, s.drop,
                                                  d_h, ctx.g(b_in_));
