@@ -7,12 +7,12 @@
 // - Otherwise (GELU, swish, or activation dropout): both h = x W_in^T (the activation's gradient needs it) and
 //   a = dropout(act(h + b_in)) (W_out's gradient needs it) are kept. Recomputing a in backward instead cost one
 //   memory-bound pass a block (GPT-2 small, 16 x 1024 tokens: 0.87 of 41 ms an update on an H100) to save
-//   rows * dim_ffn values a block, which --recompute-ffn saves and more.
+//   rows * dim_ffn values a block.
 // - Decoding's steps (infer()) keep nothing for a backward, so GELU too runs inside the first product.
-// With LayerContext::recompute_ffn nothing of the hidden layer is kept: backward runs the first product again from
-// the saved input x (kept anyway: it is the previous block's output) into a temporary. That saves rows * dim_ffn
-// values a block, the largest single activation of a layer, for one more matrix product; the gradients are the
-// same, since the product and its epilogue are repeated exactly.
+// With LayerContext::recompute_ffn nothing of the hidden layers is kept: backward runs the first product (and the
+// activation) again from the saved input x (kept anyway: it is the previous block's output) into temporaries. That
+// saves rows * dim_ffn values a block with the fused ReLU and twice that otherwise, the largest activations of a
+// layer, for one more matrix product; the gradients are the same, since the ops are repeated exactly.
 #include <string>
 
 #include "core/model/layers/layer_context.h"
@@ -22,10 +22,10 @@ namespace lseq {
 class FeedForwardLayer {
  public:
   struct Saved {
-    const void* x = nullptr;       // input [rows, dim]
-    const void* hidden = nullptr;  // [rows, ffn]: a (fused) or h (unfused); unset when recomputed in backward
+    const void* x = nullptr;          // input [rows, dim]
+    const void* hidden = nullptr;     // [rows, ffn]: a (fused) or h (unfused); unset when recomputed in backward
     const void* activated = nullptr;  // [rows, ffn]: a on the unfused path, unset when recomputed in backward
-    bool recompute = false;        // a flag, not a null test: planning runs with null buffers
+    bool recompute = false;           // a flag, not a null test: planning runs with null buffers
     bool fused_relu = false;
     kernels::Dropout drop;
     int rows = 0;
