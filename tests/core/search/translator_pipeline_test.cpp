@@ -358,9 +358,10 @@ TEST(TranslatorPipeline, SlowThreadsGiveTheSameOutputAndTheTimesShowWhere) {
       << "about 200 lines of 3 ms to encode (1 ms each left 0.099 s of waiting under the sanitizers)";
 
   Case slow_writer = c;
-  slow_writer.on_decode = [](int) { std::this_thread::sleep_for(1ms); };
+  slow_writer.on_decode = [](int) { std::this_thread::sleep_for(3ms); };
   EXPECT_GT(expect_as_serial(slow_writer, text, "slow writer").totals.output_wait_seconds, 0.1)
-      << "about 300 outputs of 1 ms to detokenize; the queue holds 128 batches";
+      << "about 300 outputs of 3 ms to detokenize; the queue holds 128 batches (1 ms each left 0.086 s of waiting "
+         "under the sanitizers on a busy 2-core host)";
 
   Case slow_search = c;
   slow_search.on_start = [](int) { std::this_thread::sleep_for(2ms); };
