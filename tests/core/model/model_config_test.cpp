@@ -95,9 +95,8 @@ TEST(ModelConfig, SizesAboveTheLimitsAreRefused) {
 TEST(ModelConfig, NormPlacementAcceptsMarianPairsOnly) {
   EXPECT_EQ(parse_norm_placement("", "dan"), NormPlacement::post);
   EXPECT_EQ(parse_norm_placement("n", "da"), NormPlacement::pre);
-  for (const auto& [pre, post] :
-       std::vector<std::pair<std::string, std::string>>{{"d", "an"}, {"", "da"}, {"n", "dan"}}) {
-    const std::string message = error_of([&] { parse_norm_placement(pre, post); });
+  for (const auto& pair : std::vector<std::pair<std::string, std::string>>{{"d", "an"}, {"", "da"}, {"n", "dan"}}) {
+    const std::string message = error_of([&] { parse_norm_placement(pair.first, pair.second); });
     EXPECT_NE(message.find("--transformer-preprocess"), std::string::npos) << message;
     EXPECT_NE(message.find("--transformer-postprocess"), std::string::npos) << message;
   }
