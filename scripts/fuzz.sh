@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of fuzz/ (clang, ASan + UBSan, CPU only) into build-fuzz/ and runs each for
+# Builds the libFuzzer targets of fuzz/ (clang, ASan + UBSan, CPU only) in the tree it shares with scripts/sanitize.sh
+# (scripts/sanitized-tree.sh: build-sanitize/, or $LSEQ_SANITIZE_BUILD_DIR) and runs each for
 # FUZZ_SECONDS (default 15) from its seeds in fuzz/corpus/<target>/, FUZZ_JOBS targets at a time (default: one per
 # core), then prints per target the executions, the seconds, the coverage gained and the findings. A finding (a
 # crash, a sanitizer report, a leak, a timeout, running out of memory, an exception other than lseq::Error, a broken
@@ -8,28 +9,15 @@
 #   bash scripts/fuzz.sh                          # every target, 15 s each
 #   FUZZ_SECONDS=3600 bash scripts/fuzz.sh nbest  # one target (or several: name them) for an hour
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${LSEQ_FUZZ_BUILD_DIR:-$root/build-fuzz}
+source "$(dirname "$0")/sanitized-tree.sh"
+root=$sanitized_root
+build=$sanitized_build
 seconds=${FUZZ_SECONDS:-15}
 jobs=${FUZZ_JOBS:-$(nproc)}
-clang=${LSEQ_CLANG_VERSION:-14}
-# clang-N, libclang-rt-N-dev (libFuzzer and clang's sanitizer runtimes), llvm-N (llvm-symbolizer: stack traces).
-bash "$root/scripts/install-deps.sh" "clang-$clang" "libclang-rt-$clang-dev" "llvm-$clang"
+clang=$sanitized_clang
 
-generator=()
-command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 start=$SECONDS
-mkdir -p "$build"
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_C_COMPILER="clang-$clang" \
-    -DCMAKE_CXX_COMPILER="clang++-$clang" -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS="-O1 -g1" \
-    -DCMAKE_C_FLAGS="-O1 -g1" -DLSEQ_CUDA=OFF -DLSEQ_FUZZ=ON -DLSEQ_BUILD_TESTS=OFF -DLSEQ_BUILD_BENCH=OFF >/dev/null
-fi
-if ! cmake --build "$build" --target lseq_fuzz_targets -j "${LSEQ_JOBS:-$(nproc)}" >"$build/build.log" 2>&1; then
-  grep -E "error" "$build/build.log" | head -n 20 >&2
-  echo "fuzz: the build FAILED (full log: $build/build.log)" >&2
-  exit 1
-fi
+build_sanitized_tree lseq_fuzz_targets
 echo "fuzz: built the targets in $((SECONDS - start)) s"
 
 targets=("$@")

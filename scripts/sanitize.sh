@@ -1,29 +1,15 @@
 #!/usr/bin/env bash
-# Builds lseq (CPU only, GCC) with AddressSanitizer and UndefinedBehaviorSanitizer and runs the whole test suite
-# (ctest: every library's tests and the programs end to end) under them. A memory error, a leak or undefined
-# behaviour stops the process that hit it (-fno-sanitize-recover=all), so its test fails and so does this script.
-# CI runs it after the tests (.ci/run).
-#   bash scripts/sanitize.sh                   # into build-asan/ (or $LSEQ_ASAN_BUILD_DIR)
+# Runs the whole test suite (ctest: every library's tests and the programs end to end) built with AddressSanitizer
+# and UndefinedBehaviorSanitizer, in the clang tree it shares with scripts/fuzz.sh (scripts/sanitized-tree.sh). A
+# memory error, a leak or undefined behaviour stops the process that hit it (-fno-sanitize-recover=all), so its test
+# fails and so does this script. CI runs it after the tests (.ci/run).
+#   bash scripts/sanitize.sh                   # into build-sanitize/ (or $LSEQ_SANITIZE_BUILD_DIR)
 #   bash scripts/sanitize.sh -R Vocab          # extra arguments go to ctest
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${LSEQ_ASAN_BUILD_DIR:-$root/build-asan}
-bash "$root/scripts/install-deps.sh"  # GCC's sanitizer runtimes come with build-essential
-generator=()
-command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-flags="-O1 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+source "$(dirname "$0")/sanitized-tree.sh"
 start=$SECONDS
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  mkdir -p "$build"
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Sanitize -DLSEQ_CUDA=OFF \
-    -DLSEQ_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_C_FLAGS="$flags" \
-    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
-fi
-if ! cmake --build "$build" -j "${LSEQ_JOBS:-$(nproc)}" >"$build/build.log" 2>&1; then
-  grep -E "error" "$build/build.log" | head -n 20 >&2
-  echo "sanitize: the build FAILED (full log: $build/build.log)" >&2
-  exit 1
-fi
+build_sanitized_tree
+build=$sanitized_build
 built=$SECONDS
 echo "sanitize: built with ASan and UBSan in $((built - start)) s"
 
