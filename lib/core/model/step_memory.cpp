@@ -1,13 +1,26 @@
 #include "core/model/step_memory.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "util/error.h"
 
 namespace lseq {
 
+namespace {
+// Counting mode's block: addresses that nothing dereferences (the planning backend touches no memory), handed out as
+// a workspace's are, so that planning offsets and tests its buffers as the real step does. Null buffers, as counting
+// gave before, made every offset taken from them undefined behaviour (clang's UBSan stops on it).
+constexpr std::uintptr_t kCountingBase = std::uintptr_t{1} << 46;
+constexpr std::size_t kCountingCapacity = std::size_t{1} << 44;
+}  // namespace
+
 StepMemory::StepMemory(kernels::Workspace* ws) : ws_(ws) {
-  if (ws_ == nullptr) return;
+  if (ws_ == nullptr) {
+    base_ = reinterpret_cast<char*>(kCountingBase);
+    capacity_ = kCountingCapacity;
+    return;
+  }
   capacity_ = ws_->capacity() - ws_->used();
   capacity_ = capacity_ / kAlignment * kAlignment;
   if (capacity_ > 0) base_ = static_cast<char*>(ws_->take(capacity_));

@@ -7,7 +7,7 @@
 //    down (claim_top) as backward reaches the tensors; temporaries then come from below the taken part.
 // Without a workspace it only counts (planning): the largest sum of the three seen at any point is then exactly
 // what the same step needs, because planning runs the same code (over the planning backend,
-// kernels/planning/planning_backend.h).
+// kernels/planning/planning_backend.h), with addresses of a block that is never touched.
 #include <cstddef>
 
 #include "kernels/workspace.h"
@@ -40,7 +40,7 @@ class StepMemory {
   void release_kept(std::size_t mark);
 
   // A region of `bytes` at the top of the block, none of it in use yet (one per step, before any temporary).
-  // Returns its start (null when counting).
+  // Returns its start.
   void* reserve_top(std::size_t bytes);
   // Takes the region's upper `bytes` (what is taken only grows); no temporary may be live, since temporaries
   // lie right below the taken part.

@@ -53,7 +53,7 @@ class AttentionLayer {
     void* q = nullptr;
     void* k = nullptr;
     void* v = nullptr;
-    bool fused = false;       // which core ran (a flag, not a null test: planning runs with null buffers)
+    bool fused = false;       // which core ran (a flag rather than a test of the buffers)
     int ldq = 0, ldkv = 0;    // fused core only
     float* lse = nullptr;     // fused core: the rows' log-sum-exp [batch][heads][q_len] (null on the composed one)
     void* context = nullptr;  // merged heads [batch*q_len, dim]

@@ -25,7 +25,7 @@ class FeedForwardLayer {
     const void* x = nullptr;          // input [rows, dim]
     const void* hidden = nullptr;     // [rows, ffn]: a (fused) or h (unfused); unset when recomputed in backward
     const void* activated = nullptr;  // [rows, ffn]: a on the unfused path, unset when recomputed in backward
-    bool recompute = false;           // a flag, not a null test: planning runs with null buffers
+    bool recompute = false;           // a flag rather than a test of the buffers
     bool fused_relu = false;
     kernels::Dropout drop;
     int rows = 0;
