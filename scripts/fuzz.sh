@@ -14,7 +14,6 @@ root=$sanitized_root
 build=$sanitized_build
 seconds=${FUZZ_SECONDS:-15}
 jobs=${FUZZ_JOBS:-$(nproc)}
-clang=$sanitized_clang
 
 start=$SECONDS
 build_sanitized_tree lseq_fuzz_targets
@@ -29,8 +28,6 @@ for target in "${targets[@]}"; do
 done
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
-symbolizer=$(command -v "llvm-symbolizer-$clang" || command -v llvm-symbolizer || true)
-[ -n "$symbolizer" ] && export ASAN_SYMBOLIZER_PATH=$symbolizer
 known="$root/fuzz/known-open.txt"
 
 # The description of the fuzz/known-open.txt entry whose target and patterns (grep -E, joined by " && ": all must

@@ -12,6 +12,10 @@ build_sanitized_tree() {
   # clang-N, libclang-rt-N-dev (libFuzzer and clang's sanitizer runtimes), llvm-N (llvm-symbolizer: stack traces).
   bash "$sanitized_root/scripts/install-deps.sh" "clang-$sanitized_clang" "libclang-rt-$sanitized_clang-dev" \
     "llvm-$sanitized_clang"
+  # Reports name functions and lines only where the sanitizers find a symbolizer.
+  local symbolizer
+  symbolizer=$(command -v "llvm-symbolizer-$sanitized_clang" || command -v llvm-symbolizer || true)
+  [ -z "$symbolizer" ] || export ASAN_SYMBOLIZER_PATH=$symbolizer
   local generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   # The code under test at -O1; the tests' own code at -O0 (tests/CMakeLists.txt, build type Sanitize).
