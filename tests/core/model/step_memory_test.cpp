@@ -70,5 +70,21 @@ TEST(StepMemory, TopRegionIsTakenFromItsEndWithTemporariesBelowIt) {
   EXPECT_THROW(memory.keep(256), Error) << "kept bytes may not run into the taken region";
 }
 
+// Planning runs the step's code over the counting mode's buffers and offsets them as the real step does: they are
+// laid out like a workspace's and never null (offsetting null pointers is undefined behaviour).
+TEST(StepMemory, CountingHandsOutDistinctBuffersLaidOutLikeAWorkspace) {
+  StepMemory plan(nullptr);
+  char* kept = static_cast<char*>(plan.keep(1000));
+  char* next = static_cast<char*>(plan.keep(10));
+  char* region = static_cast<char*>(plan.reserve_top(4096));
+  plan.claim_top(1024);
+  char* t = static_cast<char*>(plan.temp(256));
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(next, kept + StepMemory::align(1000));
+  EXPECT_EQ(t, region + 4096 - 1024 - 256) << "temporaries right below the taken part, as on a workspace";
+  EXPECT_GT(t, next) << "the two ends do not meet";
+  EXPECT_EQ(plan.needed(), StepMemory::align(1000) + StepMemory::align(10) + 1024 + 256);
+}
+
 }  // namespace
 }  // namespace lseq
