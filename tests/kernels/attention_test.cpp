@@ -120,15 +120,6 @@ const std::vector<SoftmaxCase> kSoftmaxCases = {{1, 1, 1, 1, false, false},
                                                 {3, 2, 6, 6, true, true},
                                                 {4, 8, 33, 47, false, true}};
 
-// Rows of k_len values stored with row stride ld >= k_len; the padding columns hold NaN, so a kernel that reads
-// them as keys spoils its row.
-std::vector<float> with_stride(const std::vector<float>& x, int k_len, int ld) {
-  const std::size_t rows = x.size() / k_len;
-  std::vector<float> out(rows * ld, std::numeric_limits<float>::quiet_NaN());
-  for (std::size_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * k_len, k_len, out.begin() + r * ld);
-  return out;
-}
-
 // The first k_len columns of rows of stride ld; EXPECTs the padding columns to be exactly 0.
 std::vector<float> real_columns(const std::vector<float>& x, int k_len, int ld) {
   const std::size_t rows = x.size() / ld;

@@ -6,10 +6,6 @@
 namespace lseq::kernels::test {
 namespace {
 
-struct Shape {
-  int rows, cols;
-};
-
 double act_ref(Activation act, double z) {
   switch (act) {
     case Activation::relu: return z > 0 ? z : 0;
@@ -21,8 +17,8 @@ double act_ref(Activation act, double z) {
 
 double mask(const Dropout& d, std::size_t i) { return d.p > 0 ? dropout_multiplier(d.key, i, d.p) : 1.0; }
 
-std::vector<double> ref_bias_act(const std::vector<double>& x, const std::vector<double>& bias, Shape s, Activation act,
-                                 const Dropout& d) {
+std::vector<double> ref_bias_act(const std::vector<double>& x, const std::vector<double>& bias, MatrixShape s,
+                                 Activation act, const Dropout& d) {
   std::vector<double> y(x.size());
   for (int r = 0; r < s.rows; ++r)
     for (int c = 0; c < s.cols; ++c) {
@@ -33,7 +29,7 @@ std::vector<double> ref_bias_act(const std::vector<double>& x, const std::vector
 }
 
 std::vector<double> ref_bias_residual(const std::vector<double>& x, const std::vector<double>& bias,
-                                      const std::vector<double>& res, Shape s, const Dropout& d) {
+                                      const std::vector<double>& res, MatrixShape s, const Dropout& d) {
   std::vector<double> y(x.size());
   for (int r = 0; r < s.rows; ++r)
     for (int c = 0; c < s.cols; ++c) {
@@ -43,8 +39,8 @@ std::vector<double> ref_bias_residual(const std::vector<double>& x, const std::v
   return y;
 }
 
-const std::vector<Shape> kForwardShapes = {{1, 1}, {1, 9}, {7, 13}, {64, 600}};
-const std::vector<Shape> kGradShapes = {{1, 1}, {1, 6}, {4, 7}};
+const std::vector<MatrixShape> kForwardShapes = {{1, 1}, {1, 9}, {7, 13}, {64, 600}};
+const std::vector<MatrixShape> kGradShapes = {{1, 1}, {1, 6}, {4, 7}};
 
 TEST_F(CpuKernels, AddBiasAndBiasGradMatchReference) {
   uint64_t seed = 400;

@@ -5,7 +5,7 @@
 namespace lseq::kernels::test {
 namespace {
 
-struct Shape {
+struct GemmShape {
   int m, n, k, batch;
 };
 
@@ -34,8 +34,8 @@ std::vector<double> reference_gemm(const GemmArgs& g, const std::vector<float>& 
 TEST_F(CpuKernels, GemmMatchesDoubleReference) {
   // The last three are large enough for the backend's two threads to split them (gemm_cpu.cpp): by products, by
   // rows of C (m >= n) and by columns (n > m), each part one sgemm on offset operands.
-  const std::vector<Shape> shapes = {{1, 1, 1, 1},    {1, 7, 5, 1},     {13, 1, 9, 1},   {17, 23, 31, 1},
-                                     {8, 5, 3, 4},    {65, 130, 97, 2}, {71, 43, 97, 1}, {21, 151, 97, 1}};
+  const std::vector<GemmShape> shapes = {{1, 1, 1, 1}, {1, 7, 5, 1},     {13, 1, 9, 1},   {17, 23, 31, 1},
+                                         {8, 5, 3, 4}, {65, 130, 97, 2}, {71, 43, 97, 1}, {21, 151, 97, 1}};
   uint64_t seed = 100;
   for (const auto& s : shapes)
     for (int ta = 0; ta < 2; ++ta)

@@ -73,31 +73,23 @@ TEST_F(GpuKernels, PackedMergeHeadsBiasGradientIsReproducible) {
   }
 }
 
-struct SoftmaxCase {
+struct SoftmaxShape {
   int batch, heads, q_len, k_len;
 };
-const std::vector<SoftmaxCase> kSoftmax = {{1, 1, 1, 1},   {2, 3, 7, 9},     {3, 2, 1, 1024}, {4, 8, 250, 250},
-                                           {2, 4, 31, 70}, {3, 2, 17, 300}, {5, 3, 13, 4}};
+const std::vector<SoftmaxShape> kSoftmax = {{1, 1, 1, 1},   {2, 3, 7, 9},    {3, 2, 1, 1024}, {4, 8, 250, 250},
+                                            {2, 4, 31, 70}, {3, 2, 17, 300}, {5, 3, 13, 4}};
 
 // Row strides to try: unpadded (scalar path when odd) and the attention layer's multiple of 8 (16-byte packs).
-std::vector<int> strides_for(int k_len) {
+std::vector<int> padded_strides_for(int k_len) {
   const int padded = (k_len + 7) / 8 * 8;
   return padded == k_len ? std::vector<int>{k_len} : std::vector<int>{k_len, padded};
-}
-
-// Rows of k_len values stored with row stride ld, NaN in the padding columns (never to be read as keys).
-std::vector<float> with_stride(const std::vector<float>& x, int k_len, int ld) {
-  const std::size_t rows = x.size() / k_len;
-  std::vector<float> out(rows * ld, std::numeric_limits<float>::quiet_NaN());
-  for (std::size_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * k_len, k_len, out.begin() + r * ld);
-  return out;
 }
 
 TEST_F(GpuKernels, AttentionSoftmaxForwardMatchesCpu) {
   uint64_t seed = 9800;
   for (DType dt : dtypes())
     for (const auto& c : kSoftmax)
-      for (int ld : strides_for(c.k_len))
+      for (int ld : padded_strides_for(c.k_len))
         for (bool causal : {false, true})
           for (bool with_lengths : {false, true})
             for (bool in_place : {false, true}) {
@@ -133,8 +125,8 @@ TEST_F(GpuKernels, AttentionSoftmaxForwardMatchesCpu) {
 TEST_F(GpuKernels, AttentionSoftmaxKeyStartsMatchCpu) {
   uint64_t seed = 9850;
   for (DType dt : dtypes())
-    for (const SoftmaxCase& c : std::vector<SoftmaxCase>{{2, 3, 9, 9}, {2, 2, 250, 250}, {1, 4, 70, 70}})
-      for (int ld : strides_for(c.k_len)) {
+    for (const SoftmaxShape& c : std::vector<SoftmaxShape>{{2, 3, 9, 9}, {2, 2, 250, 250}, {1, 4, 70, 70}})
+      for (int ld : padded_strides_for(c.k_len)) {
         const std::size_t n = std::size_t(c.batch) * c.heads * c.q_len * ld;
         const auto scores = with_stride(quantize(random_floats(n / ld * c.k_len, ++seed, -6, 6), dt), c.k_len, ld);
         std::vector<int32_t> starts(std::size_t(c.batch) * c.q_len);
@@ -164,7 +156,7 @@ TEST_F(GpuKernels, AttentionSoftmaxBackwardMatchesCpu) {
   uint64_t seed = 9900;
   for (DType dt : dtypes())
     for (const auto& c : kSoftmax)
-      for (int ld : strides_for(c.k_len))
+      for (int ld : padded_strides_for(c.k_len))
         for (bool in_place : {false, true}) {
           const int rows = c.batch * c.heads * c.q_len;
           const std::size_t n = std::size_t(rows) * c.k_len;

@@ -5,10 +5,7 @@
 namespace lseq::kernels::test {
 namespace {
 
-struct Shape {
-  int rows, cols;
-};
-const std::vector<Shape> kShapes = {{1, 1}, {1, 9}, {7, 13}, {300, 600}, {2048, 512}, {5, 32000}};
+const std::vector<MatrixShape> kBiasShapes = {{1, 1}, {1, 9}, {7, 13}, {300, 600}, {2048, 512}, {5, 32000}};
 
 // Column sums of `rows` values of magnitude ~1, summed in a different order than the CPU's.
 Bound column_sum_bound(int rows) { return {1e-5, 2e-7 * rows + 1e-6}; }
@@ -21,7 +18,7 @@ void expect_same_zeros(const std::vector<float>& got, const std::vector<float>& 
 TEST_F(GpuKernels, AddBiasAndBiasGradMatchCpu) {
   uint64_t seed = 9200;
   for (DType dt : dtypes())
-    for (auto s : kShapes) {
+    for (auto s : kBiasShapes) {
       const std::size_t n = std::size_t(s.rows) * s.cols;
       const auto x = quantize(random_floats(n, ++seed), dt), bias = quantize(random_floats(s.cols, ++seed), dt);
       std::vector<float> ref(n);
@@ -43,7 +40,7 @@ TEST_F(GpuKernels, BiasActivationDropoutMatchesCpuForwardAndBackward) {
   for (DType dt : dtypes())
     for (auto act : {Activation::relu, Activation::gelu, Activation::swish})
       for (float p : {0.0f, 0.25f})
-        for (auto s : kShapes)
+        for (auto s : kBiasShapes)
           for (bool with_bias : {true, false}) {
             const std::size_t n = std::size_t(s.rows) * s.cols;
             const auto x = quantize(random_floats(n, ++seed, -3, 3), dt);
@@ -91,7 +88,7 @@ TEST_F(GpuKernels, BiasDropoutResidualMatchesCpuForwardAndBackward) {
   uint64_t seed = 9400;
   for (DType dt : dtypes())
     for (float p : {0.0f, 0.1f})
-      for (auto s : kShapes)
+      for (auto s : kBiasShapes)
         for (bool with_bias : {true, false}) {
           const std::size_t n = std::size_t(s.rows) * s.cols;
           const auto x = quantize(random_floats(n, ++seed, 0.1f, 2.0f), dt);  // positive: zeros come from the mask

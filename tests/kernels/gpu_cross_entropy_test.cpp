@@ -10,20 +10,20 @@
 namespace lseq::kernels::test {
 namespace {
 
-struct CeCase {
+struct CeShape {
   int n, vocab;
 };
 // Vocabularies that are multiples of the 16-byte pack and whose row fits 160 KiB (64 up to 32776) take the kernel
 // that stages the row in shared memory; odd sizes (1, 5, 33, 50001) and 82000 (a row over 160 KiB in every dtype)
 // the general one.
-const std::vector<CeCase> kCases = {{1, 1},      {1, 5},     {7, 33},    {5, 64},    {64, 32000},
-                                    {4, 32768}, {2, 32776}, {3, 50001}, {2, 82000}};
+const std::vector<CeShape> kCeCases = {{1, 1},     {1, 5},     {7, 33},    {5, 64},   {64, 32000},
+                                       {4, 32768}, {2, 32776}, {3, 50001}, {2, 82000}};
 
 TEST_F(GpuKernels, CrossEntropyMatchesCpu) {
   uint64_t seed = 10000;
   const int ignore = 0;  // padding id
   for (DType dt : dtypes())
-    for (const auto& c : kCases)
+    for (const auto& c : kCeCases)
       for (float ls : {0.0f, 0.1f})
         for (bool in_place : {false, true}) {
           const std::size_t total = std::size_t(c.n) * c.vocab;
@@ -57,7 +57,7 @@ TEST_F(GpuKernels, CrossEntropyWithBiasMatchesCpu) {
   uint64_t seed = 10050;
   const int ignore = 0;
   for (DType dt : dtypes())
-    for (const auto& c : kCases)
+    for (const auto& c : kCeCases)
       for (bool in_place : {false, true}) {
         const std::size_t total = std::size_t(c.n) * c.vocab;
         const auto logits = quantize(random_floats(total, ++seed, -6, 6), dt);
@@ -93,7 +93,7 @@ TEST_F(GpuKernels, CrossEntropyOverPaddedRowsMatchesTheDenseCpu) {
   uint64_t seed = 10070;
   const int ignore = 0;
   for (DType dt : dtypes())
-    for (const auto& c : std::vector<CeCase>{{3, 5}, {7, 33}, {4, 50261}, {2, 32001}})
+    for (const auto& c : std::vector<CeShape>{{3, 5}, {7, 33}, {4, 50261}, {2, 32001}})
       for (bool with_bias : {false, true}) {
         const int ld = (c.vocab + 7) / 8 * 8;
         const std::size_t total = std::size_t(c.n) * c.vocab;
@@ -162,7 +162,7 @@ TEST_F(GpuKernels, CrossEntropyMarksOutOfRangeTargetsWithNan) {
 TEST_F(GpuKernels, LogSoftmaxMatchesCpu) {
   uint64_t seed = 10300;
   for (DType dt : dtypes())
-    for (const auto& c : kCases)
+    for (const auto& c : kCeCases)
       for (bool in_place : {false, true}) {
         if (in_place && dt != DType::f32) continue;  // aliasing only with fp32 logits
         const std::size_t total = std::size_t(c.n) * c.vocab;

@@ -13,13 +13,13 @@ namespace {
 struct EmbCase {
   int batch, len, dim, vocab;
 };
-const std::vector<EmbCase> kCases = {
+const std::vector<EmbCase> kEmbeddingCases = {
     {1, 1, 1, 5}, {3, 7, 33, 50}, {2, 256, 512, 300}, {8, 40, 64, 32000}, {64, 50, 40, 3}};
 
 TEST_F(GpuKernels, EmbeddingForwardMatchesCpu) {
   uint64_t seed = 9000;
   for (DType dt : dtypes())
-    for (const auto& c : kCases)
+    for (const auto& c : kEmbeddingCases)
       for (bool with_positions : {false, true})
         for (float p : {0.0f, 0.1f}) {
           const int rows = c.batch * c.len;
@@ -48,7 +48,7 @@ TEST_F(GpuKernels, EmbeddingForwardMatchesCpu) {
 TEST_F(GpuKernels, EmbeddingBackwardAccumulatesLikeCpu) {
   uint64_t seed = 9100;
   for (DType dt : dtypes())
-    for (const auto& c : kCases)
+    for (const auto& c : kEmbeddingCases)
       for (bool with_positions : {false, true})
         for (float p : {0.0f, 0.25f}) {
           const int rows = c.batch * c.len;

@@ -12,9 +12,9 @@
 namespace lseq::kernels::test {
 namespace {
 
-const std::vector<FusedCase> kShapes = {
-    {2, 3, 3, 3, 8, false, false},   {2, 2, 9, 9, 16, true, true},    {3, 2, 13, 13, 4, false, true},
-    {2, 2, 30, 30, 32, true, false}, {3, 2, 9, 30, 16, false, true},  {2, 2, 5, 13, 24, false, true},
+const std::vector<FusedCase> kFusedShapes = {
+    {2, 3, 3, 3, 8, false, false},   {2, 2, 9, 9, 16, true, true},     {3, 2, 13, 13, 4, false, true},
+    {2, 2, 30, 30, 32, true, false}, {3, 2, 9, 30, 16, false, true},   {2, 2, 5, 13, 24, false, true},
     {2, 1, 3, 7, 64, false, true},   {1, 2, 128, 128, 64, true, true}, {2, 2, 17, 100, 40, false, true}};
 
 // transformer-base slices: 8 heads of 64, self-attention (causal and not) and cross-attention.
@@ -100,7 +100,7 @@ void expect_matches_cpu(CpuBackend& cpu, Backend& gpu, DType dt, const FusedCase
 TEST_F(GpuKernels, FusedAttentionMatchesCpu) {
   uint64_t seed = 12100;
   for (DType dt : dtypes())
-    for (const auto& c : kShapes) expect_matches_cpu(cpu, gpu(), dt, c, seed += 10);
+    for (const auto& c : kFusedShapes) expect_matches_cpu(cpu, gpu(), dt, c, seed += 10);
 }
 
 TEST_F(GpuKernels, FusedAttentionMatchesCpuAtTransformerBaseShapes) {

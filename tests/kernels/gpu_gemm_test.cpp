@@ -75,7 +75,7 @@ void run_case(Backend& gpu, CpuBackend& cpu, DType ab, DType ct, const GemmCase&
       << c.indexed;
 }
 
-const std::vector<GemmCase> kCases = {
+const std::vector<GemmCase> kGemmCases = {
     {false, false, 1, 1, 1, 1, 0, 1.0f, 0.0f, false},      {false, true, 7, 13, 5, 1, 0, 1.0f, 0.0f, false},
     {true, false, 13, 7, 9, 1, 3, 0.5f, 0.0f, false},      {true, true, 33, 17, 65, 1, 1, 1.0f, 1.0f, false},
     {false, false, 64, 96, 512, 1, 0, 1.0f, 0.0f, false},  {false, true, 5, 32000, 64, 1, 0, 1.0f, 0.0f, false},
@@ -90,7 +90,7 @@ const std::vector<GemmCase> kCases = {
 TEST_F(GpuKernels, GemmMatchesCpuInEveryPrecision) {
   uint64_t seed = 8000;
   for (DType dt : dtypes())
-    for (const auto& c : kCases) {
+    for (const auto& c : kGemmCases) {
       run_case(gpu(), cpu, dt, dt, c, seed += 10);
       if (dt != DType::f32) run_case(gpu(), cpu, dt, DType::f32, c, seed += 10);
     }

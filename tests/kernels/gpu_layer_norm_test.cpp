@@ -6,15 +6,13 @@
 namespace lseq::kernels::test {
 namespace {
 
-struct Shape {
-  int rows, cols;
-};
 // 520 and 768: warp-per-row rows whose last lanes hold no pack.
-const std::vector<Shape> kShapes = {{1, 1}, {3, 7}, {1, 512}, {64, 512}, {37, 520}, {77, 768}, {1000, 1024}, {2, 5000}};
+const std::vector<MatrixShape> kLayerNormShapes = {{1, 1},    {3, 7},    {1, 512},     {64, 512},
+                                                   {37, 520}, {77, 768}, {1000, 1024}, {2, 5000}};
 // The forwards also at 4000 rows: more than one wave of the warp kernel's early-gain form (20 warps an SM), so the
 // gains are loaded at the output, as in training; the shapes above take the early form.
-std::vector<Shape> forward_shapes() {
-  std::vector<Shape> shapes = kShapes;
+std::vector<MatrixShape> forward_shapes() {
+  std::vector<MatrixShape> shapes = kLayerNormShapes;
   shapes.push_back({4000, 512});
   shapes.push_back({4000, 1024});
   return shapes;
@@ -107,7 +105,7 @@ TEST_F(GpuKernels, ResidualLayerNormForwardMatchesCpuAndTheTwoOps) {
 }
 
 // A backward's dx (in `dx`) and its accumulated gamma/beta gradients against the CPU's.
-void expect_backward_matches(DType dt, Shape s, const std::string& mode, DeviceBuffer& dx, DeviceBuffer& dgamma,
+void expect_backward_matches(DType dt, MatrixShape s, const std::string& mode, DeviceBuffer& dx, DeviceBuffer& dgamma,
                              DeviceBuffer& dbeta, const std::vector<float>& ref_dx, const std::vector<float>& ref_dg,
                              const std::vector<float>& ref_db) {
   const std::string what = label(dt) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) + " " + mode;
@@ -124,7 +122,7 @@ TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
   uint64_t seed = 9600;
   enum Mode { own_buffer, in_place, accumulated };
   for (DType dt : dtypes())
-    for (auto s : kShapes)
+    for (auto s : kLayerNormShapes)
       for (Mode mode : {own_buffer, in_place, accumulated}) {
         const std::size_t n = std::size_t(s.rows) * s.cols;
         const auto x = quantize(random_floats(n, ++seed, -2, 3), dt);
@@ -160,7 +158,7 @@ TEST_F(GpuKernels, LayerNormBackwardMatchesCpu) {
 TEST_F(GpuKernels, LayerNormBackwardFromOutputMatchesCpu) {
   uint64_t seed = 9700;
   for (DType dt : dtypes())
-    for (auto s : kShapes)
+    for (auto s : kLayerNormShapes)
       for (bool in_place : {false, true}) {
         const std::size_t n = std::size_t(s.rows) * s.cols;
         const auto x = random_floats(n, ++seed, -2, 3);
@@ -194,7 +192,7 @@ TEST_F(GpuKernels, LayerNormBackwardFromOutputMatchesCpu) {
 TEST_F(GpuKernels, ResidualLayerNormBackwardEqualsTheTwoOps) {
   uint64_t seed = 9800;
   for (DType dt : dtypes())
-    for (auto s : kShapes)
+    for (auto s : kLayerNormShapes)
       for (float p : {0.0f, 0.1f}) {
         const std::size_t n = std::size_t(s.rows) * s.cols;
         const auto y = quantize(random_floats(n, ++seed, -2, 3), dt);

@@ -14,10 +14,6 @@
 namespace lseq::kernels::test {
 namespace {
 
-struct Shape {
-  int rows, k, n;  // x [rows, k], w [n, k], y [rows, n]
-};
-
 std::vector<float> grid_floats(std::size_t n, uint64_t seed, float offset = 0.0f) {
   const auto steps = random_ints(n, seed, -8, 8);
   std::vector<float> v(n);
@@ -29,7 +25,7 @@ std::vector<float> grid_floats(std::size_t n, uint64_t seed, float offset = 0.0f
 struct Operands {
   std::vector<float> x, w, bias;
   std::string what;
-  Operands(Shape s, DType dt, uint64_t& seed)
+  Operands(LinearShape s, DType dt, uint64_t& seed)
       : x(grid_floats(std::size_t(s.rows) * s.k, ++seed)),
         w(grid_floats(std::size_t(s.n) * s.k, ++seed)),
         bias(grid_floats(s.n, ++seed, 1.0f / 128)),
@@ -38,10 +34,10 @@ struct Operands {
 
 TEST_F(GpuKernels, LinearBiasReluForwardMatchesCpu) {
   uint64_t seed = 9700;
-  const std::vector<Shape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {256, 64, 384}, {1027, 512, 2048},
-                                     {2048, 512, 2048}};
+  const std::vector<LinearShape> shapes = {{1, 8, 1},      {5, 3, 7},         {77, 40, 129},
+                                           {256, 64, 384}, {1027, 512, 2048}, {2048, 512, 2048}};
   for (DType dt : dtypes())
-    for (Shape s : shapes) {
+    for (LinearShape s : shapes) {
       const std::size_t count = std::size_t(s.rows) * s.n;
       const Operands op(s, dt, seed);
       const auto& [x, w, bias, what] = op;
@@ -72,7 +68,7 @@ struct ForwardPair {
   std::vector<float> got, ref;
   std::string what;
 };
-ForwardPair forward_on_both(Backend& gpu, Backend& cpu, Shape s, DType dt, BiasActivation act, uint64_t& seed) {
+ForwardPair forward_on_both(Backend& gpu, Backend& cpu, LinearShape s, DType dt, BiasActivation act, uint64_t& seed) {
   const std::size_t count = std::size_t(s.rows) * s.n;
   const Operands op(s, dt, seed);
   const auto& [x, w, bias, what] = op;
@@ -87,9 +83,9 @@ ForwardPair forward_on_both(Backend& gpu, Backend& cpu, Shape s, DType dt, BiasA
 // The bias-only epilogue, as the output layer (vocabulary-wide n) and decoding's query projection use it.
 TEST_F(GpuKernels, LinearBiasForwardWithoutReluMatchesCpu) {
   uint64_t seed = 9800;
-  const std::vector<Shape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {512, 512, 512}, {96, 512, 32000}};
+  const std::vector<LinearShape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {512, 512, 512}, {96, 512, 32000}};
   for (DType dt : dtypes())
-    for (Shape s : shapes) {
+    for (LinearShape s : shapes) {
       const auto [got_y, ref_y, what] = forward_on_both(gpu(), cpu, s, dt, BiasActivation::none, seed);
       EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
       const auto negative = std::count_if(got_y.begin(), got_y.end(), [](float v) { return v < 0.0f; });
@@ -102,9 +98,9 @@ TEST_F(GpuKernels, LinearBiasForwardWithoutReluMatchesCpu) {
 // medium's first feed-forward layer at decoding's 128 rows.
 TEST_F(GpuKernels, LinearBiasGeluForwardMatchesCpu) {
   uint64_t seed = 9850;
-  const std::vector<Shape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {128, 768, 3072}, {128, 1024, 4096}};
+  const std::vector<LinearShape> shapes = {{1, 8, 1}, {5, 3, 7}, {77, 40, 129}, {128, 768, 3072}, {128, 1024, 4096}};
   for (DType dt : dtypes())
-    for (Shape s : shapes) {
+    for (LinearShape s : shapes) {
       const auto [got_y, ref_y, what] = forward_on_both(gpu(), cpu, s, dt, BiasActivation::gelu, seed);
       EXPECT_TRUE(within(got_y, ref_y, bound_for(dt, std::sqrt(double(s.k))))) << what;
       // GELU's negative lobe (down to about -0.17) stays; a ReLU or no activation would fail one of these.
@@ -122,14 +118,14 @@ TEST_F(GpuKernels, LinearBiasGeluForwardMatchesCpu) {
 TEST_F(GpuKernels, LinearBiasForwardWritesRowsLdApart) {
   uint64_t seed = 9900;
   struct Case {
-    Shape s;
+    LinearShape s;
     int ld, column;  // y's first column within the padded rows
   };
   const std::vector<Case> cases = {{{77, 40, 128}, 136, 0}, {{128, 64, 2000}, 2008, 0}, {{128, 64, 1}, 2008, 2000},
                                    {{9, 24, 5}, 13, 3}};
   for (DType dt : dtypes())
     for (const Case& c : cases) {
-      const Shape s = c.s;
+      const LinearShape s = c.s;
       const Operands op(s, dt, seed);
       const auto& [x, w, bias, what] = op;
       const float kPad = 7.0f;  // exact in every dtype, never an output on this grid's bias offset

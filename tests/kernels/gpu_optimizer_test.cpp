@@ -9,7 +9,7 @@
 namespace lseq::kernels::test {
 namespace {
 
-const std::vector<std::size_t> kSizes = {1, 1001, (std::size_t(1) << 20) + 3};
+const std::vector<std::size_t> kAdamSizes = {1, 1001, (std::size_t(1) << 20) + 3};
 
 TEST_F(GpuKernels, GradNormAndFactorMatchCpu) {
   uint64_t seed = 11000;
@@ -43,7 +43,7 @@ TEST_F(GpuKernels, AdamUpdateMatchesCpuAndWritesTheWorkingCopy) {
   args.bias_correction1 = 1.0f - std::pow(0.9f, 7.0f);
   args.bias_correction2 = 1.0f - std::pow(0.98f, 7.0f);
   for (DType working_dt : dtypes())
-    for (std::size_t n : kSizes)
+    for (std::size_t n : kAdamSizes)
       for (bool with_factor : {true, false}) {
         auto params = random_floats(n, ++seed), grads = random_floats(n, ++seed),
              m = random_floats(n, ++seed, -0.1f, 0.1f), v = random_floats(n, ++seed, 0.0f, 0.01f);

@@ -3,6 +3,7 @@
 // references, and central finite differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,14 @@
 #include "util/error.h"
 
 namespace lseq::kernels::test {
+
+// Operand shapes the suites share: a matrix of rows x cols; a linear layer's x [rows, k], w [n, k], y [rows, n].
+struct MatrixShape {
+  int rows, cols;
+};
+struct LinearShape {
+  int rows, k, n;
+};
 
 inline std::vector<float> random_floats(std::size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937_64 rng(seed);
@@ -80,6 +89,15 @@ inline double weighted_sum(const std::vector<double>& w, const std::vector<doubl
   double s = 0.0;
   for (std::size_t i = 0; i < y.size(); ++i) s += w[i] * y[i];
   return s;
+}
+
+// Rows of k_len values stored with row stride ld >= k_len; the padding columns hold NaN, so a kernel that reads
+// them as keys spoils its row.
+inline std::vector<float> with_stride(const std::vector<float>& x, int k_len, int ld) {
+  const std::size_t rows = x.size() / k_len;
+  std::vector<float> out(rows * ld, std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(x.begin() + r * k_len, k_len, out.begin() + r * ld);
+  return out;
 }
 
 // Every test runs the backend on two threads, so the parallel paths are exercised on the CI box too.

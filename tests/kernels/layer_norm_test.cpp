@@ -6,12 +6,8 @@
 namespace lseq::kernels::test {
 namespace {
 
-struct Shape {
-  int rows, cols;
-};
-
 std::vector<double> ref_layer_norm(const std::vector<double>& x, const std::vector<double>& gamma,
-                                   const std::vector<double>& beta, Shape s, double eps,
+                                   const std::vector<double>& beta, MatrixShape s, double eps,
                                    std::vector<double>* mean = nullptr, std::vector<double>* rstd = nullptr) {
   std::vector<double> y(x.size());
   for (int r = 0; r < s.rows; ++r) {
@@ -32,7 +28,7 @@ std::vector<double> ref_layer_norm(const std::vector<double>& x, const std::vect
 TEST_F(CpuKernels, LayerNormForwardMatchesReference) {
   uint64_t seed = 900;
   const float eps = 1e-5f;
-  for (Shape s : std::vector<Shape>{{1, 1}, {1, 8}, {5, 33}, {64, 512}}) {
+  for (MatrixShape s : std::vector<MatrixShape>{{1, 1}, {1, 8}, {5, 33}, {64, 512}}) {
     const std::size_t n = std::size_t(s.rows) * s.cols;
     const auto x = random_floats(n, ++seed, -2, 3);  // nonzero mean
     const auto gamma = random_floats(s.cols, ++seed, 0.5f, 1.5f), beta = random_floats(s.cols, ++seed);
@@ -58,7 +54,7 @@ TEST_F(CpuKernels, LayerNormForwardMatchesReference) {
 TEST_F(CpuKernels, ResidualLayerNormForwardMatchesReference) {
   uint64_t seed = 950;
   const float eps = 1e-5f;
-  for (Shape s : std::vector<Shape>{{1, 1}, {3, 8}, {5, 33}, {64, 512}})
+  for (MatrixShape s : std::vector<MatrixShape>{{1, 1}, {3, 8}, {5, 33}, {64, 512}})
     for (float p : {0.0f, 0.25f}) {
       const std::size_t n = std::size_t(s.rows) * s.cols;
       const auto x = random_floats(n, ++seed, -2, 3), residual = random_floats(n, ++seed, -1, 2);
@@ -106,8 +102,8 @@ struct LayerNormGradients {
   std::vector<double> x, gamma, beta;
 };
 LayerNormGradients finite_difference_gradients(const std::vector<float>& x, const std::vector<float>& gamma,
-                                               const std::vector<float>& beta, const std::vector<float>& w, Shape s,
-                                               double eps) {
+                                               const std::vector<float>& beta, const std::vector<float>& w,
+                                               MatrixShape s, double eps) {
   const auto xd = to_double(x), gd = to_double(gamma), bd = to_double(beta), wd = to_double(w);
   LayerNormGradients g;
   g.x = finite_difference(
@@ -122,7 +118,7 @@ LayerNormGradients finite_difference_gradients(const std::vector<float>& x, cons
 TEST_F(CpuKernels, LayerNormBackwardMatchesFiniteDifferencesAndAccumulates) {
   uint64_t seed = 1000;
   const float eps = 1e-5f;
-  for (Shape s : std::vector<Shape>{{1, 2}, {1, 7}, {3, 8}, {4, 19}}) {
+  for (MatrixShape s : std::vector<MatrixShape>{{1, 2}, {1, 7}, {3, 8}, {4, 19}}) {
     const std::size_t n = std::size_t(s.rows) * s.cols;
     const auto x = random_floats(n, ++seed, -2, 3);
     const auto gamma = random_floats(s.cols, ++seed, 0.5f, 1.5f), beta = random_floats(s.cols, ++seed);
@@ -164,7 +160,7 @@ TEST_F(CpuKernels, LayerNormBackwardMatchesFiniteDifferencesAndAccumulates) {
 TEST_F(CpuKernels, LayerNormBackwardFromOutputMatchesFiniteDifferences) {
   uint64_t seed = 1100;
   const float eps = 1e-5f;
-  for (Shape s : std::vector<Shape>{{1, 2}, {1, 7}, {3, 8}, {4, 19}}) {
+  for (MatrixShape s : std::vector<MatrixShape>{{1, 2}, {1, 7}, {3, 8}, {4, 19}}) {
     const std::size_t n = std::size_t(s.rows) * s.cols;
     const auto x = random_floats(n, ++seed, -2, 3);
     auto gamma = random_floats(s.cols, ++seed, 0.5f, 1.5f);

@@ -9,18 +9,15 @@
 namespace lseq::kernels::test {
 namespace {
 
-struct Shape {
-  int rows, k, n;  // x [rows, k], w [n, k], y [rows, n]
-};
-
 // GELU's tanh approximation in double: the reference the fp32 epilogue is held to.
 double gelu_tanh(double z) { return 0.5 * z * (1.0 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z))); }
 
 TEST_F(CpuKernels, LinearBiasForwardMatchesReference) {
   uint64_t seed = 2600;
-  const std::vector<Shape> shapes = {{1, 1, 1}, {7, 5, 13}, {9, 16, 130}, {33, 17, 257}, {64, 24, 128}, {3, 40, 300}};
+  const std::vector<LinearShape> shapes = {{1, 1, 1},     {7, 5, 13},    {9, 16, 130},
+                                           {33, 17, 257}, {64, 24, 128}, {3, 40, 300}};
   for (BiasActivation act : {BiasActivation::none, BiasActivation::relu, BiasActivation::gelu})
-    for (Shape s : shapes) {
+    for (LinearShape s : shapes) {
       const auto x = random_floats(std::size_t(s.rows) * s.k, ++seed);
       const auto w = random_floats(std::size_t(s.n) * s.k, ++seed);
       const auto bias = random_floats(s.n, ++seed);
@@ -52,7 +49,7 @@ TEST_F(CpuKernels, LinearBiasForwardMatchesReference) {
 // Output rows ld apart (decoding's logits padded to 16-byte rows): the packed product's values, the padding
 // untouched.
 TEST_F(CpuKernels, LinearBiasForwardWritesRowsLdApart) {
-  const Shape s{6, 9, 13};
+  const LinearShape s{6, 9, 13};
   const int ld = 16;
   const auto x = random_floats(std::size_t(s.rows) * s.k, 2700), w = random_floats(std::size_t(s.n) * s.k, 2701),
              bias = random_floats(s.n, 2702);

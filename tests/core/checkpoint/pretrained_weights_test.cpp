@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 namespace lseq {
 namespace {
 
-ModelConfig small_config() {
+ModelConfig pretrained_config() {
   ModelConfig c;
   c.src_vocab = c.tgt_vocab = 17;
   c.dim_emb = 8;
@@ -29,7 +29,7 @@ ModelConfig small_config() {
 }
 
 TEST(PretrainedWeights, TrainingOnlyOptionsMayDifferAndTheRestMayNot) {
-  const ModelConfig base = small_config();
+  const ModelConfig base = pretrained_config();
   ModelConfig c = base;
   c.dropout = 0.3f;
   c.dropout_attention = 0.2f;
@@ -68,7 +68,7 @@ TEST(PretrainedWeights, LoadsTheFileOrNamesWhatDiffers) {
   const fs::path dir = fs::temp_directory_path() / ("lseq-pretrained-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(small_config(), *backend);
+  EncoderDecoderModel model(pretrained_config(), *backend);
   const ParamTable& table = model.param_store().table();
   std::vector<float> flat(table.size(), 0.0f);
   std::mt19937 rng(5);
@@ -76,15 +76,15 @@ TEST(PretrainedWeights, LoadsTheFileOrNamesWhatDiffers) {
   for (const ParamInfo& p : table.list())
     for (std::size_t i = 0; i < p.count; ++i) flat[p.offset + i] = normal(rng);
   const std::string weights = (dir / "model.safetensors").string();
-  save_weights(weights, table, small_config(), flat, 7);
+  save_weights(weights, table, pretrained_config(), flat, 7);
 
   EXPECT_EQ(pretrained_weights_path(dir.string()), weights) << "a model directory means its model.safetensors";
   EXPECT_EQ(pretrained_weights_path(weights), weights);
-  ModelConfig run = small_config();
+  ModelConfig run = pretrained_config();
   run.dropout = 0.25f;
   EXPECT_EQ(load_pretrained_weights(weights, table, run), flat);
 
-  ModelConfig wider = small_config();
+  ModelConfig wider = pretrained_config();
   wider.dim_ffn = 32;
   try {
     load_pretrained_weights(weights, table, wider);

@@ -30,7 +30,7 @@ TrainingProgress sample() {
 }
 
 // The error for `text`, or "" when it is accepted.
-std::string error_of(const std::string& text) {
+std::string parse_error_of(const std::string& text) {
   try {
     TrainingProgress::from_yaml(text, "ckpt/progress.yml");
   } catch (const Error& e) {
@@ -107,31 +107,31 @@ TEST(TrainingProgress, EachDamagedFieldIsNamedWithItsValue) {
       {"stalled", "stalled: 99999999999999999999999", "field 'stalled'"},
   };
   for (const Case& c : cases) {
-    const std::string error = error_of(with_line(c.key, c.line));
+    const std::string error = parse_error_of(with_line(c.key, c.line));
     EXPECT_NE(error.find("progress file 'ckpt/progress.yml' is damaged"), std::string::npos) << c.line << ": " << error;
     EXPECT_NE(error.find(c.expected), std::string::npos) << c.line << ": " << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
   }
-  EXPECT_NE(error_of(sample().to_yaml() + "loss-scale: 0\n").find("field 'loss-scale' is 0"), std::string::npos);
+  EXPECT_NE(parse_error_of(sample().to_yaml() + "loss-scale: 0\n").find("field 'loss-scale' is 0"), std::string::npos);
   const std::string best = sample().to_yaml();
-  EXPECT_NE(error_of(best.substr(0, best.find("best:")) + "best: {bleu: high}\n").find("field 'best: bleu'"),
+  EXPECT_NE(parse_error_of(best.substr(0, best.find("best:")) + "best: {bleu: high}\n").find("field 'best: bleu'"),
             std::string::npos);
 }
 
 TEST(TrainingProgress, GarbageIsNotEchoed) {
   std::string garbage = "\x01\x02";
   for (int i = 0; i < 200; ++i) garbage += "updates: [unclosed ";
-  std::string error = error_of(garbage);
+  std::string error = parse_error_of(garbage);
   EXPECT_NE(error.find("is damaged"), std::string::npos) << error;
   EXPECT_LT(error.size(), 300u) << error;
   EXPECT_EQ(error.find('\x01'), std::string::npos);
 
   const std::string long_value = "updates: " + std::string(500, 'x') + "\x7f";
-  error = error_of(with_line("updates", long_value));
+  error = parse_error_of(with_line("updates", long_value));
   EXPECT_NE(error.find("field 'updates' is 'xxxx"), std::string::npos) << error;
   EXPECT_LT(error.size(), 300u) << error;
 
-  EXPECT_NE(error_of("just a line of text").find("not a YAML map"), std::string::npos);
+  EXPECT_NE(parse_error_of("just a line of text").find("not a YAML map"), std::string::npos);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ namespace {
 using testing::run_parse;
 using testing::TempDir;
 
-Options parse_ok(App app, const std::vector<std::string>& args) {
+Options parse_quietly(App app, const std::vector<std::string>& args) {
   auto run = run_parse(app, args);
   EXPECT_FALSE(run.parsed.exit_now) << run.err;
   EXPECT_EQ(run.err, "");
@@ -29,19 +29,19 @@ TEST(Options, FilesMergeInOrderAndTheCommandLineWins) {
   std::string a = dir.write("a.yaml", "dim-emb: 256\nenc-depth: 3\nlearn-rate: 0.001\n");
   std::string b = dir.write("b.yaml", "dim-emb: 384\ndec-depth: 2\n");
 
-  Options ab = parse_ok(App::train, {"-m", "model", "--config", a, b, "--dec-depth", "4"});
+  Options ab = parse_quietly(App::train, {"-m", "model", "--config", a, b, "--dec-depth", "4"});
   EXPECT_EQ(ab.get_int("dim-emb"), 384);  // b after a
   EXPECT_EQ(ab.get_int("enc-depth"), 3);  // only in a
   EXPECT_EQ(ab.get_int("dec-depth"), 4);  // command line over b
   EXPECT_DOUBLE_EQ(ab.get_float("learn-rate"), 0.001);
   EXPECT_EQ(ab.get_int("transformer-heads"), 8);  // default, in neither file
 
-  Options ba = parse_ok(App::train, {"-m", "model", "-c", b, a});
+  Options ba = parse_quietly(App::train, {"-m", "model", "-c", b, a});
   EXPECT_EQ(ba.get_int("dim-emb"), 256);
   EXPECT_EQ(ba.get_int("dec-depth"), 2);
 
   // The command line wins wherever it stands, and repeated -c accumulate files.
-  Options before = parse_ok(App::train, {"--dim-emb=128", "-m", "model", "-c", a, "-c", b});
+  Options before = parse_quietly(App::train, {"--dim-emb=128", "-m", "model", "-c", a, "-c", b});
   EXPECT_EQ(before.get_int("dim-emb"), 128);
   EXPECT_EQ(before.get_int("enc-depth"), 3);
   EXPECT_EQ(before.get_int("dec-depth"), 2);
@@ -56,7 +56,7 @@ TEST(Options, ListsFromFilesAndCommandLine) {
                                "valid-sets: single.txt\n"
                                "optimizer-params: 0.9 0.99 1e-8\n"
                                "dim-vocabs: [1000, 2000]\n");
-  Options options = parse_ok(App::train, {"-m", "m", "-c", file, "--devices", "2", "3", "-t", "x.de", "x.en"});
+  Options options = parse_quietly(App::train, {"-m", "m", "-c", file, "--devices", "2", "3", "-t", "x.de", "x.en"});
   EXPECT_EQ(options.get_strings("train-sets"), (std::vector<std::string>{"x.de", "x.en"}));  // replaced
   EXPECT_EQ(options.get_strings("vocabs"), (std::vector<std::string>{"spm.de", "spm.en"}));
   EXPECT_EQ(options.get_strings("valid-sets"), (std::vector<std::string>{"single.txt"}));
@@ -69,16 +69,16 @@ TEST(Options, ListsFromFilesAndCommandLine) {
   EXPECT_DOUBLE_EQ(params[2], 1e-8);
 
   // An option given without words clears a list; words of output-sampling split on spaces.
-  Options cleared = parse_ok(App::train, {"-m", "m", "-c", file, "--valid-sets"});
+  Options cleared = parse_quietly(App::train, {"-m", "m", "-c", file, "--valid-sets"});
   EXPECT_TRUE(cleared.get_strings("valid-sets").empty());
-  Options sampling = parse_ok(App::translate, {"-m", "m", "--output-sampling", "topk 10", "temperature", "0.7"});
+  Options sampling = parse_quietly(App::translate, {"-m", "m", "--output-sampling", "topk 10", "temperature", "0.7"});
   EXPECT_EQ(sampling.get_strings("output-sampling"),
             (std::vector<std::string>{"topk", "10", "temperature", "0.7"}));
 }
 
 TEST(Options, ValuesOfEachTypeFromTheCommandLine) {
-  Options options = parse_ok(App::translate, {"-m", "m", "--word-penalty", "-0.5", "-b", "6", "--n-best", "-n",
-                                              "--word-scores=false", "--precision", "float16", "-i", "a.txt"});
+  Options options = parse_quietly(App::translate, {"-m", "m", "--word-penalty", "-0.5", "-b", "6", "--n-best", "-n",
+                                                   "--word-scores=false", "--precision", "float16", "-i", "a.txt"});
   EXPECT_DOUBLE_EQ(options.get_float("word-penalty"), -0.5);  // a negative number is a value, not an option
   EXPECT_EQ(options.get_int("beam-size"), 6);
   EXPECT_TRUE(options.get_bool("n-best"));
@@ -87,7 +87,7 @@ TEST(Options, ValuesOfEachTypeFromTheCommandLine) {
   EXPECT_EQ(options.get_strings("precision"), (std::vector<std::string>{"fp16"}));  // Marian's spelling, normalised
   EXPECT_EQ(options.get_strings("input"), (std::vector<std::string>{"a.txt"}));
 
-  Options bf = parse_ok(App::score, {"-m", "m", "--precision", "bfloat16", "--quiet", "true"});
+  Options bf = parse_quietly(App::score, {"-m", "m", "--precision", "bfloat16", "--quiet", "true"});
   EXPECT_EQ(bf.get_strings("precision"), (std::vector<std::string>{"bf16"}));
   EXPECT_TRUE(bf.get_bool("quiet"));
 }
@@ -262,7 +262,7 @@ TEST(Options, PresetsLoad) {
   for (const auto& preset : presets) {
     SCOPED_TRACE(preset);
     ASSERT_NO_THROW(load_config_file(App::train, preset));
-    Options options = parse_ok(App::train, {"-c", preset, "-m", "model"});
+    Options options = parse_quietly(App::train, {"-c", preset, "-m", "model"});
     YAML::Node raw = YAML::LoadFile(preset);
     ASSERT_TRUE(raw.IsMap());
     for (const auto& entry : raw) {

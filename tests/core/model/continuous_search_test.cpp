@@ -38,7 +38,7 @@
 namespace lseq {
 namespace {
 
-ModelConfig small_config(NormPlacement norm) {
+ModelConfig continuous_config(NormPlacement norm) {
   ModelConfig c;
   c.src_vocab = c.tgt_vocab = 20;
   c.dim_emb = 16;
@@ -49,17 +49,6 @@ ModelConfig small_config(NormPlacement norm) {
   c.tied = TiedEmbeddings::all;
   c.max_length = 64;
   return c;
-}
-
-// Source sentences (ids without eos) of 1..max_words words over ids [4, vocab).
-std::vector<std::vector<int32_t>> random_sources(std::mt19937_64& rng, int count, int max_words, int vocab) {
-  std::uniform_int_distribution<int> words(1, max_words), id(4, vocab - 1);
-  std::vector<std::vector<int32_t>> sources(count);
-  for (auto& s : sources) {
-    s.resize(words(rng));
-    for (int32_t& w : s) w = id(rng);
-  }
-  return sources;
 }
 
 // The sources as lstranslate's ids input: one line of space-separated ids each.
@@ -160,11 +149,11 @@ TEST(ContinuousSearch, AdmittedSentencesGetTheirBatchLists) {
                        Case{NormPlacement::pre, 4, 1.0}}) {
     SCOPED_TRACE("beam " + std::to_string(c.beam));
     auto backend = kernels::make_cpu_backend(1);
-    EncoderDecoderModel model(small_config(c.norm), *backend);
+    EncoderDecoderModel model(continuous_config(c.norm), *backend);
     test::randomize_params(*backend, model.param_store(), 17 + c.beam, 0.5);
     std::mt19937_64 rng(29 + c.beam);
     const int max_words = 7;
-    const auto sources = random_sources(rng, 37, max_words, 20);
+    const auto sources = test::random_sources(rng, 37, max_words, 20);
     BeamSearchOptions options;
     options.beam_size = c.beam;
     options.normalize = c.normalize;
@@ -195,7 +184,7 @@ TEST(ContinuousSearch, AdmittedSentencesGetTheirBatchLists) {
 // holds more sentences than a batch, never more hypotheses than planned, and every list is still the batch's.
 TEST(ContinuousSearch, NarrowedBeamsMakeRoomForMoreSentences) {
   auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(continuous_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 31, 0.5);
   // eos made likely, so that hypotheses finish at different steps and beams narrow (these random weights alone end
   // every hypothesis at its length limit, where a sentence's whole beam ends at once).
@@ -209,7 +198,7 @@ TEST(ContinuousSearch, NarrowedBeamsMakeRoomForMoreSentences) {
   }
   std::mt19937_64 rng(47);
   const int max_words = 7, count = 45;
-  const auto sources = random_sources(rng, count, max_words, 20);
+  const auto sources = test::random_sources(rng, count, max_words, 20);
   BeamSearchOptions options;
   options.beam_size = 4;
   options.normalize = 1.0;
@@ -242,10 +231,10 @@ TEST(ContinuousSearch, NarrowedBeamsMakeRoomForMoreSentences) {
 // Sources of every length a slot may have held before: what an admitted sentence reads of its slot is its own.
 TEST(ContinuousSearch, SlotsReusedByShorterSourcesReadOnlyTheirOwn) {
   auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(continuous_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 5, 0.5);
   std::mt19937_64 rng(41);
-  std::vector<std::vector<int32_t>> sources = random_sources(rng, 12, 12, 20);
+  std::vector<std::vector<int32_t>> sources = test::random_sources(rng, 12, 12, 20);
   for (std::size_t s = 0; s < sources.size(); s += 2) sources[s].resize(1);  // long and one-word sources alternate
   BeamSearchOptions options;
   options.beam_size = 2;
@@ -272,11 +261,11 @@ using test::PaddingBackend;  // pads as on the GPU, records nothing
 TEST(ContinuousSearch, PaddedAdmissionsLeaveLiveSlotsAlone) {
   PaddingBackend backend;
   ASSERT_EQ(step_rows(1, 6), 6);  // one sentence admitted with six places free is encoded as six
-  EncoderDecoderModel model(small_config(NormPlacement::pre), backend);
+  EncoderDecoderModel model(continuous_config(NormPlacement::pre), backend);
   test::randomize_params(backend, model.param_store(), 23, 0.5);
   std::mt19937_64 rng(43);
   const int max_words = 6;
-  const auto sources = random_sources(rng, 19, max_words, 20);
+  const auto sources = test::random_sources(rng, 19, max_words, 20);
   BeamSearchOptions options;
   options.beam_size = 2;
   options.max_length_factor = 2;
@@ -307,7 +296,7 @@ TEST(ContinuousSearch, PaddedAdmissionsLeaveLiveSlotsAlone) {
 // Admitting past the sentence places, before start, or a sentence longer than planned is refused with a message.
 TEST(ContinuousSearch, AdmitChecksItsLimits) {
   auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(continuous_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 7, 0.5);
   EncoderDecoderStepModel decoder(model, 4, 5, 10, 2);
   const data::Batch one = data::make_source_batch({{5, 6}}, {0});
@@ -327,11 +316,11 @@ TEST(ContinuousSearch, AdmitChecksItsLimits) {
 // two (the best hypotheses' text: n-best scores may differ in their last digit, see expect_same_lists).
 TEST(ContinuousSearch, TranslatorOutputIsTheSame) {
   auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(continuous_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 11, 0.5);
   std::mt19937_64 rng(43);
   std::ostringstream text;
-  text << id_lines(random_sources(rng, 50, 9, 20));
+  text << id_lines(test::random_sources(rng, 50, 9, 20));
   text << "\n5 6 7\n";  // an empty line among them still yields its line
   data::TranslationInputOptions input_options;
   input_options.mini_batch = 8;
@@ -370,11 +359,11 @@ TEST(ContinuousSearch, TranslatorOutputIsTheSame) {
 // output stays the same; on a shorter input none is made; one that cannot be made is left out and the others go on.
 TEST(ContinuousSearch, TranslatorAddsDecodersOnceTheInputIsLong) {
   auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(continuous_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 17, 0.5);
   std::mt19937_64 rng(53);
   std::ostringstream text;
-  text << id_lines(random_sources(rng, 60, 9, 20));
+  text << id_lines(test::random_sources(rng, 60, 9, 20));
   data::TranslationInputOptions input_options;
   input_options.mini_batch = 4;  // 15 batches: a first window of 1, then windows of 3
   input_options.maxi_batch = 3;
@@ -437,10 +426,10 @@ TEST(ContinuousSearch, TranslatorAddsDecodersOnceTheInputIsLong) {
 // window that is not read yet when places free up may still end a search: its output is checked above.)
 TEST(StreamFeed, WindowsFollowOneAnotherInOneSearchAndEndInOrder) {
   auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(continuous_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 19, 0.5);
   std::mt19937_64 rng(47);
-  const auto sources = random_sources(rng, 30, 6, 20);
+  const auto sources = test::random_sources(rng, 30, 6, 20);
   BoundedQueue<data::InputWindow> windows(8);
   for (int w = 0; w < 3; ++w) {
     data::InputWindow window;
@@ -504,7 +493,7 @@ class FailingDecoder : public CountingDecoder {
 // written, and reports that error.
 TEST(ContinuousSearch, TranslatorStopsOnADecoderErrorOrAFailedWrite) {
   auto backend = kernels::make_cpu_backend(1);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(continuous_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 13, 0.5);
   std::ostringstream text;
   for (int line = 0; line < 200; ++line) text << (4 + line % 15) << " " << (5 + line % 11) << "\n";

@@ -58,7 +58,7 @@ class ShapeLog : public test::ForwardingStepModel {
   int admissions = 0;
 };
 
-ModelConfig small_config() {
+ModelConfig warm_up_config() {
   ModelConfig c;
   c.src_vocab = c.tgt_vocab = 20;
   c.dim_emb = 16;
@@ -91,22 +91,6 @@ std::set<int64_t> classes_up_to(int64_t most, int growth = 2) {
   }
 }
 
-std::vector<std::vector<int32_t>> random_sources(std::mt19937_64& rng, int count, int max_words, int vocab) {
-  std::uniform_int_distribution<int> words(1, max_words), id(4, vocab - 1);
-  std::vector<std::vector<int32_t>> sources(static_cast<std::size_t>(count));
-  for (auto& s : sources) {
-    s.resize(static_cast<std::size_t>(words(rng)));
-    for (int32_t& w : s) w = id(rng);
-  }
-  return sources;
-}
-
-std::vector<int64_t> line_ids(std::size_t n) {
-  std::vector<int64_t> ids(n);
-  for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(i);
-  return ids;
-}
-
 void expect_identical(const std::vector<NBestList>& got, const std::vector<NBestList>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t s = 0; s < want.size(); ++s) {
@@ -137,7 +121,7 @@ std::set<int64_t> step_classes(const std::vector<int64_t>& live, int hypotheses)
 // so staying within them is checked by the decoder itself): every class a batch could meet, each step class once.
 TEST(DecoderWarmUp, MeetsEveryRowClassWithinTheLimits) {
   PaddingBackend backend;
-  EncoderDecoderModel model(small_config(), backend);
+  EncoderDecoderModel model(warm_up_config(), backend);
   test::randomize_params(backend, model.param_store(), 3, 0.5);
   struct Limits {
     int sentences, beam, src_len, tgt_len;
@@ -169,7 +153,7 @@ TEST(DecoderWarmUp, MeetsEveryRowClassWithinTheLimits) {
 // once more and then records (a step's recording comes at its shape's second use in a row), as in a fresh decoder.
 TEST(DecoderWarmUp, RecordsNoStep) {
   CountingRecorder backend;
-  EncoderDecoderModel model(small_config(), backend);
+  EncoderDecoderModel model(warm_up_config(), backend);
   test::randomize_params(backend, model.param_store(), 9, 0.5);
   EncoderDecoderStepModel decoder(model, 21, 8, 30, 7);
   warm_up_decoding(decoder, WarmUpLimits{7, 21, 8});
@@ -188,17 +172,17 @@ TEST(DecoderWarmUp, RecordsNoStep) {
 // Beam search batch by batch and continuously, after a warm-up, gives bit for bit the lists of a fresh decoder.
 TEST(DecoderWarmUp, SearchesAfterItGiveTheListsOfAFreshDecoder) {
   PaddingBackend backend;
-  EncoderDecoderModel model(small_config(), backend);
+  EncoderDecoderModel model(warm_up_config(), backend);
   test::randomize_params(backend, model.param_store(), 7, 0.5);
   std::mt19937_64 rng(11);
   const int max_words = 9;
-  const auto sources = random_sources(rng, 21, max_words, 20);
+  const auto sources = test::random_sources(rng, 21, max_words, 20);
   BeamSearchOptions options;
   options.beam_size = 3;
   options.normalize = 0.6;
   options.max_length_factor = 2;
   const int limit = max_output_tokens(max_words, options.max_length_factor) + 1;
-  const data::Batch batch = data::make_source_batch(sources, line_ids(sources.size()));
+  const data::Batch batch = data::make_source_batch(sources, test::line_ids(sources.size()));
   const WarmUpLimits limits{21, 21 * options.beam_size, max_words + 1};
 
   EncoderDecoderStepModel fresh(model, 21 * options.beam_size, max_words + 1, limit, 21);
@@ -266,7 +250,7 @@ TEST(DecoderWarmUp, LanguageModelsGenerateAsFreshOnes) {
   test::randomize_params(backend, model.param_store(), 5, 0.3);
   std::mt19937_64 rng(5);
   const auto prompts = test::random_lines(rng, 6, 1, 8, 13);
-  const data::Batch batch = data::make_source_batch(prompts, line_ids(prompts.size()));
+  const data::Batch batch = data::make_source_batch(prompts, test::line_ids(prompts.size()));
   BeamSearchOptions options;
   options.beam_size = 2;
   options.max_new_tokens = 7;

@@ -20,7 +20,7 @@
 namespace lseq {
 namespace {
 
-ModelConfig small_config(NormPlacement norm) {
+ModelConfig search_config(NormPlacement norm) {
   ModelConfig c;
   c.src_vocab = c.tgt_vocab = 12;
   c.dim_emb = 8;
@@ -75,7 +75,7 @@ std::vector<int32_t> source_words(const data::Batch& b, int s) {
 TEST(TransformerSearch, BeamSearchReportsTheModelsLogProbabilities) {
   for (NormPlacement norm : {NormPlacement::post, NormPlacement::pre}) {
     auto backend = kernels::make_cpu_backend(2);
-    EncoderDecoderModel model(small_config(norm), *backend);
+    EncoderDecoderModel model(search_config(norm), *backend);
     test::randomize_params(*backend, model.param_store(), 81, 0.3);
     std::mt19937_64 rng(3);
     const data::Batch batch = source_batch(rng, {3, 6, 1}, 12);
@@ -106,7 +106,7 @@ TEST(TransformerSearch, BeamSearchReportsTheModelsLogProbabilities) {
 
 TEST(TransformerSearch, ForcedScoringEqualsTheTeacherForcedLoss) {
   auto backend = kernels::make_cpu_backend(2);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(search_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 91, 0.3);
   std::mt19937_64 rng(4);
   data::Batch batch = test::random_batch(rng, 5, 1, 9, 12);  // its own eos/bos ids: the model does not care
@@ -124,7 +124,7 @@ TEST(TransformerSearch, ForcedScoringEqualsTheTeacherForcedLoss) {
 // lsscore's step gathers each next token's log-probability on the device: the very values of the whole rows.
 TEST(TransformerSearch, GatheredForcedScoresAreTheWholeRowsValues) {
   auto backend = kernels::make_cpu_backend(2);
-  EncoderDecoderModel model(small_config(NormPlacement::pre), *backend);
+  EncoderDecoderModel model(search_config(NormPlacement::pre), *backend);
   test::randomize_params(*backend, model.param_store(), 93, 0.3);
   std::mt19937_64 rng(6);
   const data::Batch batch = test::random_batch(rng, 6, 1, 11, 12);

@@ -18,7 +18,7 @@
 namespace lseq {
 namespace {
 
-constexpr int kVocab = 13;
+constexpr int kStepVocab = 13;
 
 struct Variant {
   NormPlacement norm;
@@ -36,8 +36,8 @@ const std::vector<Variant> kVariants = {
 
 ModelConfig tiny_config(const Variant& v) {
   ModelConfig c;
-  c.src_vocab = v.tied == TiedEmbeddings::all ? kVocab : 11;
-  c.tgt_vocab = kVocab;
+  c.src_vocab = v.tied == TiedEmbeddings::all ? kStepVocab : 11;
+  c.tgt_vocab = kStepVocab;
   c.dim_emb = 8;
   c.enc_depth = 2;
   c.dec_depth = 2;
@@ -148,7 +148,7 @@ TEST(EncoderDecoderStepModel, IncrementalEqualsTeacherForcedForward) {
 
     const int n = batch.size, len = batch.tgt_len;
     auto dec = make_encoder_decoder_step_model(model, n, batch.src_len, len);
-    ASSERT_EQ(dec->vocab_size(), kVocab);
+    ASSERT_EQ(dec->vocab_size(), kStepVocab);
     dec->start(batch.src, batch.src_lengths, n, batch.src_len);
     ASSERT_EQ(dec->live(), n);
     std::vector<double> sum_logp(n, 0.0);
@@ -157,15 +157,16 @@ TEST(EncoderDecoderStepModel, IncrementalEqualsTeacherForcedForward) {
       std::vector<int32_t> tokens(n);
       for (int s = 0; s < n; ++s) tokens[s] = batch.tgt_in[static_cast<std::size_t>(s) * len + t];
       dec->step(tokens, log_probs);
-      ASSERT_EQ(log_probs.size(), static_cast<std::size_t>(n) * kVocab);
+      ASSERT_EQ(log_probs.size(), static_cast<std::size_t>(n) * kStepVocab);
       for (int s = 0; s < n; ++s) {
         if (t >= batch.tgt_lengths[s]) continue;  // padding positions: the full pass masks, we fed pad ids
         const std::size_t row = static_cast<std::size_t>(s) * len + t;
-        const std::vector<double> ref = log_softmax_double(logits.data() + row * kVocab, kVocab);
+        const std::vector<double> ref = log_softmax_double(logits.data() + row * kStepVocab, kStepVocab);
         const std::vector<float> reff(ref.begin(), ref.end());
-        EXPECT_TRUE(rows_close(log_probs.data() + static_cast<std::size_t>(s) * kVocab, reff.data(), kVocab, 1e-5))
+        EXPECT_TRUE(
+            rows_close(log_probs.data() + static_cast<std::size_t>(s) * kStepVocab, reff.data(), kStepVocab, 1e-5))
             << "sentence " << s << " position " << t;
-        sum_logp[s] += log_probs[static_cast<std::size_t>(s) * kVocab + batch.tgt_out[row]];
+        sum_logp[s] += log_probs[static_cast<std::size_t>(s) * kStepVocab + batch.tgt_out[row]];
       }
     }
     for (int s = 0; s < n; ++s) {
@@ -185,7 +186,7 @@ TEST(EncoderDecoderStepModel, SelectContinuesTheNamedParents) {
     const EncoderDecoderModel& model = *m.transformer;
     std::mt19937_64 rng(9);
     const Sources src = random_sources(rng, {4, 7, 2}, model.config().src_vocab);
-    std::uniform_int_distribution<int> token(3, kVocab - 1);
+    std::uniform_int_distribution<int> token(3, kStepVocab - 1);
 
     EncoderDecoderStepModel dec(model, 6, src.len, 7);
     dec.start(src.ids, src.lengths, 3, src.len);
@@ -220,7 +221,8 @@ TEST(EncoderDecoderStepModel, SelectContinuesTheNamedParents) {
       // From scratch: one row per live hypothesis, its sentence's source (same padding), its history.
       const auto fresh = decode_plainly(model, pick_sources(src, sentence_of, src.len), hist);
       for (std::size_t j = 0; j < hist.size(); ++j) {
-        EXPECT_TRUE(rows_close(log_probs.data() + j * kVocab, fresh.back().data() + j * kVocab, kVocab, 1e-5))
+        EXPECT_TRUE(
+            rows_close(log_probs.data() + j * kStepVocab, fresh.back().data() + j * kStepVocab, kStepVocab, 1e-5))
             << "stage " << stage << " hypothesis " << j;
       }
     }
@@ -237,7 +239,7 @@ TEST(EncoderDecoderStepModel, RandomReorderingsAndFinishedSentencesMatchFromScra
     const EncoderDecoderModel& model = *m.transformer;
     std::mt19937_64 rng(29);
     const Sources src = random_sources(rng, {5, 3, 7}, model.config().src_vocab);
-    std::uniform_int_distribution<int> token(3, kVocab - 1);
+    std::uniform_int_distribution<int> token(3, kStepVocab - 1);
     const int beam = 3, steps = 9;
     const std::vector<int> finish_at = {4, 7, steps};  // the step before which each sentence leaves
 
@@ -275,7 +277,8 @@ TEST(EncoderDecoderStepModel, RandomReorderingsAndFinishedSentencesMatchFromScra
       dec.step(tokens, log_probs);
       const auto fresh = decode_plainly(model, pick_sources(src, sentence_of, src.len), hist);
       for (std::size_t j = 0; j < hist.size(); ++j) {
-        EXPECT_TRUE(rows_close(log_probs.data() + j * kVocab, fresh.back().data() + j * kVocab, kVocab, 1e-5))
+        EXPECT_TRUE(
+            rows_close(log_probs.data() + j * kStepVocab, fresh.back().data() + j * kStepVocab, kStepVocab, 1e-5))
             << "step " << t << " hypothesis " << j;
       }
     }
@@ -315,7 +318,7 @@ TEST(EncoderDecoderStepModel, StartAfterReorderingForgetsTheOldOrder) {
       for (int32_t p : parents) next.push_back(hist[p]);
       hist = next;
       sentence_of = sentences;
-      std::uniform_int_distribution<int> token(3, kVocab - 1);
+      std::uniform_int_distribution<int> token(3, kStepVocab - 1);
       for (auto& h : hist) h.push_back(token(rng));
     }
     std::vector<int32_t> tokens;
@@ -323,7 +326,7 @@ TEST(EncoderDecoderStepModel, StartAfterReorderingForgetsTheOldOrder) {
     dec.step(tokens, lp);
     const auto fresh = decode_plainly(model, pick_sources(second, sentence_of, second.len), hist);
     for (std::size_t j = 0; j < hist.size(); ++j)
-      EXPECT_TRUE(rows_close(lp.data() + j * kVocab, fresh.back().data() + j * kVocab, kVocab, 1e-5))
+      EXPECT_TRUE(rows_close(lp.data() + j * kStepVocab, fresh.back().data() + j * kStepVocab, kStepVocab, 1e-5))
           << "stage " << stage << " hypothesis " << j;
   }
 }
@@ -349,12 +352,12 @@ TEST(EncoderDecoderStepModel, HypothesesShareTheirSentencesEncoderState) {
   for (int j = 0; j < 6; ++j) {
     const int sentence = j / 3;
     const auto alone = decode_plainly(model, pick_sources(src, {sentence}), {hist[j]});
-    EXPECT_TRUE(rows_close(lp.data() + static_cast<std::size_t>(j) * kVocab, alone.back().data(), kVocab, 1e-5))
+    EXPECT_TRUE(rows_close(lp.data() + static_cast<std::size_t>(j) * kStepVocab, alone.back().data(), kStepVocab, 1e-5))
         << "hypothesis " << j;
   }
-  EXPECT_TRUE(rows_close(lp.data(), lp.data() + kVocab, kVocab, 1e-6));  // hypotheses 0 and 1: equal histories
+  EXPECT_TRUE(rows_close(lp.data(), lp.data() + kStepVocab, kStepVocab, 1e-6));  // hypotheses 0 and 1: equal histories
   // Hypotheses 0 and 3 have equal histories but different sentences.
-  EXPECT_FALSE(rows_close(lp.data(), lp.data() + 3 * kVocab, kVocab, 1e-3));
+  EXPECT_FALSE(rows_close(lp.data(), lp.data() + 3 * kStepVocab, kStepVocab, 1e-3));
 }
 
 // (d) In a batch, each sentence scores as it does alone: neither source padding nor the other sentences leak.
@@ -365,7 +368,7 @@ TEST(EncoderDecoderStepModel, BatchedSentencesScoreAsAlone) {
     const EncoderDecoderModel& model = *m.transformer;
     std::mt19937_64 rng(17);
     const Sources src = random_sources(rng, {1, 6, 3, 9}, model.config().src_vocab, 11);  // extra padding too
-    std::uniform_int_distribution<int> token(3, kVocab - 1);
+    std::uniform_int_distribution<int> token(3, kStepVocab - 1);
     std::vector<std::vector<int32_t>> hist(4, std::vector<int32_t>{2});
     for (auto& h : hist)
       for (int t = 0; t < 5; ++t) h.push_back(token(rng));
@@ -373,7 +376,8 @@ TEST(EncoderDecoderStepModel, BatchedSentencesScoreAsAlone) {
     for (int s = 0; s < 4; ++s) {
       const auto alone = decode_plainly(model, pick_sources(src, {s}), {hist[s]});
       for (std::size_t t = 0; t < hist[s].size(); ++t) {
-        EXPECT_TRUE(rows_close(batched[t].data() + static_cast<std::size_t>(s) * kVocab, alone[t].data(), kVocab, 1e-5))
+        EXPECT_TRUE(
+            rows_close(batched[t].data() + static_cast<std::size_t>(s) * kStepVocab, alone[t].data(), kStepVocab, 1e-5))
             << "sentence " << s << " step " << t;
       }
     }
@@ -381,7 +385,7 @@ TEST(EncoderDecoderStepModel, BatchedSentencesScoreAsAlone) {
 }
 
 template <typename F>
-std::string error_of(F&& f) {
+std::string error_or_none(F&& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -401,32 +405,35 @@ TEST(EncoderDecoderStepModel, LimitsAreErrorsNotCrashes) {
   EXPECT_GT(dec.state_bytes(), 0u);
   EXPECT_GT(dec.scratch_bytes(), 0u);
   std::vector<float> lp;
-  EXPECT_NE(error_of([&] { dec.step({2, 2}, lp); }).find("before start"), std::string::npos);
+  EXPECT_NE(error_or_none([&] { dec.step({2, 2}, lp); }).find("before start"), std::string::npos);
 
   const Sources three = random_sources(rng, {2, 3, 4}, model.config().src_vocab);
-  EXPECT_NE(error_of([&] { dec.start(three.ids, three.lengths, 3, three.len); }).find("at most 2 sentences"),
+  EXPECT_NE(error_or_none([&] { dec.start(three.ids, three.lengths, 3, three.len); }).find("at most 2 sentences"),
             std::string::npos);
   const Sources longer = random_sources(rng, {7}, model.config().src_vocab);
-  EXPECT_NE(error_of([&] { dec.start(longer.ids, longer.lengths, 1, longer.len); }).find("longer than the 6"),
+  EXPECT_NE(error_or_none([&] { dec.start(longer.ids, longer.lengths, 1, longer.len); }).find("longer than the 6"),
             std::string::npos);
   std::vector<int32_t> bad_ids = src.ids;
   bad_ids[0] = model.config().src_vocab;
-  EXPECT_NE(error_of([&] { dec.start(bad_ids, src.lengths, 2, src.len); }).find("source vocabulary"),
+  EXPECT_NE(error_or_none([&] { dec.start(bad_ids, src.lengths, 2, src.len); }).find("source vocabulary"),
             std::string::npos);
 
   for (int round = 0; round < 2; ++round) {  // a second start after the errors works as the first
     dec.start(src.ids, src.lengths, 2, src.len);
     dec.step({2, 2}, lp);
-    EXPECT_NE(error_of([&] { dec.select({0, 0, 0, 1, 1}, {0, 0, 0, 1, 1}); }).find("at most 4"), std::string::npos);
+    EXPECT_NE(error_or_none([&] {
+                dec.select({0, 0, 0, 1, 1}, {0, 0, 0, 1, 1});
+              }).find("at most 4"),
+              std::string::npos);
     EXPECT_EQ(dec.live(), 2);  // a refused select changes nothing
-    EXPECT_NE(error_of([&] { dec.select({0, 1}, {1, 0}); }).find("parent belongs"), std::string::npos);
-    EXPECT_NE(error_of([&] { dec.select({2}, {0}); }).find("parent 2"), std::string::npos);
+    EXPECT_NE(error_or_none([&] { dec.select({0, 1}, {1, 0}); }).find("parent belongs"), std::string::npos);
+    EXPECT_NE(error_or_none([&] { dec.select({2}, {0}); }).find("parent 2"), std::string::npos);
     dec.select({0, 0, 1, 1}, {0, 0, 1, 1});
-    EXPECT_NE(error_of([&] { dec.step({3, 4}, lp); }).find("4 live"), std::string::npos);
+    EXPECT_NE(error_or_none([&] { dec.step({3, 4}, lp); }).find("4 live"), std::string::npos);
     dec.step({3, 4, 5, 6}, lp);
     dec.step({3, 4, 5, 6}, lp);  // the third and last planned step
     for (float x : lp) EXPECT_TRUE(std::isfinite(x));
-    EXPECT_NE(error_of([&] { dec.step({3, 4, 5, 6}, lp); }).find("planned for"), std::string::npos);
+    EXPECT_NE(error_or_none([&] { dec.step({3, 4, 5, 6}, lp); }).find("planned for"), std::string::npos);
   }
   EXPECT_THROW(EncoderDecoderStepModel(model, 0, 6, 3), Error);
   EXPECT_THROW(EncoderDecoderStepModel(model, 2, 6, 3, 3), Error);

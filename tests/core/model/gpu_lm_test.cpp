@@ -19,6 +19,7 @@
 #include "core/search/beam_search.h"
 #include "core/search/sampling.h"
 #include "data/translation_input.h"
+#include "gpu_model_test_util.h"
 #include "kernels/workspace.h"
 #include "lm_test_util.h"
 #include "model_test_util.h"
@@ -28,40 +29,31 @@ namespace lseq {
 namespace {
 
 using kernels::DType;
+using test::cpu_stands_in;
+using test::on_cuda;
+using test::rel;
+using test::sixteen_bits;
+using test::StepResult;
 
-bool on_cuda() { return kernels::cuda_backend_available(); }
-
-bool cpu_stands_in() {
-  const char* env = std::getenv("LSEQ_TEST_GPU_WITH_CPU");
-  return !on_cuda() && env && std::string(env) == "1";
-}
-
-std::vector<DType> sixteen_bits() {
-  return on_cuda() ? std::vector<DType>{DType::bf16, DType::f16} : std::vector<DType>{};
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (!on_cuda() && !cpu_stands_in()) GTEST_SKIP() << "no CUDA GPU visible"
-
-constexpr int kVocab = 500;
+constexpr int kLmVocab = 500;
 // Positions up to which the GPU stages a whole attention slice (longer ones go tile by tile).
 constexpr int kWholeSlice = 128;
 
 ModelConfig small_lm(bool learned, int max_length = kWholeSlice - 1, float attention_dropout = 0.0f) {
   ModelConfig c = test::tiny_lm_config(NormPlacement::pre, learned, kernels::Activation::gelu, 0.0f, max_length);
   c.dropout_attention = attention_dropout;
-  c.src_vocab = c.tgt_vocab = kVocab;
+  c.src_vocab = c.tgt_vocab = kLmVocab;
   c.dim_emb = 64;
   c.heads = 4;
   c.dim_ffn = 256;
   return c;
 }
 
-struct Oracle {
+struct LmOracle {
   std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend(2);
   DecoderOnlyModel model;
   std::vector<float> params;
-  Oracle(bool learned, uint64_t seed, double noise, int max_length = kWholeSlice - 1, float attention_dropout = 0.0f)
+  LmOracle(bool learned, uint64_t seed, double noise, int max_length = kWholeSlice - 1, float attention_dropout = 0.0f)
       : model(small_lm(learned, max_length, attention_dropout), *backend) {
     test::randomize_params(*backend, model.param_store(), seed, noise);
     params.resize(model.num_params());
@@ -69,18 +61,14 @@ struct Oracle {
   }
 };
 
-struct OnGpu {
+struct LmOnGpu {
   std::unique_ptr<kernels::Backend> backend = on_cuda() ? kernels::make_cuda_backend(0) : kernels::make_cpu_backend(3);
   std::unique_ptr<DecoderOnlyModel> model;
-  OnGpu(bool learned, const std::vector<float>& params, DType dt, int max_length = kWholeSlice - 1,
-        float attention_dropout = 0.0f) {
+  LmOnGpu(bool learned, const std::vector<float>& params, DType dt, int max_length = kWholeSlice - 1,
+          float attention_dropout = 0.0f) {
     model = std::make_unique<DecoderOnlyModel>(small_lm(learned, max_length, attention_dropout), *backend, dt);
     model->load_params(params);
   }
-};
-
-struct StepResult {
-  double loss = 0, grad_norm = 0;
 };
 
 StepResult one_step(DecoderOnlyModel& model, const data::Batch& b, float loss_scale) {
@@ -95,13 +83,11 @@ StepResult one_step(DecoderOnlyModel& model, const data::Batch& b, float loss_sc
   return {loss.loss_sum / tokens, std::sqrt(sq) / (loss_scale * tokens)};
 }
 
-double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
-
 TEST(GpuLm, OneTrainingStepMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(3);
-  const auto lines = test::random_lines(rng, 40, 3, 40, kVocab);
-  const auto long_lines = test::random_lines(rng, 6, 40, 60, kVocab);
+  const auto lines = test::random_lines(rng, 40, 3, 40, kLmVocab);
+  const auto long_lines = test::random_lines(rng, 6, 40, 60, kLmVocab);
   // Lines (fused core), and blocks of documents with masks (composed core, key starts). Longer contexts:
   // GpuLm.LongContextMatchesTheCpu.
   const std::vector<data::Batch> batches = {
@@ -110,16 +96,16 @@ TEST(GpuLm, OneTrainingStepMatchesTheCpu) {
   for (bool learned : {false, true})
     for (const data::Batch& b : batches) {
       SCOPED_TRACE(std::string(learned ? "learned" : "sinusoidal") + (b.doc_starts.empty() ? " lines" : " blocks"));
-      Oracle cpu(learned, 11, 0.1);
+      LmOracle cpu(learned, 11, 0.1);
       const StepResult want = one_step(cpu.model, b, 1.0f);
       ASSERT_TRUE(std::isfinite(want.loss) && want.grad_norm > 0);
-      OnGpu fp32(learned, cpu.params, DType::f32);
+      LmOnGpu fp32(learned, cpu.params, DType::f32);
       const StepResult got = one_step(*fp32.model, b, 1.0f);
       EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
       EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
       for (DType dt : sixteen_bits()) {
         const float scale = dt == DType::f16 ? 1024.0f : 1.0f;
-        OnGpu half(learned, cpu.params, dt);
+        LmOnGpu half(learned, cpu.params, dt);
         const StepResult h = one_step(*half.model, b, scale);
         EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
         EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
@@ -131,7 +117,7 @@ TEST(GpuLm, OneTrainingStepMatchesTheCpu) {
 data::Batch prompts(uint64_t seed, const std::vector<int>& words) {
   std::mt19937_64 rng(seed);
   std::vector<std::vector<int32_t>> lines;
-  for (int n : words) lines.push_back(test::random_lines(rng, 1, n, n, kVocab)[0]);
+  for (int n : words) lines.push_back(test::random_lines(rng, 1, n, n, kLmVocab)[0]);
   return data::make_source_batch(lines, {});
 }
 
@@ -154,8 +140,8 @@ void expect_decoding_matches(const DecoderOnlyModel& cpu, const DecoderOnlyModel
     for (std::size_t i = 0; i < lp_want.size(); ++i) worst = std::max(worst, std::fabs(double(lp_got[i]) - lp_want[i]));
     EXPECT_LT(worst, 1e-4) << "fp32 step " << t;
     for (int s = 0; s < b.size; ++s) {
-      const float* row = lp_want.data() + static_cast<std::size_t>(s) * kVocab;
-      tokens[s] = static_cast<int32_t>(std::max_element(row + 4, row + kVocab) - row);
+      const float* row = lp_want.data() + static_cast<std::size_t>(s) * kLmVocab;
+      tokens[s] = static_cast<int32_t>(std::max_element(row + 4, row + kLmVocab) - row);
     }
   }
   BeamSearchOptions options;
@@ -170,8 +156,8 @@ void expect_decoding_matches(const DecoderOnlyModel& cpu, const DecoderOnlyModel
 
 TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  Oracle cpu(true, 31, 0.3);
-  OnGpu fp32(true, cpu.params, DType::f32);
+  LmOracle cpu(true, 31, 0.3);
+  LmOnGpu fp32(true, cpu.params, DType::f32);
   expect_decoding_matches(cpu.model, *fp32.model, prompts(5, {7, 0, 110, 3}), 8, kWholeSlice);
 }
 
@@ -179,8 +165,8 @@ TEST(GpuLm, IncrementalDecodingMatchesTheCpu) {
 // (the live count changes as continuations end), twice.
 TEST(GpuLm, RecordedDecodingStepsEqualOpByOpSteps) {
   SKIP_WITHOUT_GPU();
-  Oracle cpu(false, 37, 0.3);
-  OnGpu gpu(false, cpu.params, on_cuda() ? DType::bf16 : DType::f32);
+  LmOracle cpu(false, 37, 0.3);
+  LmOnGpu gpu(false, cpu.params, on_cuda() ? DType::bf16 : DType::f32);
   const std::vector<data::Batch> batches = {prompts(11, {7, 1, 12, 4, 9}), prompts(12, {3, 15, 6})};
   BeamSearchOptions options;
   options.beam_size = 4;
@@ -211,8 +197,8 @@ TEST(GpuLm, RecordedDecodingStepsEqualOpByOpSteps) {
 // another row count), and the same continuations again on a second run. Limits differ by prompt (max_context).
 TEST(GpuLm, QueuedDrawsOnTheDeviceEqualDrawsOnTheHost) {
   SKIP_WITHOUT_GPU();
-  Oracle cpu(true, 41, 0.3);
-  OnGpu gpu(true, cpu.params, on_cuda() ? DType::bf16 : DType::f32);
+  LmOracle cpu(true, 41, 0.3);
+  LmOnGpu gpu(true, cpu.params, on_cuda() ? DType::bf16 : DType::f32);
   std::vector<int> words;
   for (int i = 0; i < 40; ++i) words.push_back((i * 7) % 30);
   data::Batch batch = prompts(17, words);
@@ -245,28 +231,28 @@ TEST(GpuLm, LongContextMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   constexpr int kMaxLength = 300;
   std::mt19937_64 rng(41);
-  const data::Batch lines = test::lines_batch(test::random_lines(rng, 5, 150, 250, kVocab));
+  const data::Batch lines = test::lines_batch(test::random_lines(rng, 5, 150, 250, kLmVocab));
   ASSERT_GT(lines.tgt_len, kWholeSlice);
   for (bool learned : {false, true}) {
     SCOPED_TRACE(learned ? "learned" : "sinusoidal");
-    Oracle cpu(learned, 43, 0.1, kMaxLength);
+    LmOracle cpu(learned, 43, 0.1, kMaxLength);
     const StepResult want = one_step(cpu.model, lines, 1.0f);
     ASSERT_TRUE(std::isfinite(want.loss) && want.grad_norm > 0);
-    OnGpu fp32(learned, cpu.params, DType::f32, kMaxLength);
+    LmOnGpu fp32(learned, cpu.params, DType::f32, kMaxLength);
     const StepResult got = one_step(*fp32.model, lines, 1.0f);
     EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
     EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
     for (DType dt : sixteen_bits()) {
       const float scale = dt == DType::f16 ? 1024.0f : 1.0f;
-      OnGpu half(learned, cpu.params, dt, kMaxLength);
+      LmOnGpu half(learned, cpu.params, dt, kMaxLength);
       const StepResult h = one_step(*half.model, lines, scale);
       EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
       EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)
           << kernels::dtype_name(dt) << ": " << h.grad_norm << " vs " << want.grad_norm;
     }
   }
-  Oracle cpu(true, 47, 0.3, kMaxLength);
-  OnGpu fp32(true, cpu.params, DType::f32, kMaxLength);
+  LmOracle cpu(true, 47, 0.3, kMaxLength);
+  LmOnGpu fp32(true, cpu.params, DType::f32, kMaxLength);
   expect_decoding_matches(cpu.model, *fp32.model, prompts(13, {200, 9, 140}), 12, kMaxLength + 1);
 }
 
@@ -277,20 +263,20 @@ TEST(GpuLm, LongContextWithAttentionDropoutMatchesTheCpu) {
   constexpr int kMaxLength = 300;
   constexpr float kDropout = 0.2f;
   std::mt19937_64 rng(53);
-  const data::Batch lines = test::lines_batch(test::random_lines(rng, 5, 150, 250, kVocab));
+  const data::Batch lines = test::lines_batch(test::random_lines(rng, 5, 150, 250, kLmVocab));
   ASSERT_GT(lines.tgt_len, kWholeSlice);
-  Oracle cpu(false, 59, 0.1, kMaxLength, kDropout);
+  LmOracle cpu(false, 59, 0.1, kMaxLength, kDropout);
   const StepResult want = one_step(cpu.model, lines, 1.0f);
-  Oracle undropped(false, 59, 0.1, kMaxLength);
+  LmOracle undropped(false, 59, 0.1, kMaxLength);
   const StepResult plain = one_step(undropped.model, lines, 1.0f);
   ASSERT_GT(rel(want.loss, plain.loss), 1e-4) << "the dropout changed nothing";
-  OnGpu fp32(false, cpu.params, DType::f32, kMaxLength, kDropout);
+  LmOnGpu fp32(false, cpu.params, DType::f32, kMaxLength, kDropout);
   const StepResult got = one_step(*fp32.model, lines, 1.0f);
   EXPECT_LT(rel(got.loss, want.loss), 1e-5) << got.loss << " vs " << want.loss;
   EXPECT_LT(rel(got.grad_norm, want.grad_norm), 1e-4) << got.grad_norm << " vs " << want.grad_norm;
   for (DType dt : sixteen_bits()) {
     const float scale = dt == DType::f16 ? 1024.0f : 1.0f;
-    OnGpu half(false, cpu.params, dt, kMaxLength, kDropout);
+    LmOnGpu half(false, cpu.params, dt, kMaxLength, kDropout);
     const StepResult h = one_step(*half.model, lines, scale);
     EXPECT_LT(rel(h.loss, want.loss), 2e-2) << kernels::dtype_name(dt) << ": " << h.loss << " vs " << want.loss;
     EXPECT_LT(rel(h.grad_norm, want.grad_norm), 5e-2)

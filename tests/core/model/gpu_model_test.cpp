@@ -5,10 +5,9 @@
 // second CPU backend instead (that checks the tests themselves, not the CUDA code).
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -23,6 +22,7 @@
 #include "core/train/optimizer.h"
 #include "data/vocab.h"
 #include "ffn_recompute_check.h"
+#include "gpu_model_test_util.h"
 #include "kernels/workspace.h"
 #include "model_test_util.h"
 #include "packed_source_check.h"
@@ -34,21 +34,11 @@ namespace lseq {
 namespace {
 
 using kernels::DType;
-
-bool on_cuda() { return kernels::cuda_backend_available(); }
-
-bool cpu_stands_in() {
-  const char* env = std::getenv("LSEQ_TEST_GPU_WITH_CPU");
-  return !on_cuda() && env && std::string(env) == "1";
-}
-
-// The 16-bit precisions to compare: only on a real GPU (the CPU backend computes in fp32 only).
-std::vector<DType> sixteen_bits() {
-  return on_cuda() ? std::vector<DType>{DType::bf16, DType::f16} : std::vector<DType>{};
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (!on_cuda() && !cpu_stands_in()) GTEST_SKIP() << "no CUDA GPU visible"
+using test::cpu_stands_in;
+using test::on_cuda;
+using test::rel;
+using test::sixteen_bits;
+using test::StepResult;
 
 ModelConfig small_config() {
   ModelConfig c;
@@ -99,11 +89,6 @@ std::unique_ptr<kernels::Workspace> workspace_for(const EncoderDecoderModel& mod
                                               "test workspace");
 }
 
-struct StepResult {
-  double loss = 0;       // per target token
-  double grad_norm = 0;  // of the per-token mean gradient, from the host copy in double
-};
-
 StepResult one_step(EncoderDecoderModel& model, const data::Batch& b, float loss_scale) {
   auto ws = workspace_for(model, b);
   model.zero_grads();
@@ -115,8 +100,6 @@ StepResult one_step(EncoderDecoderModel& model, const data::Batch& b, float loss
   const double tokens = static_cast<double>(loss.target_tokens);
   return {loss.loss_sum / tokens, std::sqrt(sq) / (loss_scale * tokens)};
 }
-
-double rel(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
 
 TEST(GpuModel, OneTrainingStepMatchesTheCpu) {
   SKIP_WITHOUT_GPU();

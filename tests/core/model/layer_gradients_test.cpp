@@ -53,18 +53,18 @@ struct Harness {
   }
 };
 
-constexpr int kDim = 8, kHeads = 2;
+constexpr int kLayerDim = 8, kLayerHeads = 2;
 
 void check_attention(AttentionLayer::Kind kind, bool causal, int batch, int q_len, int k_len,
                      std::vector<int32_t> k_lengths, float drop) {
   Harness h;
   ParamTable table;
-  AttentionLayer layer(table, "attn", kDim, kHeads, kind);
+  AttentionLayer layer(table, "attn", kLayerDim, kLayerHeads, kind);
   h.finish(std::move(table));
   const int32_t* lengths = h.upload(k_lengths);
   const bool cross = kind == AttentionLayer::Kind::cross;
-  const std::size_t q_count = static_cast<std::size_t>(batch) * q_len * kDim;
-  const std::size_t k_count = static_cast<std::size_t>(batch) * k_len * kDim;
+  const std::size_t q_count = static_cast<std::size_t>(batch) * q_len * kLayerDim;
+  const std::size_t k_count = static_cast<std::size_t>(batch) * k_len * kLayerDim;
   const std::vector<float> r = test::random_floats(h.rng, q_count, 1.0);
   std::vector<float> input = test::random_floats(h.rng, q_count + (cross ? k_count : 0), 1.0);
   auto loss = [&](const float* in, bool backward, float* d_in) {
@@ -117,10 +117,10 @@ TEST(ModelLayerGradients, AttentionWithProbabilityDropout) {
 void check_feed_forward(Activation act, float drop, bool recompute = false) {
   Harness h;
   ParamTable table;
-  FeedForwardLayer layer(table, "ffn", kDim, 12, act);
+  FeedForwardLayer layer(table, "ffn", kLayerDim, 12, act);
   h.finish(std::move(table));
   const int rows = 7;
-  const std::size_t count = static_cast<std::size_t>(rows) * kDim;
+  const std::size_t count = static_cast<std::size_t>(rows) * kLayerDim;
   const std::vector<float> r = test::random_floats(h.rng, count, 1.0);
   auto loss = [&](const float* in, bool backward, float* d_in) {
     h.ws->reset();
@@ -156,10 +156,10 @@ TEST(ModelLayerGradients, FeedForwardSwishWithDropoutRecomputed) {
 TEST(ModelLayerGradients, LayerNorm) {
   Harness h;
   ParamTable table;
-  LayerNormLayer layer(table, "norm", kDim, 1e-6f);
+  LayerNormLayer layer(table, "norm", kLayerDim, 1e-6f);
   h.finish(std::move(table));
   const int rows = 6;
-  const std::size_t count = static_cast<std::size_t>(rows) * kDim;
+  const std::size_t count = static_cast<std::size_t>(rows) * kLayerDim;
   const std::vector<float> r = test::random_floats(h.rng, count, 1.0);
   auto loss = [&](const float* in, bool backward, float* d_in) {
     h.ws->reset();
@@ -183,12 +183,12 @@ void check_embedding(float drop) {
   Harness h;
   ParamTable table;
   const int vocab = 13, batch = 3, len = 4;
-  EmbeddingLayer layer(table.add("emb", {vocab, kDim}, ParamInit::normal_embedding), kDim);
+  EmbeddingLayer layer(table.add("emb", {vocab, kLayerDim}, ParamInit::normal_embedding), kLayerDim);
   h.finish(std::move(table));
   // Repeated ids (their gradients add up) and padding.
   const int32_t* tokens = h.upload(std::vector<int32_t>{3, 5, 3, 1, 7, 1, 0, 0, 12, 4, 4, 0});
-  const void* positions = h.upload(sinusoidal_positions(len, kDim));
-  const std::size_t count = static_cast<std::size_t>(batch) * len * kDim;
+  const void* positions = h.upload(sinusoidal_positions(len, kLayerDim));
+  const std::size_t count = static_cast<std::size_t>(batch) * len * kLayerDim;
   const std::vector<float> r = test::random_floats(h.rng, count, 1.0);
   auto loss = [&](const float*, bool backward, float*) {
     h.ws->reset();
@@ -215,7 +215,7 @@ TEST(ModelLayerGradients, EmbeddingWithDropout) { check_embedding(0.3f); }
 void check_output_layer(int chunk_rows) {
   Harness h;
   ModelConfig config;
-  config.dim_emb = kDim;
+  config.dim_emb = kLayerDim;
   config.tgt_vocab = 11;
   config.label_smoothing = 0.1f;
   ParamTable table;
@@ -240,7 +240,7 @@ void check_output_layer(int chunk_rows) {
     if (backward) layer.backward(ctx, saved, d_in);
     return l;
   };
-  test::check_gradients(*h.backend, *h.store, test::random_floats(h.rng, rows * kDim, 1.0), loss);
+  test::check_gradients(*h.backend, *h.store, test::random_floats(h.rng, rows * kLayerDim, 1.0), loss);
 }
 
 TEST(ModelLayerGradients, OutputProjectionAndLabelSmoothedLoss) { check_output_layer(-1); }
@@ -251,7 +251,7 @@ TEST(ModelLayerGradients, OutputLossInChunksOfOneRow) { check_output_layer(1); }
 void check_encoder_layer(NormPlacement norm, float drop) {
   Harness h;
   ModelConfig config;
-  config.dim_emb = kDim, config.heads = kHeads, config.dim_ffn = 12;
+  config.dim_emb = kLayerDim, config.heads = kLayerHeads, config.dim_ffn = 12;
   config.activation = Activation::gelu;
   config.norm = norm;
   config.dropout = config.dropout_attention = config.dropout_ffn = drop;
@@ -260,7 +260,7 @@ void check_encoder_layer(NormPlacement norm, float drop) {
   h.finish(std::move(table));
   const int batch = 2, len = 4;
   const int32_t* lengths = h.upload(std::vector<int32_t>{4, 2});
-  const std::size_t count = static_cast<std::size_t>(batch) * len * kDim;
+  const std::size_t count = static_cast<std::size_t>(batch) * len * kLayerDim;
   const std::vector<float> r = test::random_floats(h.rng, count, 1.0);
   auto loss = [&](const float* in, bool backward, float* d_in) {
     h.ws->reset();
@@ -288,7 +288,7 @@ TEST(ModelLayerGradients, EncoderLayerPreNormWithDropout) { check_encoder_layer(
 void check_decoder_layer(NormPlacement norm) {
   Harness h;
   ModelConfig config;
-  config.dim_emb = kDim, config.heads = kHeads, config.dim_ffn = 12;
+  config.dim_emb = kLayerDim, config.heads = kLayerHeads, config.dim_ffn = 12;
   config.activation = Activation::swish;
   config.norm = norm;
   config.dropout = config.dropout_attention = config.dropout_ffn = 0.0f;
@@ -298,8 +298,8 @@ void check_decoder_layer(NormPlacement norm) {
   const int batch = 2, len = 3, src_len = 5;
   const int32_t* lengths = h.upload(std::vector<int32_t>{2, 3});
   const int32_t* src_lengths = h.upload(std::vector<int32_t>{5, 3});
-  const std::size_t count = static_cast<std::size_t>(batch) * len * kDim;
-  const std::size_t mem_count = static_cast<std::size_t>(batch) * src_len * kDim;
+  const std::size_t count = static_cast<std::size_t>(batch) * len * kLayerDim;
+  const std::size_t mem_count = static_cast<std::size_t>(batch) * src_len * kLayerDim;
   const std::vector<float> r = test::random_floats(h.rng, count, 1.0);
   auto loss = [&](const float* in, bool backward, float* d_in) {
     h.ws->reset();

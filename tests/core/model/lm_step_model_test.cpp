@@ -27,7 +27,7 @@ namespace {
 using test::lines_batch;
 using test::random_lines;
 using test::tiny_lm_config;
-constexpr int kVocab = 13;
+constexpr int kLmStepVocab = 13;
 
 struct Lm {
   std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend(2);
@@ -41,7 +41,8 @@ struct Lm {
   std::vector<std::vector<double>> full(const std::vector<int32_t>& sequence) {
     const std::vector<float> logits = model->forward_logits(lines_batch({sequence}), ws);
     std::vector<std::vector<double>> rows;
-    for (std::size_t i = 0; i <= sequence.size(); ++i) rows.push_back(test::log_softmax_row(&logits[i * kVocab], kVocab));
+    for (std::size_t i = 0; i <= sequence.size(); ++i)
+      rows.push_back(test::log_softmax_row(&logits[i * kLmStepVocab], kLmStepVocab));
     return rows;
   }
 };
@@ -87,7 +88,7 @@ void expect_incremental_equals_full(Lm& lm, const std::vector<std::vector<int32_
     for (int s = 0; s < n; ++s) {
       if (t > static_cast<int>(continuations[s].size())) continue;  // this row's sequence has ended
       const std::size_t position = prompts[s].size() + t;
-      EXPECT_TRUE(rows_close(&log_probs[static_cast<std::size_t>(s) * kVocab], want[s][position], 2e-5))
+      EXPECT_TRUE(rows_close(&log_probs[static_cast<std::size_t>(s) * kLmStepVocab], want[s][position], 2e-5))
           << "prompt " << s << " step " << t;
     }
   }
@@ -103,9 +104,9 @@ TEST(LmStepModel, IncrementalEqualsFullForwardForPromptsOfDifferentLengths) {
                      (act == kernels::Activation::gelu ? " gelu" : " swish"));
         Lm lm(tiny_lm_config(norm, learned, act, 0.3f));  // dropout must not apply
         std::mt19937_64 rng(3);
-        auto prompts = random_lines(rng, 4, 1, 9, kVocab);
+        auto prompts = random_lines(rng, 4, 1, 9, kLmStepVocab);
         prompts[2].clear();  // an empty prompt: the first step feeds bos
-        const auto continuations = random_lines(rng, 4, 1, 6, kVocab);
+        const auto continuations = random_lines(rng, 4, 1, 6, kLmStepVocab);
         expect_incremental_equals_full(lm, prompts, continuations);
       }
 }
@@ -113,8 +114,8 @@ TEST(LmStepModel, IncrementalEqualsFullForwardForPromptsOfDifferentLengths) {
 TEST(LmStepModel, PrefillInPiecesEqualsOnePiece) {
   Lm lm(tiny_lm_config());
   std::mt19937_64 rng(4);
-  const auto prompts = random_lines(rng, 3, 5, 12, kVocab);
-  const auto continuations = random_lines(rng, 3, 2, 4, kVocab);
+  const auto prompts = random_lines(rng, 3, 5, 12, kLmStepVocab);
+  const auto continuations = random_lines(rng, 3, 2, 4, kLmStepVocab);
   expect_incremental_equals_full(lm, prompts, continuations, 3);
 }
 
@@ -122,9 +123,9 @@ TEST(LmStepModel, PrefillInPiecesEqualsOnePiece) {
 TEST(LmStepModel, LongContextBeyondTheFusedCore) {
   Lm lm(tiny_lm_config(NormPlacement::pre, true, kernels::Activation::relu, 0.0f, 200));
   std::mt19937_64 rng(5);
-  const std::vector<std::vector<int32_t>> prompts = {random_lines(rng, 1, 140, 140, kVocab)[0],
-                                                     random_lines(rng, 1, 20, 20, kVocab)[0]};
-  const auto continuations = random_lines(rng, 2, 6, 6, kVocab);
+  const std::vector<std::vector<int32_t>> prompts = {random_lines(rng, 1, 140, 140, kLmStepVocab)[0],
+                                                     random_lines(rng, 1, 20, 20, kLmStepVocab)[0]};
+  const auto continuations = random_lines(rng, 2, 6, 6, kLmStepVocab);
   expect_incremental_equals_full(lm, prompts, continuations, 64);
 }
 
@@ -132,7 +133,7 @@ TEST(LmStepModel, LongContextBeyondTheFusedCore) {
 TEST(LmStepModel, SelectReindexesTheCaches) {
   Lm lm(tiny_lm_config());
   std::mt19937_64 rng(6);
-  const auto prompts = random_lines(rng, 2, 2, 5, kVocab);
+  const auto prompts = random_lines(rng, 2, 2, 5, kLmStepVocab);
   DecoderOnlyStepModel dec(*lm.model, 6, 6, 6);
   const data::Batch b = prompts_batch(prompts);
   dec.start(b.src, b.src_lengths, 2, b.src_len);
@@ -150,7 +151,7 @@ TEST(LmStepModel, SelectReindexesTheCaches) {
   for (int h = 0; h < 3; ++h) {
     std::vector<int32_t> sequence = prompts[prompt_of[h]];
     sequence.insert(sequence.end(), histories[h].begin(), histories[h].end());
-    EXPECT_TRUE(rows_close(&lp[static_cast<std::size_t>(h) * kVocab], lm.full(sequence).back(), 2e-5)) << h;
+    EXPECT_TRUE(rows_close(&lp[static_cast<std::size_t>(h) * kLmStepVocab], lm.full(sequence).back(), 2e-5)) << h;
   }
 }
 
@@ -158,7 +159,7 @@ TEST(LmStepModel, SelectReindexesTheCaches) {
 TEST(LmStepModel, GreedyEqualsArgmaxOfFullRecomputation) {
   Lm lm(tiny_lm_config(NormPlacement::pre, false, kernels::Activation::gelu), 77);
   std::mt19937_64 rng(7);
-  const auto prompts = random_lines(rng, 5, 1, 8, kVocab);
+  const auto prompts = random_lines(rng, 5, 1, 8, kLmStepVocab);
   BeamSearchOptions o;
   o.beam_size = 1;
   o.max_new_tokens = 8;
@@ -171,7 +172,7 @@ TEST(LmStepModel, GreedyEqualsArgmaxOfFullRecomputation) {
     while (static_cast<int>(expected.size()) < o.max_new_tokens) {
       const std::vector<double> row = lm.full(sequence).back();
       int32_t best = data::kEosId;
-      for (int32_t v = data::kEosId + 1; v < kVocab; ++v)
+      for (int32_t v = data::kEosId + 1; v < kLmStepVocab; ++v)
         if (row[v] > row[best]) best = v;
       if (best == data::kEosId) break;
       expected.push_back(best);
@@ -188,7 +189,7 @@ TEST(LmStepModel, GreedyEqualsArgmaxOfFullRecomputation) {
 TEST(LmStepModel, BeamAndSamplingScoresAreForcedScores) {
   Lm lm(tiny_lm_config(NormPlacement::post, true, kernels::Activation::relu), 8);
   std::mt19937_64 rng(8);
-  const auto prompts = random_lines(rng, 4, 1, 6, kVocab);
+  const auto prompts = random_lines(rng, 4, 1, 6, kLmStepVocab);
   DecoderOnlyStepModel dec(*lm.model, 16, 7, 7, 4);
   BeamSearchOptions o;
   o.beam_size = 4;
@@ -224,7 +225,7 @@ TEST(LmStepModel, BeamAndSamplingScoresAreForcedScores) {
 TEST(LmStepModel, QueuedDrawsEqualDrawsOnTheHost) {
   Lm lm(tiny_lm_config(NormPlacement::pre, true, kernels::Activation::gelu), 12);
   std::mt19937_64 rng(12);
-  const auto prompts = random_lines(rng, 12, 0, 6, kVocab);
+  const auto prompts = random_lines(rng, 12, 0, 6, kLmStepVocab);
   struct Run {
     std::vector<NBestList> lists;
     std::vector<std::pair<int, int32_t>> tokens;
@@ -279,7 +280,7 @@ TEST(LmStepModel, QueuedDrawsEqualDrawsOnTheHost) {
 TEST(LmStepModel, ForcedScoringEqualsTheForwardLoss) {
   Lm lm(tiny_lm_config(NormPlacement::pre, true));
   std::mt19937_64 rng(10);
-  auto lines = random_lines(rng, 6, 0, 20, kVocab);
+  auto lines = random_lines(rng, 6, 0, 20, kLmStepVocab);
   data::Batch forced = data::make_source_batch(std::vector<std::vector<int32_t>>(lines.size()), {});
   data::set_batch_targets(forced, lines);
   DecoderOnlyStepModel scorer(*lm.model, 6, 1, 21);
@@ -309,7 +310,7 @@ TEST(LmStepModel, LimitsAreChecked) {
   // A prompt that leaves no position for a continuation.
   DecoderOnlyStepModel wide(*lm.model, 1, 12, 2);
   std::mt19937_64 rng(11);
-  const data::Batch too_long = prompts_batch({random_lines(rng, 1, 11, 11, kVocab)[0]});
+  const data::Batch too_long = prompts_batch({random_lines(rng, 1, 11, 11, kLmStepVocab)[0]});
   EXPECT_THROW(wide.start(too_long.src, too_long.src_lengths, 1, too_long.src_len), Error);
 }
 

@@ -190,4 +190,22 @@ inline GradCheckStats check_gradients(kernels::Backend& backend, ParamStore& sto
   return stats;
 }
 
+// Source sentences (ids without eos) of 1..max_words words over ids [4, vocab).
+inline std::vector<std::vector<int32_t>> random_sources(std::mt19937_64& rng, int count, int max_words, int vocab) {
+  std::uniform_int_distribution<int> words(1, max_words), id(4, vocab - 1);
+  std::vector<std::vector<int32_t>> sources(static_cast<std::size_t>(count));
+  for (auto& s : sources) {
+    s.resize(static_cast<std::size_t>(words(rng)));
+    for (int32_t& w : s) w = id(rng);
+  }
+  return sources;
+}
+
+// The line ids 0..n-1 of n sentences fed in order.
+inline std::vector<int64_t> line_ids(std::size_t n) {
+  std::vector<int64_t> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(i);
+  return ids;
+}
+
 }  // namespace lseq::test

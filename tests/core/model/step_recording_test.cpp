@@ -31,7 +31,7 @@ class RefusingRecorder : public kernels::CpuBackend {
   int attempts = 0;
 };
 
-ModelConfig small_config() {
+ModelConfig recording_config() {
   ModelConfig c;
   c.src_vocab = c.tgt_vocab = 17;
   c.dim_emb = 8;
@@ -46,7 +46,7 @@ ModelConfig small_config() {
 
 TEST(StepRecording, ABackendThatCannotRecordLeavesDecodingOpByOp) {
   RefusingRecorder backend;
-  EncoderDecoderModel model(small_config(), backend);
+  EncoderDecoderModel model(recording_config(), backend);
   test::randomize_params(backend, model.param_store(), 41, 0.3);
   const int sentences = 3, src_len = 5, steps = 6, k = 4;
   std::mt19937_64 rng(7);
@@ -132,7 +132,7 @@ TEST(StepRecording, StepsOfBatchesOfAnotherSizeReplayTheSameRecording) {
   // A server's batches come in every size: a step's ops must depend on its bucketed rows and k only, or each size
   // would record its own steps (issue 27).
   CountingRecorder backend;
-  EncoderDecoderModel model(small_config(), backend);
+  EncoderDecoderModel model(recording_config(), backend);
   test::randomize_params(backend, model.param_store(), 43, 0.3);
   const int max_sentences = 8, src_len = 5, k = 2;
   EncoderDecoderStepModel decoder(model, max_sentences, src_len, 8, max_sentences);

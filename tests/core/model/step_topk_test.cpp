@@ -34,12 +34,6 @@ class TiedToyDecoder : public ToyStepModel {
   }
 };
 
-std::vector<int64_t> line_ids(std::size_t n) {
-  std::vector<int64_t> ids(n);
-  for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(i);
-  return ids;
-}
-
 std::string describe(const BeamSearchOptions& o) {
   return "beam " + std::to_string(o.beam_size) + " normalize " + std::to_string(o.normalize) + " word penalty " +
          std::to_string(o.word_penalty) + " max length factor " + std::to_string(o.max_length_factor);
@@ -78,7 +72,7 @@ std::vector<BeamSearchOptions> option_grid(const std::vector<int>& beams) {
 template <typename Decoder>
 void expect_toy_equivalence(int vocab, uint64_t seed, double eos_bias) {
   const auto sources = testing::random_sources(7, vocab, 1, 8, seed * 11);
-  const data::Batch batch = data::make_source_batch(sources, line_ids(sources.size()));
+  const data::Batch batch = data::make_source_batch(sources, test::line_ids(sources.size()));
   for (const BeamSearchOptions& o : option_grid({1, 2, 4})) {
     Decoder full_decoder(vocab, seed, eos_bias), topk_decoder(vocab, seed, eos_bias);
     const auto want = testing::full_distribution_beam_search(full_decoder, batch, o);
@@ -114,7 +108,7 @@ TEST(BeamSearchTopK, TransformerGivesTheFullDistributionsNBestLists) {
   EncoderDecoderModel model(tiny_config(), *backend);
   test::randomize_params(*backend, model.param_store(), 97, 0.5);
   const auto sources = testing::random_sources(5, 40, 1, 7, 123);
-  const data::Batch batch = data::make_source_batch(sources, line_ids(sources.size()));
+  const data::Batch batch = data::make_source_batch(sources, test::line_ids(sources.size()));
   // beam 33 takes the top-k of k above 32; kMaxTopK + 1 is above the limit: the decoder falls back to step() and
   // the host.
   for (const BeamSearchOptions& o : option_grid({1, 2, 4, 33, kernels::kMaxTopK + 1})) {

@@ -22,7 +22,7 @@ std::vector<NBestList> run(const std::vector<std::vector<int32_t>>& sources, con
   return sample(model, data::make_source_batch(sources, lines), o);
 }
 
-std::vector<int64_t> iota_ids(size_t n, int64_t first = 0) {
+std::vector<int64_t> ids_from(size_t n, int64_t first = 0) {
   std::vector<int64_t> ids(n);
   for (size_t i = 0; i < n; ++i) ids[i] = first + static_cast<int64_t>(i);
   return ids;
@@ -32,9 +32,9 @@ TEST(Sampling, SameSeedSameOutputOtherSeedOtherOutput) {
   auto sources = random_sources(20, 30, 2, 8, 1);
   SamplingOptions o;
   o.seed = 77;
-  auto a = run(sources, iota_ids(20), o), b = run(sources, iota_ids(20), o);
+  auto a = run(sources, ids_from(20), o), b = run(sources, ids_from(20), o);
   o.seed = 78;
-  auto c = run(sources, iota_ids(20), o);
+  auto c = run(sources, ids_from(20), o);
   int differ = 0;
   for (size_t i = 0; i < sources.size(); ++i) {
     ASSERT_EQ(a[i].size(), 1u);
@@ -51,7 +51,7 @@ TEST(Sampling, NewTokensLimitForLanguageModels) {
   o.max_new_tokens = 3;
   o.max_context = 8;
   ToyStepModel model(30, 5, -40.0);  // eos practically never drawn: every output runs to its limit
-  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(8)), o);
+  const auto lists = sample(model, data::make_source_batch(sources, ids_from(8)), o);
   for (size_t i = 0; i < sources.size(); ++i)
     EXPECT_EQ(static_cast<int>(lists[i][0].tokens.size()),
               std::max(1, std::min(3, 8 - static_cast<int>(sources[i].size()))));
@@ -66,7 +66,7 @@ TEST(Sampling, TheTokenSinkHearsEveryOutputTokenThenEos) {
   ToyStepModel model(30, 5, -1.0);
   std::vector<std::vector<int32_t>> heard(sources.size());
   const TokenSink sink = [&](int sentence, int32_t token) { heard.at(static_cast<size_t>(sentence)).push_back(token); };
-  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(12)), o, sink);
+  const auto lists = sample(model, data::make_source_batch(sources, ids_from(12)), o, sink);
   for (size_t i = 0; i < sources.size(); ++i) EXPECT_EQ(heard[i], with_eos(lists[i][0].tokens)) << i;
 }
 
@@ -77,7 +77,7 @@ TEST(Sampling, EachSentenceIsHandedOverAtTheStepItDrawsEos) {
   SamplingOptions o;
   ToyStepModel model(30, 5, -1.0);
   testing::HeardSentences heard(sources.size());
-  const auto lists = sample(model, data::make_source_batch(sources, iota_ids(12)), o, {}, heard.sink(model));
+  const auto lists = sample(model, data::make_source_batch(sources, ids_from(12)), o, {}, heard.sink(model));
   bool some_before_the_end = false;
   for (size_t i = 0; i < sources.size(); ++i) {
     ASSERT_EQ(heard.lists[i].size(), 1u);
@@ -92,7 +92,7 @@ TEST(Sampling, EachSentenceIsHandedOverAtTheStepItDrawsEos) {
 TEST(Sampling, OutputOfALineDoesNotDependOnItsBatch) {
   auto sources = random_sources(10, 30, 2, 8, 2);
   SamplingOptions o = parse_output_sampling({"topk", "5", "0.8"});
-  auto batched = run(sources, iota_ids(10, 100), o);
+  auto batched = run(sources, ids_from(10, 100), o);
   for (size_t i = 0; i < sources.size(); ++i) {
     auto alone = run({sources[i]}, {100 + static_cast<int64_t>(i)}, o);
     EXPECT_EQ(alone[0][0].tokens, batched[i][0].tokens) << "line " << i;
@@ -105,7 +105,7 @@ TEST(Sampling, ReportedScoresAreTheModelsLogProbs) {
   auto sources = random_sources(10, vocab, 2, 8, 3);
   SamplingOptions o = parse_output_sampling({"full", "1.7"});
   o.normalize = 0.5;
-  auto lists = run(sources, iota_ids(10), o, vocab);
+  auto lists = run(sources, ids_from(10), o, vocab);
   for (size_t i = 0; i < sources.size(); ++i) {
     const Hypothesis& h = lists[i][0];
     ASSERT_EQ(h.word_log_probs.size(), h.tokens.size() + 1);
@@ -128,7 +128,7 @@ void expect_tokens_within(const SamplingOptions& o, const std::function<bool(con
                           int vocab = 40) {
   ToyStepModel model(vocab, 5, -1.0);
   auto sources = random_sources(60, vocab, 3, 10, 4);
-  auto lists = run(sources, iota_ids(60), o, vocab);
+  auto lists = run(sources, ids_from(60), o, vocab);
   int checked = 0;
   for (size_t i = 0; i < sources.size(); ++i) {
     std::vector<int32_t> prefix;
@@ -197,9 +197,9 @@ TEST(Sampling, TopKThroughStepTopKDrawsWhatWholeRowsDraw) {
     SamplingOptions o = parse_output_sampling({"topk", std::to_string(k), "0.8"});
     o.seed = 11;
     CountingModel fast(30, 5, 0.5), whole(30, 5, 0.5);  // eos likely enough to be drawn and ranked among the k
-    const auto a = sample(fast, data::make_source_batch(sources, iota_ids(30)), o);
+    const auto a = sample(fast, data::make_source_batch(sources, ids_from(30)), o);
     o.step_topk_limit = 0;
-    const auto b = sample(whole, data::make_source_batch(sources, iota_ids(30)), o);
+    const auto b = sample(whole, data::make_source_batch(sources, ids_from(30)), o);
     EXPECT_EQ(fast.topk_steps > 0, k <= kernels::kMaxTopK);
     EXPECT_EQ(whole.topk_steps, 0);
     int ended_early = 0;
@@ -221,9 +221,9 @@ TEST(Sampling, RowsDrawnOnThreadsDrawWhatOneThreadDraws) {
     SamplingOptions o = parse_output_sampling(mode);
     o.seed = 5;
     o.host_threads = 1;
-    const auto one = run(sources, iota_ids(40), o, 5000, 3);
+    const auto one = run(sources, ids_from(40), o, 5000, 3);
     o.host_threads = 4;
-    const auto four = run(sources, iota_ids(40), o, 5000, 3);
+    const auto four = run(sources, ids_from(40), o, 5000, 3);
     for (size_t i = 0; i < sources.size(); ++i) {
       EXPECT_EQ(four[i][0].tokens, one[i][0].tokens) << "line " << i;
       EXPECT_EQ(four[i][0].word_log_probs, one[i][0].word_log_probs) << "line " << i;
@@ -257,7 +257,7 @@ TEST(Sampling, FirstTokenFrequenciesFollowTheModel) {
   std::vector<std::vector<int32_t>> sources(lines, std::vector<int32_t>{5, 6, 7});
   SamplingOptions o;
   o.seed = 3;
-  auto lists = run(sources, iota_ids(lines), o, vocab, 9);
+  auto lists = run(sources, ids_from(lines), o, vocab, 9);
   std::vector<double> counts(vocab, 0);
   for (const auto& l : lists) counts[l[0].tokens.empty() ? testing::kEos : l[0].tokens[0]] += 1;
   auto row = model.row({5, 6, 7, testing::kEos}, {});
