@@ -28,29 +28,25 @@ int64_t Batch::tgt_tokens() const {
   return n;
 }
 
-namespace {
-
-// One epoch's batches: spans of a sentence order that is shuffled, then sorted by length within windows.
-struct Plan {
-  int64_t epoch = 0, group = 1, phase = 0;  // BatcherState's layout of the batch order
-  std::vector<uint32_t> order;
-  struct Span {
-    uint64_t start;
-    uint32_t count;
-  };
-  std::vector<Span> batches;  // in hand-out order; the same for every world size
-};
-
-struct Item {
-  Batch batch;
-  BatcherState state;
-  bool epoch_end = false;
-  std::exception_ptr error;
-};
-
-}  // namespace
-
 struct Batcher::Impl {
+  // One epoch's batches: spans of a sentence order that is shuffled, then sorted by length within windows.
+  struct Plan {
+    int64_t epoch = 0, group = 1, phase = 0;  // BatcherState's layout of the batch order
+    std::vector<uint32_t> order;
+    struct Span {
+      uint64_t start;
+      uint32_t count;
+    };
+    std::vector<Span> batches;  // in hand-out order; the same for every world size
+  };
+
+  struct Item {
+    Batch batch;
+    BatcherState state;
+    bool epoch_end = false;
+    std::exception_ptr error;
+  };
+
   std::shared_ptr<const EncodedCorpus> corpus;
   BatcherOptions options;
   int src_side = 0, tgt_side = 1;  // a monolingual corpus has only a target side (src_side = -1)
@@ -109,7 +105,7 @@ void shuffle_runs(std::vector<T>& batches, int64_t group, int64_t phase, SplitMi
   batches.swap(out);
 }
 
-const Plan& Batcher::Impl::plan_for(int64_t epoch, int64_t group, int64_t phase) const {
+const Batcher::Impl::Plan& Batcher::Impl::plan_for(int64_t epoch, int64_t group, int64_t phase) const {
   if (plan.epoch == epoch && plan.group == group && plan.phase == phase && !plan.batches.empty()) return plan;
   const auto n = static_cast<uint64_t>(blocks ? blocks->count() : corpus->size());
   Plan p;
@@ -279,7 +275,7 @@ void Batcher::Impl::fill(const Plan::Span& span, Batch& b) const {
 // One round of the ranks: the world_size global batches from the cursor on (continuing into the next epoch where
 // this one ends); this rank takes the rank-th. Every rank moves its cursor past the whole round, so all ranks keep
 // the same state, and a world of W sees the global stream of one rank with --optimizer-delay W.
-Item Batcher::Impl::produce() {
+Batcher::Impl::Item Batcher::Impl::produce() {
   int64_t total = static_cast<int64_t>(plan_for(cursor).batches.size());
   auto next_epoch = [&](int64_t batch_in_epoch) {
     BatcherState s;
@@ -388,7 +384,7 @@ Batcher::~Batcher() { impl_->stop_worker(); }
 
 Batch Batcher::next() {
   auto& d = *impl_;
-  Item item;
+  Impl::Item item;
   if (d.options.prefetch == 0) {
     d.cursor = d.state;
     item = d.produce();

@@ -5,8 +5,8 @@
 namespace lseq::kernels {
 
 namespace {
-constexpr std::size_t kAlignment = 256;
-std::size_t align_up(std::size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+constexpr std::size_t kSliceAlignment = 256;
+std::size_t align_up(std::size_t n) { return (n + kSliceAlignment - 1) / kSliceAlignment * kSliceAlignment; }
 }  // namespace
 
 Workspace::Workspace(Backend& backend, std::size_t bytes, std::string overflow_hint)

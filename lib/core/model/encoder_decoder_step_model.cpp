@@ -7,28 +7,13 @@
 
 #include "core/model/layers/embedding_layer.h"
 #include "core/model/layers/layer_context.h"
+#include "core/model/step_inputs.h"
 #include "core/search/search_types.h"
 #include "data/vocab.h"
 #include "kernels/planning/planning_backend.h"
 #include "util/error.h"
 
 namespace lseq {
-
-namespace {
-
-std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
-  return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * static_cast<std::size_t>(c) *
-         static_cast<std::size_t>(d);
-}
-
-// int32 entries of the step inputs for up to `hyps` hypotheses, or of their used prefix for `rows` computed ones:
-// tokens, self-attention lengths, key starts and positions at their max_hyps-based offsets, cache rows to append
-// to, 2*rows*heads.
-std::size_t step_input_count(int max_hyps, int heads, int rows = -1) {
-  return 4 * elems(max_hyps) + 2 * elems(rows < 0 ? max_hyps : rows, heads);
-}
-
-}  // namespace
 
 EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& model, int max_hypotheses, int max_src_len,
                                                  int max_tgt_len, int max_sentences, kernels::Backend* runs_on,
@@ -75,7 +60,7 @@ EncoderDecoderStepModel::EncoderDecoderStepModel(const EncoderDecoderModel& mode
 
   staging_.reserve(
       std::max({elems(max_sent_, max_src_) + elems(max_sent_, 2 * heads_ + 1), elems(max_hyps_, heads_ + 2)}));
-  step_staging_.assign(step_input_count(max_hyps_, heads_), 0);
+  step_staging_.assign(step_input_count(max_hyps_, heads_, max_hyps_), 0);
   topk_staging_.reserve(elems(max_hyps_, 2 * kernels::kMaxTopK + 1));
   sentence_of_.reserve(max_hyps_);
   slot_used_.assign(max_live_, 0);
@@ -97,7 +82,7 @@ void EncoderDecoderStepModel::lay_out_state(Take&& take) {
   }
   origins_.lay_out(take, max_hyps_, max_tgt_);
   dev_src_ = static_cast<int32_t*>(take((elems(max_sent_, max_src_) + elems(max_sent_, 2 * heads_ + 1)) * i32));
-  dev_step_ = static_cast<int32_t*>(take(step_input_count(max_hyps_, heads_) * i32));
+  dev_step_ = static_cast<int32_t*>(take(step_input_count(max_hyps_, heads_, max_hyps_) * i32));
   if (dev_step_) {
     dev_tokens_ = dev_step_;
     dev_self_lengths_ = dev_tokens_ + max_hyps_;

@@ -8,14 +8,15 @@
 namespace lseq::kernels {
 
 namespace {
-constexpr std::size_t kAlignment = 256;
+constexpr std::size_t kHostAlignment = 256;
 }
 
 void* CpuBackend::allocate(std::size_t bytes) {
   // aligned_alloc wants a multiple of the alignment; a zero-byte request still gets a valid, distinct block.
-  const std::size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  const std::size_t rounded =
+      bytes == 0 ? kHostAlignment : (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   if (rounded < bytes) fail("cannot allocate {} bytes of host memory: the size overflows", bytes);
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  void* p = std::aligned_alloc(kHostAlignment, rounded);
   if (!p)
     fail(
         "cannot allocate {} bytes ({:.2f} GiB) of host memory for the CPU backend; lower the batch or "

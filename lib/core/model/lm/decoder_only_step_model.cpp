@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/model/layers/layer_context.h"
+#include "core/model/step_inputs.h"
 #include "core/search/search_types.h"
 #include "data/vocab.h"
 #include "kernels/planning/planning_backend.h"
@@ -13,15 +14,8 @@ namespace lseq {
 
 namespace {
 
-std::size_t elems(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
-  return static_cast<std::size_t>(a) * static_cast<std::size_t>(b) * static_cast<std::size_t>(c) *
-         static_cast<std::size_t>(d);
-}
-
-// int32 entries of the prefill inputs for n tokens (see the header), and of the step inputs for `rows` computed rows
-// of at most max_hyps (tokens, positions, lengths and key starts at their max_hyps-based offsets).
+// int32 entries of the prefill inputs for n tokens (see the header).
 std::size_t prefill_input_count(int n, int heads) { return 4 * elems(n) + 3 * elems(n, heads); }
-std::size_t step_input_count(int max_hyps, int heads, int rows) { return 4 * elems(max_hyps) + 2 * elems(rows, heads); }
 
 }  // namespace
 
