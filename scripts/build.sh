@@ -6,7 +6,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LSEQ_BUILD_DIR:-$root/build}
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-args=(-DCMAKE_BUILD_TYPE=${LSEQ_BUILD_TYPE:-Release})
+# Unity builds (CMake compiles each target's sources in batches of 8 as one file) parse the headers a batch shares
+# once: the build takes about half the time on CI's two cores. Every source also compiles alone (the ODR check,
+# scripts/odr-check.sh, builds the libraries and programs file by file); LSEQ_UNITY_BUILD=OFF builds that way here.
+args=(-DCMAKE_BUILD_TYPE=${LSEQ_BUILD_TYPE:-Release} -DCMAKE_UNITY_BUILD=${LSEQ_UNITY_BUILD:-ON})
 [ -n "${LSEQ_CUDA_ARCHS:-}" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$LSEQ_CUDA_ARCHS")
 [ -n "${LSEQ_CUDA:-}" ] && args+=(-DLSEQ_CUDA="$LSEQ_CUDA")
 [ -n "${LSEQ_SERVE:-}" ] && args+=(-DLSEQ_SERVE="$LSEQ_SERVE")

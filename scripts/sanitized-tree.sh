@@ -18,13 +18,15 @@ build_sanitized_tree() {
   [ -z "$symbolizer" ] || export ASAN_SYMBOLIZER_PATH=$symbolizer
   local generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-  # The code under test at -O1; the tests' own code at -O0 (tests/CMakeLists.txt, build type Sanitize).
+  # The code under test at -O1; the tests' own code at -O0 (tests/CMakeLists.txt, build type Sanitize). Unity
+  # batches as in scripts/build.sh.
   local flags="-O1 -g1"
   if [ ! -f "$sanitized_build/CMakeCache.txt" ]; then
     mkdir -p "$sanitized_build"
     cmake -S "$sanitized_root" -B "$sanitized_build" "${generator[@]}" -DCMAKE_C_COMPILER="clang-$sanitized_clang" \
       -DCMAKE_CXX_COMPILER="clang++-$sanitized_clang" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS="$flags" \
-      -DCMAKE_C_FLAGS="$flags" -DLSEQ_CUDA=OFF -DLSEQ_FUZZ=ON -DLSEQ_BUILD_TESTS=ON -DLSEQ_BUILD_BENCH=OFF >/dev/null
+      -DCMAKE_C_FLAGS="$flags" -DLSEQ_CUDA=OFF -DLSEQ_FUZZ=ON -DLSEQ_BUILD_TESTS=ON -DLSEQ_BUILD_BENCH=OFF \
+      -DCMAKE_UNITY_BUILD=ON >/dev/null
   fi
   local targets=()
   [ $# -gt 0 ] && targets=(--target "$@")
