@@ -7,8 +7,9 @@ build=${LSEQ_BUILD_DIR:-$root/build}
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 # Unity builds (CMake compiles each target's sources in batches of 8 as one file) parse the headers a batch shares
-# once: the build takes about half the time on CI's two cores. Every source also compiles alone (the ODR check,
-# scripts/odr-check.sh, builds the libraries and programs file by file); LSEQ_UNITY_BUILD=OFF builds that way here.
+# once: the build takes about half the time on CI's two cores. The ODR check (scripts/odr-check.sh) still compiles
+# every library and program source alone; the tests are compiled in batches only. LSEQ_UNITY_BUILD=OFF builds file
+# by file here.
 args=(-DCMAKE_BUILD_TYPE=${LSEQ_BUILD_TYPE:-Release} -DCMAKE_UNITY_BUILD=${LSEQ_UNITY_BUILD:-ON})
 [ -n "${LSEQ_CUDA_ARCHS:-}" ] && args+=(-DCMAKE_CUDA_ARCHITECTURES="$LSEQ_CUDA_ARCHS")
 [ -n "${LSEQ_CUDA:-}" ] && args+=(-DLSEQ_CUDA="$LSEQ_CUDA")
