@@ -16,7 +16,7 @@
 //               the spinning kernel runs
 // Printed: microseconds a layer beyond the flush, and the product's own time in each form.
 // Outcome (H200, 2026-11-29, bench/results/decode-products-h200-2026-11-29.txt): from L2 the products ran only 10-20%
-// faster, and the prefetch beside the waiting kernel made them 2.4-3.1 us slower (the fork and join in the graph).
+// faster, and the prefetch beside the waiting kernel made them 2.1-3.1 us slower (the fork and join in the graph).
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
