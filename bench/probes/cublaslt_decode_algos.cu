@@ -147,30 +147,12 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     // The full search only for the 128-row layer products (its run time grows with the shapes).
     if (all_ids && (std::string(s.name).find("x32") != std::string::npos || s.n > 10000)) continue;
-    const size_t wsize = static_cast<size_t>(s.n) * s.k;
-    __nv_bfloat16 *w, *x, *y, *bias;
-    CHECK(cudaMalloc(&w, wsize * kLayers * 2));
-    CHECK(cudaMalloc(&x, static_cast<size_t>(s.m) * s.k * 2));
-    CHECK(cudaMalloc(&y, static_cast<size_t>(s.m) * s.n * 2));
-    CHECK(cudaMalloc(&bias, static_cast<size_t>(s.n) * 2));
-    fill_random(w, wsize * kLayers, 1);
-    fill_random(x, static_cast<size_t>(s.m) * s.k, 2);
-    fill_random(bias, s.n, 3);
-    CHECK(cudaDeviceSynchronize());
-    cublasLtMatmulDesc_t desc;
-    CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t transposed = CUBLAS_OP_T;
-    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)));
-    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof(s.epilogue)));
-    if (s.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-      const int32_t bias_type = CUDA_R_16BF;
-      CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-      CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    }
-    cublasLtMatrixLayout_t lw, lx, ly;
-    CHECK(cublasLtMatrixLayoutCreate(&lw, CUDA_R_16BF, s.k, s.n, s.k));
-    CHECK(cublasLtMatrixLayoutCreate(&lx, CUDA_R_16BF, s.k, s.m, s.k));
-    CHECK(cublasLtMatrixLayoutCreate(&ly, CUDA_R_16BF, s.n, s.m, s.n));
+    ProductOperands ops(s.m, s.n, s.k, kLayers);
+    const size_t wsize = ops.w_elems;
+    __nv_bfloat16 *w = ops.w, *x = ops.x, *y = ops.y;
+    const LtProduct product(s.m, s.n, s.k, s.epilogue, ops.bias);
+    const cublasLtMatmulDesc_t desc = product.desc;
+    const cublasLtMatrixLayout_t lw = product.w, lx = product.x, ly = product.y;
     const std::vector<cublasLtMatmulHeuristicResult_t> results =
         heuristic_choices(handle, desc, lw, lx, ly, kWorkspace, 64);
     const int found = static_cast<int>(results.size());
@@ -212,14 +194,6 @@ int main(int argc, char** argv) {
           results[t.index].workspaceSize, first ? "  <- heuristic's first" : "", best ? "  <- fastest" : "");
     }
     if (all_ids) time_every_algorithm(handle, desc, lw, lx, ly, w, x, y, wsize, workspace, stream);
-    CHECK(cublasLtMatrixLayoutDestroy(lw));
-    CHECK(cublasLtMatrixLayoutDestroy(lx));
-    CHECK(cublasLtMatrixLayoutDestroy(ly));
-    CHECK(cublasLtMatmulDescDestroy(desc));
-    CHECK(cudaFree(w));
-    CHECK(cudaFree(x));
-    CHECK(cudaFree(y));
-    CHECK(cudaFree(bias));
   }
   return 0;
 }

@@ -54,7 +54,7 @@ __global__ void prefetch_kernel(const char* p, size_t bytes, unsigned piece) {
   }
 }
 
-// One block spinning about `ns` nanoseconds.
+// One block spinning for `cycles` clock cycles.
 __global__ void wait_kernel(long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {
@@ -84,8 +84,7 @@ int main() {
   CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
   void* workspace;
   CHECK(cudaMalloc(&workspace, kWorkspace));
-  void* flush;
-  CHECK(cudaMalloc(&flush, kFlushBytes));
+  L2Flush flush(kFlushBytes);
   unsigned* sink;
   CHECK(cudaMalloc(&sink, 16));
   cudaDeviceProp prop;
@@ -94,35 +93,16 @@ int main() {
   CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   const long long wait_cycles = static_cast<long long>(clock_khz) * 5 / 1000;  // 5 us
   std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-  int flush_value = 0;
-  auto flush_l2 = [&] { CHECK(cudaMemsetAsync(flush, ++flush_value & 0xff, kFlushBytes, stream)); };
+  auto flush_l2 = [&] { flush(stream); };
 
   for (const Shape& s : shapes) {
-    const size_t wsize = static_cast<size_t>(s.n) * s.k;
-    const size_t wbytes = 2 * wsize;
-    __nv_bfloat16 *w, *x, *y, *bias;
-    CHECK(cudaMalloc(&w, wbytes * kLayers));
-    CHECK(cudaMalloc(&x, static_cast<size_t>(s.m) * s.k * 2));
-    CHECK(cudaMalloc(&y, static_cast<size_t>(s.m) * s.n * 2));
-    CHECK(cudaMalloc(&bias, static_cast<size_t>(s.n) * 2));
-    fill_random(w, wsize * kLayers, 1);
-    fill_random(x, static_cast<size_t>(s.m) * s.k, 2);
-    fill_random(bias, s.n, 3);
-    CHECK(cudaDeviceSynchronize());
-    cublasLtMatmulDesc_t desc;
-    CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t transposed = CUBLAS_OP_T;
-    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)));
-    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &s.epilogue, sizeof(s.epilogue)));
-    if (s.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-      const int32_t bias_type = CUDA_R_16BF;
-      CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-      CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    }
-    cublasLtMatrixLayout_t lw, lx, ly;
-    CHECK(cublasLtMatrixLayoutCreate(&lw, CUDA_R_16BF, s.k, s.n, s.k));
-    CHECK(cublasLtMatrixLayoutCreate(&lx, CUDA_R_16BF, s.k, s.m, s.k));
-    CHECK(cublasLtMatrixLayoutCreate(&ly, CUDA_R_16BF, s.n, s.m, s.n));
+    ProductOperands ops(s.m, s.n, s.k, kLayers);
+    const size_t wsize = ops.w_elems, wbytes = 2 * wsize;
+    const __nv_bfloat16 *w = ops.w, *x = ops.x;
+    __nv_bfloat16* y = ops.y;
+    const LtProduct lt(s.m, s.n, s.k, s.epilogue, ops.bias);
+    const cublasLtMatmulDesc_t desc = lt.desc;
+    const cublasLtMatrixLayout_t lw = lt.w, lx = lt.x, ly = lt.y;
     const auto results = heuristic_choices(handle, desc, lw, lx, ly, kWorkspace, 1);
     if (results.empty()) {
       std::printf("%s: no heuristic choice\n", s.name);
@@ -167,14 +147,6 @@ int main() {
         "wait %6.2f us, with the prefetch beside it %6.2f us (wait alone %5.2f)\n",
         s.name, s.m, s.n, s.k, wbytes / 1e6, t_cold - t_flush, t_hot - t_read, t_read - t_flush, t_wait - t_wait_only,
         t_pref - t_wait_only, t_wait_only - t_flush);
-    CHECK(cublasLtMatrixLayoutDestroy(lw));
-    CHECK(cublasLtMatrixLayoutDestroy(lx));
-    CHECK(cublasLtMatrixLayoutDestroy(ly));
-    CHECK(cublasLtMatmulDescDestroy(desc));
-    CHECK(cudaFree(w));
-    CHECK(cudaFree(x));
-    CHECK(cudaFree(y));
-    CHECK(cudaFree(bias));
   }
   return 0;
 }

@@ -2,7 +2,8 @@
 // What the one-off GPU probes in this folder share (they are not part of the build; each file's first lines give its
 // nvcc command): a check that stops the probe on any failing CUDA or cuBLAS call, the median time a launch takes
 // inside a replayed CUDA graph (decoding's steps run as graphs, so that is the time that counts there), inputs of
-// random-looking bf16 values, and cuBLASLt's heuristic choices for a product.
+// random-looking bf16 values, cuBLASLt's heuristic choices for a product, and the decoding products' operands, their
+// cuBLASLt description and an L2 flush between them.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -89,3 +90,76 @@ inline std::vector<cublasLtMatmulHeuristicResult_t> heuristic_choices(cublasLtHa
   results.resize(static_cast<size_t>(found));
   return results;
 }
+
+// Random operands of a decoding product y[m, n] = x[m, k] w[n, k]^T (+ bias[n]), bf16: `copies` weight matrices one
+// after another (a timed graph cycles through them, as a step does through its layers), x, y and the bias (elements
+// hashed from seed, seed + 1 and seed + 2); freed with the object.
+struct ProductOperands {
+  size_t w_elems;  // elements of one weight matrix
+  __nv_bfloat16 *w = nullptr, *x = nullptr, *y = nullptr, *bias = nullptr;
+  ProductOperands(int m, int n, int k, int copies, unsigned seed = 1, float w_scale = 0.1f, float x_scale = 0.1f,
+                  float bias_scale = 0.1f)
+      : w_elems(static_cast<size_t>(n) * k) {
+    CHECK(cudaMalloc(&w, w_elems * copies * 2));
+    CHECK(cudaMalloc(&x, static_cast<size_t>(m) * k * 2));
+    CHECK(cudaMalloc(&y, static_cast<size_t>(m) * n * 2));
+    CHECK(cudaMalloc(&bias, static_cast<size_t>(n) * 2));
+    fill_random(w, w_elems * copies, seed, w_scale);
+    fill_random(x, static_cast<size_t>(m) * k, seed + 1, x_scale);
+    fill_random(bias, n, seed + 2, bias_scale);
+    CHECK(cudaDeviceSynchronize());
+  }
+  ~ProductOperands() {
+    for (void* p : {static_cast<void*>(w), static_cast<void*>(x), static_cast<void*>(y), static_cast<void*>(bias)})
+      cudaFree(p);
+  }
+  ProductOperands(const ProductOperands&) = delete;
+  ProductOperands& operator=(const ProductOperands&) = delete;
+  const __nv_bfloat16* weights(int copy) const { return w + w_elems * copy; }
+};
+
+// cuBLASLt's description of that product as the backend's linear_bias_forward gives it (bf16 with fp32 sums, w
+// transposed, the epilogue applying `bias`, which may be null for CUBLASLT_EPILOGUE_DEFAULT): the descriptor and the
+// layouts of w, x and y, freed with the object.
+struct LtProduct {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t w = nullptr, x = nullptr, y = nullptr;
+  LtProduct(int m, int n, int k, cublasLtEpilogue_t epilogue, const __nv_bfloat16* bias) {
+    CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t transposed = CUBLAS_OP_T;
+    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)));
+    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      const int32_t bias_type = CUDA_R_16BF;
+      CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+      CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    CHECK(cublasLtMatrixLayoutCreate(&w, CUDA_R_16BF, k, n, k));
+    CHECK(cublasLtMatrixLayoutCreate(&x, CUDA_R_16BF, k, m, k));
+    CHECK(cublasLtMatrixLayoutCreate(&y, CUDA_R_16BF, n, m, n));
+  }
+  ~LtProduct() {
+    cublasLtMatrixLayoutDestroy(w);
+    cublasLtMatrixLayoutDestroy(x);
+    cublasLtMatrixLayoutDestroy(y);
+    cublasLtMatmulDescDestroy(desc);
+  }
+  LtProduct(const LtProduct&) = delete;
+  LtProduct& operator=(const LtProduct&) = delete;
+};
+
+// Overwrites a buffer larger than L2 on `stream`, as a decoding step's attention over its caches does between two
+// layers' products, so that the next product reads its weights from DRAM.
+class L2Flush {
+ public:
+  explicit L2Flush(size_t bytes) : bytes_(bytes) { CHECK(cudaMalloc(&buffer_, bytes)); }
+  ~L2Flush() { cudaFree(buffer_); }
+  L2Flush(const L2Flush&) = delete;
+  L2Flush& operator=(const L2Flush&) = delete;
+  void operator()(cudaStream_t stream) { CHECK(cudaMemsetAsync(buffer_, ++value_ & 0xff, bytes_, stream)); }
+
+ private:
+  void* buffer_ = nullptr;
+  size_t bytes_;
+  int value_ = 0;
+};

@@ -312,8 +312,7 @@ int main() {
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   void* workspace;
   CHECK(cudaMalloc(&workspace, kWorkspace));
-  void* flush;
-  CHECK(cudaMalloc(&flush, kFlushBytes));
+  L2Flush flush(kFlushBytes);
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
@@ -321,40 +320,21 @@ int main() {
        {skinny_product_kernel<1>, skinny_product_kernel<2>, skinny_product_kernel<4>, skinny_product_kernel<8>})
     CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 210 * 1024));
   std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
-  int flush_value = 0;
-  auto flush_l2 = [&] { CHECK(cudaMemsetAsync(flush, ++flush_value & 0xff, kFlushBytes, stream)); };
+  auto flush_l2 = [&] { flush(stream); };
   for (const Shape& s : shapes) {
-    const size_t wsize = static_cast<size_t>(s.n) * s.k;
-    __nv_bfloat16 *w, *x, *y, *y_lt, *bias;
+    ProductOperands ops(s.m, s.n, s.k, kLayers, 11, 0.2f, 2.0f, 1.0f);
+    const size_t wsize = ops.w_elems;
+    const __nv_bfloat16 *w = ops.w, *x = ops.x, *bias = ops.bias;
+    __nv_bfloat16 *y = ops.y, *y_lt;
     float* ref;
-    CHECK(cudaMalloc(&w, wsize * kLayers * 2));
-    CHECK(cudaMalloc(&x, static_cast<size_t>(s.m) * s.k * 2));
-    CHECK(cudaMalloc(&y, static_cast<size_t>(s.m) * s.n * 2));
     CHECK(cudaMalloc(&y_lt, static_cast<size_t>(s.m) * s.n * 2));
     CHECK(cudaMalloc(&ref, static_cast<size_t>(s.m) * s.n * 4));
-    CHECK(cudaMalloc(&bias, static_cast<size_t>(s.n) * 2));
-    fill_random(w, wsize * kLayers, 11, 0.2f);
-    fill_random(x, static_cast<size_t>(s.m) * s.k, 12, 2.0f);
-    fill_random(bias, s.n, 13, 1.0f);
-    CHECK(cudaDeviceSynchronize());
-
-    cublasLtMatmulDesc_t desc;
-    CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t transposed = CUBLAS_OP_T;
-    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)));
     const cublasLtEpilogue_t epilogue = s.act == Act::gelu   ? CUBLASLT_EPILOGUE_GELU_BIAS
                                         : s.act == Act::bias ? CUBLASLT_EPILOGUE_BIAS
                                                              : CUBLASLT_EPILOGUE_DEFAULT;
-    CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (s.act != Act::none) {
-      const int32_t bias_type = CUDA_R_16BF;
-      CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-      CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    }
-    cublasLtMatrixLayout_t lw, lx, ly;
-    CHECK(cublasLtMatrixLayoutCreate(&lw, CUDA_R_16BF, s.k, s.n, s.k));
-    CHECK(cublasLtMatrixLayoutCreate(&lx, CUDA_R_16BF, s.k, s.m, s.k));
-    CHECK(cublasLtMatrixLayoutCreate(&ly, CUDA_R_16BF, s.n, s.m, s.n));
+    const LtProduct product(s.m, s.n, s.k, epilogue, ops.bias);
+    const cublasLtMatmulDesc_t desc = product.desc;
+    const cublasLtMatrixLayout_t lw = product.w, lx = product.x, ly = product.y;
     const auto results = heuristic_choices(handle, desc, lw, lx, ly, kWorkspace, 1);
     if (results.empty()) {
       std::printf("%s: cuBLASLt offers nothing\n", s.name);
@@ -389,12 +369,15 @@ int main() {
     }
     const float t_flush = graph_launch_us(stream, kLayers, [&](int) { flush_l2(); });
     const float t_lt = graph_launch_us(stream, kLayers, [&](int l) { flush_l2(), lt(l, y_lt); }) - t_flush;
-    const float t_ours = graph_launch_us(stream, kLayers,
-                                         [&](int l) {
-                                           flush_l2();
-                                           launch_skinny(x, w + wsize * l, bias, s.m, s.n, s.k, s.act, y, sms, stream);
-                                         }) -
-                         t_flush;
+    auto ours_after_flush = [&] {  // microseconds a launch beyond the flush
+      return graph_launch_us(stream, kLayers,
+                             [&](int l) {
+                               flush_l2();
+                               launch_skinny(x, w + wsize * l, bias, s.m, s.n, s.k, s.act, y, sms, stream);
+                             }) -
+             t_flush;
+    };
+    const float t_ours = ours_after_flush();
     const float t_lt_warm = graph_launch_us(stream, kLayers, [&](int l) { lt(l, y_lt); });
     const float t_ours_warm = graph_launch_us(
         stream, kLayers, [&](int l) { launch_skinny(x, w + wsize * l, bias, s.m, s.n, s.k, s.act, y, sms, stream); });
@@ -405,12 +388,7 @@ int main() {
         err_lt / ref_max, differ, h_y.size());
     for (int mode = 1; mode <= 3; ++mode) {
       g_mode = mode;
-      const float t = graph_launch_us(stream, kLayers,
-                                      [&](int l) {
-                                        flush_l2();
-                                        launch_skinny(x, w + wsize * l, bias, s.m, s.n, s.k, s.act, y, sms, stream);
-                                      }) -
-                      t_flush;
+      const float t = ours_after_flush();
       std::printf("    mode %d (%s): %6.2f us\n", mode,
                   mode == 1   ? "no products"
                   : mode == 2 ? "no cluster sums"
@@ -455,13 +433,8 @@ int main() {
       std::printf("    cuBLASLt, reductions %u only: %d candidates, best %6.2f us (#%d)\n", mask, count,
                   best_i >= 0 ? best : 0.0f, best_i);
     }
-    CHECK(cublasLtMatrixLayoutDestroy(lw));
-    CHECK(cublasLtMatrixLayoutDestroy(lx));
-    CHECK(cublasLtMatrixLayoutDestroy(ly));
-    CHECK(cublasLtMatmulDescDestroy(desc));
-    for (void* p : {static_cast<void*>(w), static_cast<void*>(x), static_cast<void*>(y), static_cast<void*>(y_lt),
-                    static_cast<void*>(ref), static_cast<void*>(bias)})
-      CHECK(cudaFree(p));
+    CHECK(cudaFree(y_lt));
+    CHECK(cudaFree(ref));
   }
   return 0;
 }
